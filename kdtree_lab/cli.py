@@ -1,0 +1,92 @@
+"""The ``kdtree-lab`` console command. Every subcommand has ``--help``; data-producing ones take ``--json``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Callable
+
+from .record import _jsonable
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
+    if getattr(args, "json", False):
+        print(json.dumps(_jsonable(data), indent=2))
+    else:
+        print(text)
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from .doctor import collect, render
+    from .profiles import auto_name
+
+    env = collect()
+    try:
+        profile = auto_name(env.gpu_name, env.compute_capability)
+    except ValueError as exc:
+        profile = f"none ({exc})"
+    data = env.as_dict() | {"profile": profile}
+    _emit(args, data, render(env) + f"\nprofile (auto)  {profile}")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from . import runner
+    from .profiles import resolve
+
+    try:
+        profile = resolve(args.profile)
+        entries = runner.select(runner.manifest(), args.only.split(",") if args.only else None)
+        overrides = runner.parse_overrides(args.param or [])
+        # Check names and types before anything runs (execute() checks again with the real run dir).
+        runner.plan_parameters(entries, profile, overrides, Path(args.out or "runs/check"))
+    except ValueError as exc:
+        print(f"kdtree-lab run: {exc}", file=sys.stderr)
+        return 2
+    run_dir, outcomes = runner.execute(entries, profile, overrides, Path(args.out) if args.out else None,
+                                       progress=not args.no_progress, timeout_s=args.cell_timeout)
+    print((run_dir / "summary.md").read_text())
+    failed = [o for o in outcomes if o.status == "failed"]
+    for o in failed:
+        print(f"kdtree-lab run: notebook {o.notebook} failed: {o.error}; partial output kept at {o.output}",
+              file=sys.stderr)
+    return 1 if failed else 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kdtree-lab", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("doctor", help="python, torch, triton, CUDA, driver, nvcc archs, GPU, cuobjdump")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(func=cmd_doctor)
+
+    p = sub.add_parser("run", help="execute the notebook sequence headless through papermill")
+    p.add_argument("--profile", default="auto", help="profile name under data/profiles, or 'auto' (by GPU)")
+    p.add_argument("--only", help="comma-separated notebook numbers or names, e.g. 01,03")
+    p.add_argument("-p", "--param", action="append", metavar="KEY=VALUE",
+                   help="override a notebook parameter (Python literal or string); repeatable")
+    p.add_argument("--out", help="run directory (default runs/<timestamp>-<profile>)")
+    p.add_argument("--no-progress", action="store_true", help="hide the per-cell progress bar")
+    p.add_argument("--cell-timeout", type=int, default=None, help="seconds allowed per cell (default: none)")
+    p.set_defaults(func=cmd_run)
+
+    from . import cli_kernels
+
+    cli_kernels.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,163 @@
+"""``kdtree-lab doctor``: what this machine has for building and running the kernels."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Environment:
+    """The environment report. Strings are versions as the tools print them; None means absent."""
+
+    python: str
+    platform: str
+    torch: str | None
+    torch_cuda: str | None  # CUDA version torch was built with
+    torch_arch_list: list[str] = field(default_factory=list)
+    sm120_in_torch: bool = False
+    triton: str | None = None
+    cuda_runtime: str | None = None
+    driver: str | None = None
+    nvcc: str | None = None  # path
+    nvcc_version: str | None = None
+    nvcc_archs: list[str] = field(default_factory=list)  # sm_XX it can build
+    gpu_name: str | None = None
+    compute_capability: str | None = None  # "9.0"
+    gpu_count: int = 0
+    cuobjdump: str | None = None
+    nvdisasm: str | None = None
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _run(cmd: list[str], timeout: float = 20) -> str | None:
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout if out.returncode == 0 else None
+
+
+def find_nvcc() -> str | None:
+    """nvcc from $CUDA_HOME, $PATH, or /usr/local/cuda."""
+    for cand in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if cand and (Path(cand) / "bin" / "nvcc").exists():
+            return str(Path(cand) / "bin" / "nvcc")
+    return shutil.which("nvcc")
+
+
+def find_cuda_tool(name: str) -> str | None:
+    """``cuobjdump`` / ``nvdisasm``: from PATH, next to nvcc, or inside the triton wheel."""
+    found = shutil.which(name)
+    if found:
+        return found
+    nvcc = find_nvcc()
+    if nvcc and (Path(nvcc).parent / name).exists():
+        return str(Path(nvcc).parent / name)
+    try:
+        import triton  # noqa: F401
+
+        cand = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / name
+        if cand.exists():
+            return str(cand)
+    except Exception:  # triton missing or broken: report absent
+        pass
+    return None
+
+
+def nvcc_archs(nvcc: str) -> list[str]:
+    """The real architectures nvcc can emit (``nvcc --list-gpu-code``), e.g. ``sm_120a``."""
+    out = _run([nvcc, "--list-gpu-code"])
+    if not out:
+        return []
+    real = {line.strip() for line in out.splitlines() if line.strip().startswith("sm_")}
+    # Arch-specific variants (sm_90a, sm_120a, ...) are not listed but exist for every real arch >= 90.
+    real |= {f"{a}a" for a in real if int(re.sub(r"\D", "", a)) >= 90}
+    return sorted(real, key=lambda s: (int(re.sub(r"\D", "", s) or 0), s))
+
+
+def collect() -> Environment:
+    """Probe python, torch, triton, CUDA runtime, driver, nvcc, the GPU and the CUDA binary tools."""
+    torch_v = torch_cuda = cuda_rt = driver = gpu = cc = None
+    arch_list: list[str] = []
+    count = 0
+    try:
+        import torch
+
+        torch_v = torch.__version__
+        torch_cuda = torch.version.cuda
+        if torch.cuda.is_available():
+            count = torch.cuda.device_count()
+            arch_list = list(torch.cuda.get_arch_list())
+            props = torch.cuda.get_device_properties(0)
+            gpu = props.name
+            cc = f"{props.major}.{props.minor}"
+            cuda_rt = torch_cuda
+    except Exception:  # no torch: report absent
+        pass
+    smi = _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
+    if smi:
+        driver = smi.strip().splitlines()[0]
+    triton_v = None
+    try:
+        import triton
+
+        triton_v = triton.__version__
+    except Exception:
+        pass
+    nvcc = find_nvcc()
+    nvcc_v = None
+    archs: list[str] = []
+    if nvcc:
+        out = _run([nvcc, "--version"]) or ""
+        m = re.search(r"release ([\d.]+)", out)
+        nvcc_v = m.group(1) if m else None
+        archs = nvcc_archs(nvcc)
+    return Environment(
+        python=sys.version.split()[0],
+        platform=f"{platform.system()} {platform.machine()}",
+        torch=torch_v,
+        torch_cuda=torch_cuda,
+        torch_arch_list=arch_list,
+        sm120_in_torch=any(a.startswith("sm_120") for a in arch_list),
+        triton=triton_v,
+        cuda_runtime=cuda_rt,
+        driver=driver,
+        nvcc=nvcc,
+        nvcc_version=nvcc_v,
+        nvcc_archs=archs,
+        gpu_name=gpu,
+        compute_capability=cc,
+        gpu_count=count,
+        cuobjdump=find_cuda_tool("cuobjdump"),
+        nvdisasm=find_cuda_tool("nvdisasm"),
+    )
+
+
+def render(env: Environment) -> str:
+    """A plain-text table of the report."""
+    rows = [
+        ("python", env.python),
+        ("platform", env.platform),
+        ("torch", f"{env.torch} (CUDA {env.torch_cuda})" if env.torch else "absent"),
+        ("triton", env.triton or "absent"),
+        ("CUDA runtime", env.cuda_runtime or "no GPU runtime"),
+        ("driver", env.driver or "no driver"),
+        ("nvcc", f"{env.nvcc_version} at {env.nvcc}" if env.nvcc else "absent"),
+        ("nvcc archs", ", ".join(env.nvcc_archs) or "none"),
+        ("GPU", f"{env.gpu_name} (cc {env.compute_capability}) x{env.gpu_count}" if env.gpu_name else "none"),
+        ("sm_120 in torch arch list", str(env.sm120_in_torch) if env.torch_arch_list else "n/a (no CUDA torch)"),
+        ("cuobjdump", env.cuobjdump or "absent"),
+        ("nvdisasm", env.nvdisasm or "absent"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)

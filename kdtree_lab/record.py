@@ -1,0 +1,65 @@
+"""Results files: each notebook writes ``<run_dir>/<notebook>.json``; the runner summarises them.
+
+A results dict has free-form keys plus three conventional ones:
+
+- ``figures``: the key numbers the summary table shows (name -> number or short string);
+- ``skipped``: a list of ``{"what": ..., "why": ...}`` for work that could not run here;
+- ``checks``: a list of ``{"name": ..., "ok": bool, ...}``; any ``ok: False`` fails the notebook.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+
+def _jsonable(value: Any) -> Any:
+    """Convert numpy / torch scalars, paths, dataclasses and non-finite floats to JSON values."""
+    import dataclasses
+
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _jsonable(dataclasses.asdict(value))
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if hasattr(value, "item") and callable(value.item) and getattr(value, "ndim", 1) == 0:
+        return _jsonable(value.item())
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+
+def save_results(run_dir: str | Path, notebook: str, results: dict[str, Any]) -> Path:
+    """Write ``results`` (plus a timestamp) to ``<run_dir>/<notebook>.json`` and return the path."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    payload = dict(results)
+    payload.setdefault("notebook", notebook)
+    payload.setdefault("written_at", _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+    payload.setdefault("skipped", [])
+    payload.setdefault("figures", {})
+    payload.setdefault("checks", [])
+    path = run_dir / f"{notebook}.json"
+    path.write_text(json.dumps(_jsonable(payload), indent=2, sort_keys=True) + "\n")
+    return path
+
+
+def load_results(run_dir: str | Path, notebook: str) -> dict[str, Any] | None:
+    """Read a notebook's results JSON from ``run_dir``, or None when it was not written."""
+    path = Path(run_dir) / f"{notebook}.json"
+    if not path.exists():
+        return None
+    return json.loads(path.read_text())
+
+
+def skip(what: str, why: str) -> dict[str, str]:
+    """One entry of a results file's ``skipped`` list."""
+    return {"what": what, "why": why}

@@ -1,0 +1,222 @@
+"""``kdtree-lab run``: execute the numbered notebooks headless through papermill.
+
+Parameters come from the profile (``data/profiles/<name>.yaml``) and ``-p key=value`` overrides; every
+name and type is checked against each notebook's ``parameters`` cell before anything runs. Output goes
+to ``runs/<id>/``: the executed notebooks, each notebook's results JSON, ``summary.json`` and ``summary.md``.
+"""
+
+from __future__ import annotations
+
+import ast
+import datetime as _dt
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .paths import NOTEBOOKS, RUNS
+from .profiles import Profile
+from .record import load_results
+
+
+class ParameterError(ValueError):
+    """A ``-p`` override or profile value that no notebook accepts, or of the wrong type."""
+
+
+@dataclass(frozen=True)
+class NotebookEntry:
+    """One row of ``notebooks/manifest.yaml``."""
+
+    number: str
+    name: str  # file stem, e.g. "03_eager_parity"
+    title: str
+    needs_gpu: str  # "no" | "optional" | "yes"
+    cpu_minutes: float
+    gpu_minutes: float
+
+    @property
+    def path(self) -> Path:
+        return NOTEBOOKS / f"{self.name}.ipynb"
+
+
+def manifest() -> list[NotebookEntry]:
+    raw = yaml.safe_load((NOTEBOOKS / "manifest.yaml").read_text())
+    return [NotebookEntry(number=str(e["name"])[:2], name=e["name"], title=e["title"], needs_gpu=e["needs_gpu"],
+                          cpu_minutes=float(e["cpu_minutes"]), gpu_minutes=float(e["gpu_minutes"]))
+            for e in raw["notebooks"]]
+
+
+def select(entries: list[NotebookEntry], only: list[str] | None) -> list[NotebookEntry]:
+    """Filter by number ("01", "3") or name; unknown selectors raise ValueError naming them."""
+    if not only:
+        return entries
+    wanted = {o.strip().zfill(2) if o.strip().isdigit() else o.strip() for o in only if o.strip()}
+    chosen = [e for e in entries if e.number in wanted or e.name in wanted]
+    known = {e.number for e in entries} | {e.name for e in entries}
+    unknown = sorted(wanted - known)
+    if unknown:
+        raise ValueError(f"--only: unknown notebook(s) {unknown}; known: {[e.number for e in entries]}")
+    return chosen
+
+
+def parse_value(text: str) -> Any:
+    """``-p`` value parsing: a Python literal (1, 0.5, True, None, [1, 2], 'x') or else a plain string."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items:
+        if "=" not in item:
+            raise ParameterError(f"-p {item!r}: expected key=value")
+        key, value = item.split("=", 1)
+        out[key.strip()] = parse_value(value)
+    return out
+
+
+_TYPE_NAMES = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,), "list": (list, tuple),
+               "dict": (dict,), "NoneType": (type(None),)}
+
+
+def _type_ok(value: Any, inferred: str) -> bool:
+    if inferred in ("None", "NoneType"):  # default None: any value allowed
+        return True
+    allowed = _TYPE_NAMES.get(inferred)
+    if allowed is None:
+        return True
+    if isinstance(value, bool) and inferred in ("int", "float"):
+        return False
+    return isinstance(value, allowed)
+
+
+def notebook_parameters(path: Path) -> dict[str, dict[str, Any]]:
+    """The parameters cell's names -> {inferred_type_name, default, help} (papermill's inspector)."""
+    import papermill
+
+    return papermill.inspect_notebook(str(path))
+
+
+def plan_parameters(entries: list[NotebookEntry], profile: Profile, overrides: dict[str, Any],
+                    run_dir: Path) -> dict[str, dict[str, Any]]:
+    """Per-notebook parameters after checking every name and type; raises ParameterError naming the culprit."""
+    declared = {e.name: notebook_parameters(e.path) for e in entries}
+    all_names = set().union(*(d.keys() for d in declared.values())) if declared else set()
+    for key in overrides:
+        if key not in all_names:
+            raise ParameterError(f"unknown parameter {key!r}: no selected notebook declares it "
+                                 f"(known: {sorted(all_names)})")
+    plan: dict[str, dict[str, Any]] = {}
+    for e in entries:
+        decl = declared[e.name]
+        params: dict[str, Any] = {}
+        for key, value in profile.params_for(e.number).items():
+            if key not in decl:
+                if key in profile.notebooks.get(e.number, {}):
+                    raise ParameterError(f"profile {profile.name!r}: notebook {e.name} has no parameter {key!r} "
+                                         f"(it declares {sorted(decl)})")
+                continue  # a 'common' key this notebook does not use
+            params[key] = value
+        params.update({k: v for k, v in overrides.items() if k in decl})
+        if "run_dir" in decl:
+            params["run_dir"] = str(run_dir)
+        if "profile" in decl:
+            params["profile"] = profile.name
+        for key, value in params.items():
+            inferred = decl[key]["inferred_type_name"]
+            if not _type_ok(value, inferred):
+                raise ParameterError(f"parameter {key!r} of {e.name}: expected {inferred} (default "
+                                     f"{decl[key]['default']}), got {type(value).__name__} {value!r}")
+        plan[e.name] = params
+    return plan
+
+
+@dataclass
+class NotebookOutcome:
+    """What happened to one notebook. ``status``: passed | passed-with-skips | failed | not-run."""
+
+    notebook: str
+    status: str
+    duration_s: float = 0.0
+    error: str | None = None
+    figures: dict[str, Any] = field(default_factory=dict)
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    output: str | None = None
+
+
+def _outcome_from_results(name: str, duration: float, output: Path, run_dir: Path) -> NotebookOutcome:
+    res = load_results(run_dir, name)
+    if res is None:
+        return NotebookOutcome(name, "failed", duration, error="notebook wrote no results JSON", output=str(output))
+    failed = [c for c in res.get("checks", []) if not c.get("ok", False)]
+    if failed:
+        return NotebookOutcome(name, "failed", duration, error=f"checks failed: {[c['name'] for c in failed]}",
+                               figures=res.get("figures", {}), skipped=res.get("skipped", []), output=str(output))
+    status = "passed-with-skips" if res.get("skipped") else "passed"
+    return NotebookOutcome(name, status, duration, figures=res.get("figures", {}), skipped=res.get("skipped", []),
+                           output=str(output))
+
+
+def execute(entries: list[NotebookEntry], profile: Profile, overrides: dict[str, Any], out_dir: Path | None = None,
+            progress: bool = True, timeout_s: int | None = None) -> tuple[Path, list[NotebookOutcome]]:
+    """Run the notebooks in order; stop at the first failure. Returns the run dir and per-notebook outcomes."""
+    import papermill
+    from nbclient.exceptions import DeadKernelError
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    run_id = _dt.datetime.now().strftime("%Y%m%d-%H%M%S") + f"-{profile.name}"
+    run_dir = Path(out_dir) if out_dir else RUNS / run_id
+    run_dir.mkdir(parents=True, exist_ok=True)
+    plan = plan_parameters(entries, profile, overrides, run_dir)
+    outcomes: list[NotebookOutcome] = []
+    failed = False
+    for i, e in enumerate(entries, 1):
+        output = run_dir / f"{e.name}.ipynb"
+        if failed:
+            outcomes.append(NotebookOutcome(e.name, "not-run", error="an earlier notebook failed"))
+            continue
+        console.print(f"[bold][{i}/{len(entries)}][/bold] {e.name}  ({e.title}; profile {profile.name})")
+        t0 = time.perf_counter()
+        try:
+            papermill.execute_notebook(str(e.path), str(output), parameters=plan[e.name], kernel_name="python3",
+                                       progress_bar=progress, cwd=str(e.path.parent), execution_timeout=timeout_s)
+            outcome = _outcome_from_results(e.name, time.perf_counter() - t0, output, run_dir)
+        except DeadKernelError as exc:
+            outcome = NotebookOutcome(e.name, "failed", time.perf_counter() - t0, output=str(output),
+                                      error=f"kernel died (out of memory or a crash; papermill exit 138): {exc}")
+        except papermill.PapermillExecutionError as exc:
+            outcome = NotebookOutcome(e.name, "failed", time.perf_counter() - t0, output=str(output),
+                                      error=f"cell {exc.cell_index} (execution count {exc.exec_count}): "
+                                            f"{exc.ename}: {exc.evalue}")
+        outcomes.append(outcome)
+        colour = {"passed": "green", "passed-with-skips": "yellow"}.get(outcome.status, "red")
+        console.print(f"    [{colour}]{outcome.status}[/{colour}] in {outcome.duration_s:.1f} s"
+                      + (f": {outcome.error}" if outcome.error else "")
+                      + (f" ({len(outcome.skipped)} skipped)" if outcome.skipped else ""))
+        failed = outcome.status == "failed"
+    write_summary(run_dir, profile, outcomes)
+    return run_dir, outcomes
+
+
+def write_summary(run_dir: Path, profile: Profile, outcomes: list[NotebookOutcome]) -> None:
+    """``summary.json`` and ``summary.md``: one row per notebook with status, duration and key figures."""
+    doc = {"profile": profile.name, "run_dir": str(run_dir), "notebooks": [asdict(o) for o in outcomes],
+           "all_passed": all(o.status == "passed" for o in outcomes),
+           "any_failed": any(o.status == "failed" for o in outcomes)}
+    (run_dir / "summary.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    lines = [f"# kdtree-lab run ({profile.name})", "", f"Run directory: `{run_dir}`", "",
+             "| notebook | status | seconds | key figures | skipped |", "|---|---|---:|---|---|"]
+    for o in outcomes:
+        figs = "; ".join(f"{k}={v}" for k, v in o.figures.items()) or "-"
+        skipped = "; ".join(f"{s['what']} ({s['why']})" for s in o.skipped) or "-"
+        status = o.status + (f": {o.error}" if o.error else "")
+        lines.append(f"| {o.notebook} | {status} | {o.duration_s:.1f} | {figs} | {skipped} |")
+    lines += ["", "A notebook 'passed-with-skips' did everything this machine allows; the skipped work is "
+                  "not a pass."]
+    (run_dir / "summary.md").write_text("\n".join(lines) + "\n")
