@@ -1,0 +1,84 @@
+// kdtree-lab: MLA tree-verify attention over SGLang's target-verify buffers (C ABI).
+//
+// One call verifies a batch of draft trees: for request b, every draft node i and local head h attends to the
+// request's prefix (pool rows kv_indices[kv_indptr[b] .. kv_indptr[b+1]) of k_buffer, 576 dims for QK, the first
+// 512 of the same row for V) and to the draft block (k_extend / v_extend rows of the request) under the tree
+// mask (custom_mask, SGLang FULL_MASK layout) or causally (custom_mask == NULL).
+//
+// Capture safety: the grid is fixed by the host integers (bs, num_draft, num_heads, nsplit); everything that
+// depends on lengths is read on the device; the call allocates nothing, never syncs the host and launches only
+// on `stream`. Every entry returns a kdt_status and never aborts the process.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KDT_ABI_VERSION 1
+
+#if defined(__GNUC__)
+#define KDT_API __attribute__((visibility("default")))
+#else
+#define KDT_API
+#endif
+
+typedef enum {
+  KDT_OK = 0,
+  KDT_ERR_NULL_POINTER = 1,   // a required pointer is NULL
+  KDT_ERR_BAD_SHAPE = 2,      // bs / num_draft / num_heads / nsplit out of range
+  KDT_ERR_BAD_STRIDE = 3,     // a stride or base pointer breaks the 16-byte alignment the loads need
+  KDT_ERR_BAD_DTYPE = 4,      // unknown dtype code
+  KDT_ERR_WORKSPACE = 5,      // workspace NULL, misaligned or smaller than kdtree_verify_workspace_bytes()
+  KDT_ERR_UNSUPPORTED = 6,    // a valid request this build does not serve (e.g. an fp8 pool)
+  KDT_ERR_LAUNCH = 7,         // the CUDA launch failed (see cudaGetLastError)
+  KDT_ERR_DEVICE = 8,         // the device query failed or the GPU has too little shared memory
+} kdt_status;
+
+// Device-side status bits, OR-ed into the first 4 bytes of the workspace during a call (graph safe: read them
+// after the step and zero them when you like).
+#define KDT_FLAG_INDEX_OUT_OF_POOL 1u  // a kv_indices entry was outside [0, pool_rows); slot 0 was read instead
+#define KDT_FLAG_QO_INDPTR 2u          // qo_indptr gave a request more than num_draft rows; extra rows ignored
+
+// kv_dtype codes
+#define KDT_KV_BF16 0
+#define KDT_KV_FP8_E4M3 1
+
+// Bytes of workspace one call needs for (bs, num_draft, num_heads, nsplit): a 256-byte header (status word)
+// plus fp32 partial outputs and log-sum-exps for nsplit prefix splits and one draft split.
+KDT_API size_t kdtree_verify_workspace_bytes(int max_bs, int num_draft, int num_heads, int nsplit);
+
+KDT_API int kdtree_verify_attn_flash_paged_cg(
+    const void* q, int64_t q_stride_token, int64_t q_stride_head,            // bf16 [T, H, 576]
+    const void* k_extend, int64_t k_extend_stride,                            // bf16 [T, 1, 576]
+    const void* v_extend, int64_t v_extend_stride,                            // bf16 [T, 1, 512]
+    void* o, int64_t o_stride_token, int64_t o_stride_head,                  // bf16 [T, H, 512]
+    const void* k_buffer, int64_t k_buffer_stride, int64_t pool_rows, int kv_dtype,  // [P, 1, 576]
+    const void* qo_indptr, int qo_indptr_is_int64,                            // int32 or int64 [bs+1]
+    const int32_t* kv_indptr,                                                 // int32 [bs+1]
+    const int64_t* kv_indices,                                                // int64 [>= kv_indptr[bs]]
+    const uint8_t* custom_mask,                                               // bool/uint8 bytes or NULL
+    const int64_t* mask_indptr,                                               // int64 [bs+1]
+    int bs, int num_draft, int num_heads, int nsplit,
+    float sm_scale, float k_scale, float v_scale,
+    void* workspace, size_t workspace_bytes,
+    void* stream);                                                            // cudaStream_t
+
+// Which kernel configuration a call on the current device would use, and its launch shape.
+typedef struct {
+  int block_m;          // rows (draft node x head) per CTA
+  int stages;           // KV tile pipeline depth
+  int threads;          // threads per CTA
+  int dynamic_smem;     // bytes of dynamic shared memory per CTA
+} kdt_config;
+
+KDT_API int kdtree_verify_num_configs(void);
+KDT_API int kdtree_verify_config(int index, kdt_config* out);           // the configs compiled in
+KDT_API int kdtree_verify_select_config(int smem_optin_bytes);          // index chosen for a device with this limit
+KDT_API const char* kdtree_verify_strerror(int status);
+KDT_API int kdtree_verify_abi_version(void);
+
+#ifdef __cplusplus
+}
+#endif
