@@ -228,3 +228,43 @@ def audit(buffers: Mapping[str, Any], contract: Contract | None = None, variant:
     if enforce and not report.ok:
         raise ContractError(report)
     return report
+
+
+def planted_mismatches(prefix_lens=(37, 200, 1), num_draft: int = 8, num_heads: int = 8, seed: int = 0) -> list[dict]:
+    """Plant the mistakes a hand-written hook makes and show the audit naming each one.
+
+    Returns one row per plant: what was planted, the variant audited, whether the audit caught it, and its words.
+    """
+    from .batch import build_verify_batch
+
+    def capture_batch():
+        return build_verify_batch(list(prefix_lens), num_draft, num_heads, variant="capture",
+                                  padded_bs=len(prefix_lens) + 1, seed=seed)
+
+    def eager_batch():
+        return build_verify_batch(list(prefix_lens), num_draft, num_heads, variant="eager", seed=seed)
+
+    plants = []
+    b = capture_batch()
+    b.qo_indptr = b.qo_indptr.to(torch.int32)
+    plants.append(("int32 qo_indptr where the graph variant has int64", "capture", b))
+    b = capture_batch()
+    b.custom_mask = b.custom_mask.to(torch.bool)
+    plants.append(("bool mask where the graph variant has uint8", "capture", b))
+    b = eager_batch()
+    b.kv_indices = b.kv_indices.to(torch.int32)
+    plants.append(("int32 kv_indices (SGLang's req_to_token dtype) instead of int64", "eager", b))
+    b = eager_batch()
+    wide = torch.empty(b.q.shape[0], b.q.shape[1], 2 * b.q.shape[2], dtype=b.q.dtype)
+    wide[..., ::2] = b.q
+    b.q = wide[..., ::2]
+    plants.append(("non-contiguous q (every other element of a wider tensor)", "eager", b))
+    b = eager_batch()
+    b.v_buffer = b.v_buffer.contiguous()
+    plants.append(("v_buffer copied instead of a view of k_buffer", "eager", b))
+    rows = []
+    for what, variant, batch in plants:
+        report = audit(batch.buffers(), variant=variant)
+        rows.append({"planted": what, "variant": variant, "caught": not report.ok,
+                     "audit says": "; ".join(report.mismatches())})
+    return rows

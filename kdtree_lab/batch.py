@@ -107,7 +107,7 @@ def build_verify_batch(
     mask: 'tree' (random DDTree per request), 'chain' (EAGLE topk=1, a custom mask equal to causal) or
     'causal' (custom_mask None). pool_size: token slots (default: sum of prefixes + 64); P = pool_size + 1.
     padded_bs: capture variant only, pad to this captured batch size with L=1 at slot 0.
-    ctx: capture variant's context length, sizing the oversized kv_indices / mask buffers (default max prefix).
+    ctx: capture variant's context length, sizing kv_indices / mask as SGLang does (default: a smaller slack).
     v_extend_from_k: v_extend = k_extend[..., :512] as in SGLang; False draws it independently (tests).
     """
     lens = [int(x) for x in prefix_lens]
@@ -128,7 +128,8 @@ def build_verify_batch(
     else:
         raise ValueError(f"variant: expected 'eager' or 'capture', got {variant!r}")
     rng = np.random.default_rng(seed)
-    gen = torch.Generator().manual_seed(seed)
+    dev = torch.device(device)
+    gen = torch.Generator(device=dev).manual_seed(seed)  # draw on the target device: pools can be GBs
     n, h = num_draft, num_heads
     if trees is None:
         trees = [_make_tree(mask, n, rng) for _ in range(live)]
@@ -141,38 +142,40 @@ def build_verify_batch(
     if pool < live_tokens:
         raise ValueError(f"pool_size={pool} is smaller than the live prefix tokens {live_tokens}")
     rows = pool + 1  # row 0 = padding slot
-    k_buffer = (torch.randn(rows, 1, D_QK, generator=gen)).to(torch.bfloat16)
-    slots = torch.randperm(pool, generator=gen)[:live_tokens] + 1
+    k_buffer = torch.randn(rows, 1, D_QK, generator=gen, device=dev, dtype=torch.bfloat16)
+    slots = torch.randperm(pool, generator=gen, device=dev)[:live_tokens] + 1
     kv_parts, start = [], 0
     for b, length in enumerate(lens):
         if b < live:
             kv_parts.append(slots[start:start + length])
             start += length
         else:
-            kv_parts.append(torch.zeros(length, dtype=torch.int64))  # padded rows read slot 0
+            kv_parts.append(torch.zeros(length, dtype=torch.int64, device=dev))  # padded rows read slot 0
     kv_valid = torch.cat(kv_parts).to(torch.int64)
     kv_indptr = torch.zeros(bs + 1, dtype=torch.int32)
     kv_indptr[1:] = torch.cumsum(torch.tensor(lens), 0).to(torch.int32)
+    kv_indptr = kv_indptr.to(dev)
 
     t = bs * n
-    q = torch.randn(t, h, D_QK, generator=gen).to(torch.bfloat16)
-    k_extend = torch.randn(t, 1, D_QK, generator=gen).to(torch.bfloat16)
+    q = torch.randn(t, h, D_QK, generator=gen, device=dev, dtype=torch.bfloat16)
+    k_extend = torch.randn(t, 1, D_QK, generator=gen, device=dev, dtype=torch.bfloat16)
     if v_extend_from_k:
         v_extend = k_extend[..., :D_V].contiguous()
     else:
-        v_extend = torch.randn(t, 1, D_V, generator=gen).to(torch.bfloat16)
-    o = torch.full((t, h, D_V), float("nan"), dtype=torch.bfloat16)
+        v_extend = torch.randn(t, 1, D_V, generator=gen, device=dev, dtype=torch.bfloat16)
+    o = torch.full((t, h, D_V), float("nan"), dtype=torch.bfloat16, device=dev)  # poison: unwritten rows show
 
     qo_dtype = torch.int32 if variant == "eager" else torch.int64
-    qo_indptr = torch.arange(0, (bs + 1) * n, n, dtype=qo_dtype)
+    qo_indptr = torch.arange(0, (bs + 1) * n, n, dtype=qo_dtype, device=dev)
     mask_sizes = [n * (length + n) for length in lens]
     mask_indptr = torch.zeros(bs + 1, dtype=torch.int64)
     mask_indptr[1:] = torch.cumsum(torch.tensor(mask_sizes), 0)
+    mask_indptr = mask_indptr.to(dev)
 
     if variant == "capture":
-        ctx_len = ctx if ctx is not None else max(lens)
-        cap = max(bs * n * ctx_len, kv_valid.numel())
-        kv_indices = torch.full((cap,), pool + 12345, dtype=torch.int64)  # poison past the valid part
+        # SGLang's buffer is max_bs*N*ctx long; without ctx keep a smaller slack that still breaks shape-sizing.
+        cap = max(bs * n * ctx, kv_valid.numel()) if ctx is not None else kv_valid.numel() + bs * n * 16
+        kv_indices = torch.full((cap,), pool + 12345, dtype=torch.int64, device=dev)  # poison past the valid part
         kv_indices[: kv_valid.numel()] = kv_valid
     else:
         kv_indices = kv_valid
@@ -186,16 +189,15 @@ def build_verify_batch(
             parts.append(torch.from_numpy(block.reshape(-1)))
         flat = torch.cat(parts)
         if variant == "capture":
-            ctx_len = ctx if ctx is not None else max(lens)
-            cap = max(bs * n * (ctx_len + n), flat.numel())
-            custom_mask = torch.full((cap,), 0xA5, dtype=torch.uint8)  # poison past mask_indptr[bs]
-            custom_mask[: flat.numel()] = flat.to(torch.uint8)
+            cap = max(bs * n * (ctx + n), flat.numel()) if ctx is not None else flat.numel() + bs * n * 16
+            custom_mask = torch.full((cap,), 0xA5, dtype=torch.uint8, device=dev)  # poison past mask_indptr[bs]
+            custom_mask[: flat.numel()] = flat.to(dev, torch.uint8)
         else:
-            custom_mask = flat
+            custom_mask = flat.to(dev)
 
     batch = VerifyBatch(q=q, k_extend=k_extend, v_extend=v_extend, o=o, k_buffer=k_buffer,
                         v_buffer=k_buffer[..., :D_V], qo_indptr=qo_indptr, kv_indptr=kv_indptr,
                         kv_indices=kv_indices, custom_mask=custom_mask, mask_indptr=mask_indptr,
                         max_extend_len=n, sm_scale=sm_scale, variant=variant, prefix_lens=lens, trees=trees,
                         live_bs=live)
-    return batch if torch.device(device).type == "cpu" else batch.to(device)
+    return batch

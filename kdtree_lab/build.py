@@ -231,25 +231,17 @@ def library_configs(library: Path) -> list[dict]:
     return rows
 
 
-def check_library(library: Path, archs: tuple[str, ...] | list[str] = DEFAULT_ARCHS) -> CheckReport:
-    """Symbol, cubin/SASS and resource checks; ``problems`` names the arch, kernel and limit of each failure."""
-    library = Path(library)
+def resource_problems(resources: list[KernelResources], configs: list[dict],
+                      archs: tuple[str, ...] | list[str]) -> list[str]:
+    """Resource checks per arch: HMMA present in the split kernel, no local memory (spills), registers x threads
+    within one SM, and at least one split-kernel configuration within the arch's shared memory per block.
+    Marks each config's ``fits`` per arch."""
     problems: list[str] = []
-    syms = exported_symbols(library)
-    symbols = {s: s in syms for s in REQUIRED_SYMBOLS}
-    problems += [f"symbol {s} is not exported by {library.name}" for s, ok in symbols.items() if not ok]
-    elf_list = _cuobjdump(["--list-elf", str(library)])
-    cubins = {a: len(re.findall(rf"\.{a}\.cubin", elf_list)) for a in archs}
-    problems += [f"{a}: no cubin in {library.name}" for a, n in cubins.items() if n == 0]
-    resources = kernel_resources(library)
-    configs = library_configs(library) if not any(not ok for ok in symbols.values()) else []
     split_cfg = {f"verify_split_kernel<{c['block_m']},{c['stages']}>": c for c in configs}
     for a in archs:
         limits = LIMITS.get(_arch_family(a))
         kernels = [r for r in resources if r.arch == a]
-        if not kernels:
-            continue
-        if limits is None:
+        if not kernels or limits is None:
             continue
         eligible = []
         for r in kernels:
@@ -264,14 +256,30 @@ def check_library(library: Path, archs: tuple[str, ...] | list[str] = DEFAULT_AR
             if r.registers * threads > limits.regs_per_sm:
                 problems.append(f"{a} {r.kernel}: {r.registers} registers x {threads} threads = "
                                 f"{r.registers * threads} > {limits.regs_per_sm} per SM (not even 1 CTA per SM)")
-            fits = dyn <= limits.smem_per_block_optin and dyn + r.static_smem <= limits.smem_per_sm
             if cfg:
+                fits = dyn <= limits.smem_per_block_optin and dyn + r.static_smem <= limits.smem_per_sm
                 cfg.setdefault("fits", {})[a] = fits
                 if fits:
                     eligible.append(r.kernel)
         if configs and not eligible:
             problems.append(f"{a}: no verify_split_kernel configuration fits {limits.smem_per_block_optin} B of "
                             f"shared memory per block")
+    return problems
+
+
+def check_library(library: Path, archs: tuple[str, ...] | list[str] = DEFAULT_ARCHS) -> CheckReport:
+    """Symbol, cubin/SASS and resource checks; ``problems`` names the arch, kernel and limit of each failure."""
+    library = Path(library)
+    problems: list[str] = []
+    syms = exported_symbols(library)
+    symbols = {s: s in syms for s in REQUIRED_SYMBOLS}
+    problems += [f"symbol {s} is not exported by {library.name}" for s, ok in symbols.items() if not ok]
+    elf_list = _cuobjdump(["--list-elf", str(library)])
+    cubins = {a: len(re.findall(rf"\.{a}\.cubin", elf_list)) for a in archs}
+    problems += [f"{a}: no cubin in {library.name}" for a, n in cubins.items() if n == 0]
+    resources = kernel_resources(library)
+    configs = library_configs(library) if all(symbols.values()) else []
+    problems += resource_problems(resources, configs, archs)
     return CheckReport(str(library), symbols, cubins, resources, configs, problems)
 
 

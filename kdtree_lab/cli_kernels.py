@@ -3,8 +3,114 @@
 from __future__ import annotations
 
 import argparse
+import sys
+
+
+def _emit(args, data, text):
+    from .cli import _emit as emit
+
+    emit(args, data, text)
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    """Build a verify batch of the chosen variant and audit it (and the other variant's dtypes against it)."""
+    from .audit import audit
+    from .batch import build_verify_batch
+
+    batch = build_verify_batch([int(x) for x in args.prefix.split(",")], args.draft, args.heads,
+                               variant=args.variant, mask=args.mask, seed=args.seed,
+                               padded_bs=args.padded_bs if args.variant == "capture" else None)
+    report = audit(batch.buffers(), variant=args.against or args.variant)
+    _emit(args, report, report.table())
+    return 0 if report.ok else 1
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from .build import BuildError, CheckError, build_library, check_library
+
+    archs = tuple(a.strip() for a in args.arch.split(",") if a.strip())
+    try:
+        result = build_library(archs, force=args.force, progress=not args.json)
+        report = check_library(result.library, archs)
+    except (BuildError, CheckError) as exc:
+        print(f"kdtree-lab build: {exc}", file=sys.stderr)
+        return 1
+    lines = [f"library  {result.library} ({'cached' if result.cached else f'built in {result.seconds:.1f} s'})",
+             f"nvcc     {result.nvcc_version}", "symbols  " + ", ".join(
+                 f"{s}{'' if ok else ' MISSING'}" for s, ok in report.symbols.items()),
+             "cubins   " + ", ".join(f"{a}: {n}" for a, n in report.cubins.items()), "",
+             f"{'arch':<9}{'kernel':<28}{'regs':>5}{'static smem':>12}{'local':>7}{'stack':>7}{'HMMA':>6}"]
+    lines += [f"{r.arch:<9}{r.kernel:<28}{r.registers:>5}{r.static_smem:>12}{r.local_bytes:>7}{r.stack:>7}{r.hmma:>6}"
+              for r in report.resources]
+    lines += ["", "configs: " + "; ".join(f"BM={c['block_m']} stages={c['stages']} threads={c['threads']} "
+                                          f"smem={c['dynamic_smem']} fits={c.get('fits')}" for c in report.configs)]
+    lines.append("checks: " + ("PASS" if report.ok else "FAIL\n  " + "\n  ".join(report.problems)))
+    _emit(args, {"build": result, "check": report, "ok": report.ok}, "\n".join(lines))
+    return 0 if report.ok else 1
+
+
+def cmd_parity(args: argparse.Namespace) -> int:
+    import numpy as np
+    import torch
+
+    from .parity import edge_cases, random_cases, run_parity
+
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if args.impl == "cuda" and device == "cpu":
+        print("kdtree-lab parity: --impl cuda needs a CUDA GPU (use --impl triton with TRITON_INTERPRET=1 on CPU)",
+              file=sys.stderr)
+        return 2
+    if args.impl == "triton" and device == "cpu":
+        import os
+
+        if os.environ.get("TRITON_INTERPRET") != "1":
+            print("kdtree-lab parity: Triton on the CPU needs TRITON_INTERPRET=1 in the environment", file=sys.stderr)
+            return 2
+    heads = tuple(int(h) for h in args.heads.split(","))
+    cases = [] if args.no_edge else edge_cases(max_prefix=args.max_prefix, max_batch=args.max_batch, heads=heads,
+                                               big_n=args.max_draft)
+    cases += random_cases(args.cases, np.random.default_rng(args.seed), max_prefix=args.max_prefix,
+                          max_batch=min(args.max_batch, 8), max_draft=args.max_draft, heads=heads,
+                          budget_tokens=args.budget_tokens)
+    report = run_parity(args.impl, cases, device, progress=not args.json)
+    summary = report.summary()
+    text = (f"{args.impl} on {device}: {summary['passed']}/{summary['cases']} cases within tolerance; "
+            f"max rel_l2 {summary['max_rel_l2']:.3g}, max abs {summary['max_abs']:.3g}")
+    if summary["failed"]:
+        text += f"\nFAILED: {summary['failed']}"
+    _emit(args, {"summary": summary, "cases": [r.row() for r in report.results]}, text)
+    return 0 if report.ok else 1
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argparse has no public type
-    """Add this module's subcommands to the ``kdtree-lab`` parser (filled in as they land)."""
-    return None
+    p = sub.add_parser("audit", help="audit a generated verify batch against the SGLang buffer contract")
+    p.add_argument("--variant", choices=["eager", "capture"], default="eager", help="which variant to build")
+    p.add_argument("--against", choices=["eager", "capture"], help="audit against this variant (default: same)")
+    p.add_argument("--prefix", default="37,200,1", help="comma-separated prefix lengths (tokens)")
+    p.add_argument("--draft", type=int, default=8, help="N draft tokens per request")
+    p.add_argument("--heads", type=int, default=8, help="H local heads")
+    p.add_argument("--mask", choices=["tree", "chain", "causal"], default="tree")
+    p.add_argument("--padded-bs", type=int, default=None, help="capture variant: pad to this batch size")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true", help="print the audit as JSON")
+    p.set_defaults(func=cmd_audit)
+
+    p = sub.add_parser("build", help="build the CUDA kernel library and check symbols, SASS and resources")
+    p.add_argument("--arch", default="sm_120a,sm_90a", help="comma-separated archs (default sm_120a,sm_90a)")
+    p.add_argument("--force", action="store_true", help="rebuild even if a cached library exists")
+    p.add_argument("--json", action="store_true", help="print the build and check report as JSON")
+    p.set_defaults(func=cmd_build)
+
+    p = sub.add_parser("parity", help="compare a kernel with the fp64 oracle on edge cases and random draws")
+    p.add_argument("--impl", choices=["cuda", "triton"], default="cuda")
+    p.add_argument("--cases", type=int, default=50, help="random cases after the edge grid")
+    p.add_argument("--no-edge", action="store_true", help="skip the edge grid")
+    p.add_argument("--max-prefix", type=int, default=4096, help="longest prefix drawn (tokens)")
+    p.add_argument("--max-batch", type=int, default=48, help="largest batch in the edge grid")
+    p.add_argument("--max-draft", type=int, default=16, help="largest N drawn")
+    p.add_argument("--heads", default="8,16", help="comma-separated H values")
+    p.add_argument("--budget-tokens", type=int, default=None, help="cap on sum(L)*N*H per random case")
+    p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when present)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true", help="print the summary and every case as JSON")
+    p.set_defaults(func=cmd_parity)

@@ -36,10 +36,11 @@ class NotebookEntry:
     needs_gpu: str  # "no" | "optional" | "yes"
     cpu_minutes: float
     gpu_minutes: float
+    source: Path | None = None  # default: notebooks/<name>.ipynb
 
     @property
     def path(self) -> Path:
-        return NOTEBOOKS / f"{self.name}.ipynb"
+        return self.source or NOTEBOOKS / f"{self.name}.ipynb"
 
 
 def manifest() -> list[NotebookEntry]:
@@ -95,6 +96,17 @@ def _type_ok(value: Any, inferred: str) -> bool:
     return isinstance(value, allowed)
 
 
+def _declared_type(spec: dict[str, Any]) -> str:
+    """The parameter's type: its annotation if papermill found one, else the type of its literal default."""
+    inferred = spec.get("inferred_type_name") or "None"
+    if inferred not in ("None", "NoneType"):
+        return inferred
+    try:
+        return type(ast.literal_eval(spec["default"])).__name__
+    except (ValueError, SyntaxError):
+        return "None"  # a non-literal default: accept any value
+
+
 def notebook_parameters(path: Path) -> dict[str, dict[str, Any]]:
     """The parameters cell's names -> {inferred_type_name, default, help} (papermill's inspector)."""
     import papermill
@@ -128,7 +140,7 @@ def plan_parameters(entries: list[NotebookEntry], profile: Profile, overrides: d
         if "profile" in decl:
             params["profile"] = profile.name
         for key, value in params.items():
-            inferred = decl[key]["inferred_type_name"]
+            inferred = _declared_type(decl[key])
             if not _type_ok(value, inferred):
                 raise ParameterError(f"parameter {key!r} of {e.name}: expected {inferred} (default "
                                      f"{decl[key]['default']}), got {type(value).__name__} {value!r}")
@@ -192,7 +204,8 @@ def execute(entries: list[NotebookEntry], profile: Profile, overrides: dict[str,
                                       error=f"kernel died (out of memory or a crash; papermill exit 138): {exc}")
         except papermill.PapermillExecutionError as exc:
             outcome = NotebookOutcome(e.name, "failed", time.perf_counter() - t0, output=str(output),
-                                      error=f"cell {exc.cell_index} (execution count {exc.exec_count}): "
+                                      error=f"cell {exc.cell_index} of the output notebook (execution count "
+                                            f"{exc.exec_count}, starting {_first_line(exc.source)!r}): "
                                             f"{exc.ename}: {exc.evalue}")
         outcomes.append(outcome)
         colour = {"passed": "green", "passed-with-skips": "yellow"}.get(outcome.status, "red")
@@ -202,6 +215,11 @@ def execute(entries: list[NotebookEntry], profile: Profile, overrides: dict[str,
         failed = outcome.status == "failed"
     write_summary(run_dir, profile, outcomes)
     return run_dir, outcomes
+
+
+def _first_line(source: str) -> str:
+    lines = [ln for ln in (source or "").splitlines() if ln.strip()]
+    return lines[0][:80] if lines else ""
 
 
 def write_summary(run_dir: Path, profile: Profile, outcomes: list[NotebookOutcome]) -> None:

@@ -1,0 +1,27 @@
+"""Runtime choices a notebook makes once, before any Triton kernel is defined."""
+
+from __future__ import annotations
+
+import os
+from typing import Callable
+
+
+def select_triton_mode() -> tuple[str, str]:
+    """Return (device, how Triton runs). Without a CUDA GPU, set TRITON_INTERPRET=1 so the Triton twin runs in
+    Triton's CPU interpreter; this must happen before ``kdtree_lab.triton_verify`` is imported."""
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda", "compiled for " + torch.cuda.get_device_name()
+    if "kdtree_lab.triton_verify" in __import__("sys").modules and os.environ.get("TRITON_INTERPRET") != "1":
+        raise RuntimeError("kdtree_lab.triton_verify was imported before select_triton_mode(); restart the kernel")
+    os.environ["TRITON_INTERPRET"] = "1"
+    return "cpu", "in the CPU interpreter (TRITON_INTERPRET=1)"
+
+
+def kernel_runner(impl: str) -> Callable:
+    """A function batch -> output that runs ``impl`` ('cuda' or 'triton') with a fresh workspace."""
+    from .parity import runner_for
+
+    run = runner_for(impl)  # (batch, nsplit) -> (out, flags)
+    return lambda batch: run(batch, 4)[0]

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# One device call on the H200: install the carried wheels, build, GPU tests, compute-sanitizer, the notebook
+# sequence under the h200 profile; everything lands in $OUT (results.tar.gz + session.log).
+# Usage (from the repo root on the device machine): bash scripts/h200_session.sh [pytest -k expression]
+set -uo pipefail
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT/work"
+LOG="$OUT/session.log"
+exec > >(tee -a "$LOG") 2>&1
+export PYTHONUNBUFFERED=1 MPLBACKEND=Agg TRITON_DEFAULT_FP_FUSION=1
+step() { echo; echo "=== $(date -u +%H:%M:%S) $*"; }
+
+step "install carried wheels and the project"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$PWD
+export PATH=/tmp/site/bin:$PATH
+python3 -m ipykernel install --user --name python3 >/dev/null || exit 1
+
+step "doctor"
+python3 -m kdtree_lab doctor --json | tee "$OUT/work/doctor.json"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
+
+step "build"
+python3 -m kdtree_lab build --json > "$OUT/work/build.json"; echo "build rc=$?"
+
+step "GPU tests"
+python3 -m pytest -q -m gpu tests/test_gpu.py ${1:+-k "$1"} --junitxml="$OUT/work/gpu-tests.xml" -p no:cacheprovider 2>&1 | tail -40
+
+step "compute-sanitizer on small cases"
+for tool in memcheck racecheck initcheck synccheck; do
+  compute-sanitizer --tool $tool --kernel-name kns=verify_ --error-exitcode 9 python3 -m kdtree_lab.sanitize_cases > "$OUT/work/sanitizer-$tool.log" 2>&1
+  echo "$tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/work/sanitizer-$tool.log" | tail -1)"
+done
+
+step "notebooks under the h200 profile"
+python3 -m kdtree_lab run --profile h200 --out "$OUT/work/run" --no-progress; echo "run rc=$?"
+
+step "pack"
+tar -C "$OUT/work" -czf "$OUT/results.tar.gz" .
+rm -rf "$OUT/work"
+ls -la "$OUT"

@@ -1,0 +1,58 @@
+"""nvcc builds for sm_120a and sm_90a pass the symbol, SASS and resource checks; the checks can fail."""
+
+import pytest
+
+from kdtree_lab import build
+from kdtree_lab.build import KernelResources, resource_problems
+
+
+@pytest.fixture(scope="module")
+def built():
+    result = build.build_library(("sm_120a", "sm_90a"), progress=False)
+    return result, build.check_library(result.library, ("sm_120a", "sm_90a"))
+
+
+def test_build_passes_checks(built):
+    result, report = built
+    assert report.ok, report.problems
+    assert all(report.symbols.values())
+    assert report.cubins["sm_120a"] >= 1 and report.cubins["sm_90a"] >= 1
+    split = [r for r in report.resources if r.kernel.startswith("verify_split")]
+    assert {r.arch for r in split} == {"sm_120a", "sm_90a"}
+    assert all(r.hmma > 0 and r.local_bytes == 0 for r in split)
+    fits = {c["block_m"]: c["fits"] for c in report.configs}
+    assert any(f["sm_120a"] for f in fits.values()), "a configuration must fit sm_120's 99 KB"
+
+
+def test_build_is_cached(built):
+    again = build.build_library(("sm_120a", "sm_90a"), progress=False)
+    assert again.cached and again.library == built[0].library
+
+
+def test_resource_checks_name_arch_kernel_and_limit():
+    cfgs = [{"index": 0, "block_m": 64, "stages": 3, "threads": 512, "dynamic_smem": 147_200}]
+    res = [KernelResources("sm_120a", "verify_split_kernel<64,3>", 255, 1024, 16, 0, hmma=0)]
+    problems = resource_problems(res, cfgs, ["sm_120a"])
+    text = "\n".join(problems)
+    assert "sm_120a verify_split_kernel<64,3>: no HMMA" in text
+    assert "16 B local memory" in text
+    assert "255 registers x 512 threads" in text
+    assert "sm_120a: no verify_split_kernel configuration fits 101376 B" in text
+
+
+def test_missing_symbol_is_reported(tmp_path):
+    src = tmp_path / "empty.cu"
+    src.write_text("extern \"C\" int unrelated(void) { return 0; }\n")
+    import subprocess
+
+    lib = tmp_path / "libempty.so"
+    subprocess.run([build.find_nvcc(), "-shared", "-Xcompiler", "-fPIC", "-gencode",
+                    "arch=compute_120a,code=sm_120a", "-o", str(lib), str(src)], check=True)
+    report = build.check_library(lib, ("sm_120a",))
+    assert not report.ok
+    assert any("kdtree_verify_attn_flash_paged_cg is not exported" in p for p in report.problems)
+
+
+def test_bad_arch_name():
+    with pytest.raises(build.BuildError, match="sm_120a"):
+        build.build_library(("compute_120",), progress=False)

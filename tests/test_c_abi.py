@@ -1,0 +1,68 @@
+"""The C ABI refuses bad input with an error code before touching memory or the GPU (runs on a CPU)."""
+
+import ctypes
+
+import pytest
+
+from kdtree_lab import build, loader
+from kdtree_lab.triton_verify import workspace_bytes as triton_workspace_bytes
+
+FAKE = 0x10000  # an aligned address that is never dereferenced: validation fails first
+
+
+@pytest.fixture(scope="module")
+def lib():
+    result = build.build_library(("sm_120a", "sm_90a"), progress=False)
+    return loader.open_library(result.library)
+
+
+def _call(lib, **over):
+    args = dict(q=FAKE, q_st=8 * 576, q_sh=576, kx=FAKE, kx_s=576, vx=FAKE, vx_s=512, o=FAKE, o_st=8 * 512,
+                o_sh=512, kb=FAKE, kb_s=576, pool=100, kv_dtype=0, qo=FAKE, qo64=0, kv_indptr=FAKE,
+                kv_indices=FAKE, mask=None, mask_indptr=FAKE, bs=2, n=4, h=8, nsplit=4, sm=0.07, ks=1.0, vs=1.0,
+                ws=FAKE, ws_bytes=1 << 40, stream=None)
+    args.update(over)
+    return lib.lib.kdtree_verify_attn_flash_paged_cg(*args.values())
+
+
+def test_abi_version_and_strerror(lib):
+    assert lib.lib.kdtree_verify_abi_version() == loader.ABI_VERSION
+    assert "fp8" in lib.strerror(6)
+    assert lib.strerror(999) == "unknown kdtree-lab status"
+
+
+def test_workspace_bytes_agree_with_triton_twin(lib):
+    for args in [(1, 16, 8, 16), (8, 16, 8, 16), (48, 4, 16, 3), (1, 64, 128, 132)]:
+        assert lib.workspace_bytes(*args) == triton_workspace_bytes(*args)
+    assert lib.workspace_bytes(0, 4, 8, 4) == 0
+
+
+@pytest.mark.parametrize("over,code", [
+    ({"q": None}, 1), ({"kv_indices": None}, 1), ({"ws": None}, 1),
+    ({"mask": FAKE, "mask_indptr": None}, 1),
+    ({"bs": 0}, 2), ({"n": 0}, 2), ({"h": 0}, 2), ({"nsplit": 0}, 2), ({"nsplit": 10_000}, 2),
+    ({"kv_dtype": 7}, 4), ({"kv_dtype": 1}, 6),
+    ({"q": FAKE + 2}, 3), ({"q_sh": 577}, 3), ({"kb_s": 512}, 3),
+    ({"ws_bytes": 1024}, 5), ({"ws": FAKE + 4}, 5),
+])
+def test_bad_input_returns_a_status_not_a_crash(lib, over, code):
+    assert _call(lib, **over) == code, lib.strerror(code)
+
+
+def test_config_selection(lib):
+    cfgs = lib.configs()
+    assert lib.lib.kdtree_verify_select_config(232_448) == 0  # H200: the largest config
+    idx = lib.lib.kdtree_verify_select_config(101_376)  # sm_120
+    assert idx >= 0 and cfgs[idx]["dynamic_smem"] <= 101_376
+    assert lib.lib.kdtree_verify_select_config(1000) == -1
+
+
+def test_loader_refuses_library_without_the_gpu_arch(lib):
+    with pytest.raises(loader.KernelLoadError, match="sm_80"):
+        loader.open_library(lib.path, require_arch="sm_80")
+
+
+def test_default_nsplit_is_a_pure_function_of_host_ints():
+    assert loader.default_nsplit(1, 16, 8, 132) == 132
+    assert loader.default_nsplit(48, 16, 8, 132) == 3
+    assert 1 <= loader.default_nsplit(1000, 64, 128, 188) <= loader.MAX_NSPLIT

@@ -1,0 +1,59 @@
+"""The console command: --help everywhere, --json where output is data, clear refusals."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from kdtree_lab.cli import build_parser, main
+
+SUBCOMMANDS = ["doctor", "run", "audit", "build", "parity"]
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "kdtree_lab", *args], capture_output=True, text=True)
+
+
+def test_every_subcommand_is_registered():
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    assert sorted(sub.choices) == sorted(SUBCOMMANDS)
+
+
+@pytest.mark.parametrize("sub", SUBCOMMANDS)
+def test_help(sub):
+    with pytest.raises(SystemExit) as exc:
+        main([sub, "--help"])
+    assert exc.value.code == 0
+
+
+def test_doctor_json(capsys):
+    assert main(["doctor", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    for key in ("python", "torch", "triton", "nvcc", "nvcc_archs", "gpu_name", "compute_capability",
+                "sm120_in_torch", "cuobjdump", "profile"):
+        assert key in data
+
+
+def test_run_refuses_unknown_parameter_by_name():
+    proc = _cli("run", "--profile", "cpu", "-p", "no_such_param=1")
+    assert proc.returncode == 2
+    assert "no_such_param" in proc.stderr
+
+
+def test_run_refuses_wrong_type_by_name():
+    proc = _cli("run", "--profile", "cpu", "-p", "random_cases=abc")
+    assert proc.returncode == 2
+    assert "random_cases" in proc.stderr and "expected int" in proc.stderr
+
+
+def test_run_refuses_unknown_profile_and_notebook():
+    assert "unknown profile 'nope'" in _cli("run", "--profile", "nope").stderr
+    assert "unknown notebook" in _cli("run", "--profile", "cpu", "--only", "42").stderr
+
+
+def test_audit_json_reports_variant_mismatch(capsys):
+    assert main(["audit", "--variant", "eager", "--against", "capture", "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    bad = {r["name"] for r in data["rows"] if not r["ok"]}
+    assert bad == {"qo_indptr", "custom_mask"}

@@ -1,0 +1,106 @@
+"""GPU tests (marker ``gpu``): the CUDA kernel and the Triton twin against the fp64 oracle on a real GPU.
+
+Skipped without a CUDA GPU; a skip is reported as a skip, never counted as a pass."""
+
+import numpy as np
+import pytest
+import torch
+
+from kdtree_lab import loader, parity, triton_verify
+from kdtree_lab.audit import ContractError
+from kdtree_lab.batch import build_verify_batch
+from kdtree_lab.oracle import compare, reference
+
+pytestmark = pytest.mark.gpu
+HEADS = (8, 16, 64, 128)
+
+
+def test_cuda_edge_grid():
+    report = parity.run_parity("cuda", parity.edge_cases(max_prefix=200_000, max_batch=48, heads=HEADS, big_n=64),
+                               "cuda")
+    assert report.ok, report.summary()
+
+
+def test_cuda_500_random_cases():
+    cases = parity.random_cases(500, np.random.default_rng(2026), max_prefix=200_000, max_batch=8, max_draft=64,
+                                heads=HEADS, budget_tokens=100_000_000)
+    report = parity.run_parity("cuda", cases, "cuda")
+    assert len(report.results) == 500 and report.ok, report.summary()
+
+
+def test_triton_gpu_edge_grid_and_random():
+    cases = parity.edge_cases(max_prefix=200_000, max_batch=48, heads=HEADS, big_n=64)
+    cases += parity.random_cases(100, np.random.default_rng(7), max_prefix=200_000, max_batch=8, max_draft=64,
+                                 heads=HEADS, budget_tokens=100_000_000)
+    report = parity.run_parity("triton", cases, "cuda")
+    assert report.ok, report.summary()
+
+
+def test_cuda_and_triton_agree():
+    b = build_verify_batch([4096, 777, 1], 16, 8, seed=11, device="cuda")
+    ws = loader.alloc_workspace(b.bs, 16, 8, 16)
+    cuda_out = loader.verify(b, ws, 16).clone()
+    b.o.fill_(float("nan"))
+    tws = triton_verify.alloc_workspace(b.bs, 16, 8, 16, "cuda")
+    triton_out = triton_verify.verify(b, tws, 16)
+    assert compare(cuda_out, triton_out.double())["rel_l2"] < 1e-2
+
+
+def test_out_of_pool_index_sets_flag_and_gpu_stays_usable():
+    b = build_verify_batch([300], 4, 8, seed=1, device="cuda")
+    b.kv_indices[7] = b.k_buffer.shape[0] + 10_000_000
+    ws = loader.alloc_workspace(1, 4, 8, 4)
+    loader.verify(b, ws, 4)
+    assert loader.read_status(ws) & loader.FLAG_INDEX_OUT_OF_POOL
+    loader.clear_status(ws)
+    good = build_verify_batch([300], 4, 8, seed=2, device="cuda")
+    out = loader.verify(good, ws, 4)
+    assert loader.read_status(ws) == 0
+    assert parity.within_tolerance(compare(out, reference(good)))
+
+
+def test_bad_input_is_refused_before_launch():
+    b = build_verify_batch([100], 4, 8, seed=3, device="cuda")
+    small = torch.zeros(64, dtype=torch.uint8, device="cuda")
+    with pytest.raises(ValueError, match="workspace: expected at least"):
+        loader.verify(b, small, 4)
+    b.kv_indices = b.kv_indices.to(torch.int32)
+    ws = loader.alloc_workspace(1, 4, 8, 4)
+    with pytest.raises(ValueError, match="kv_indices: expected int64"):
+        loader.verify(b, ws, 4)
+    with pytest.raises(ContractError, match="kv_indices"):
+        loader.verify(b, ws, 4, checked=True)
+    assert torch.isnan(b.o.float()).all(), "nothing was written"
+
+
+def test_launches_on_the_current_stream():
+    b = build_verify_batch([5000, 3], 8, 8, seed=4, device="cuda")
+    ws = loader.alloc_workspace(b.bs, 8, 8, 8)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        loader.verify(b, ws, 8)
+    side.synchronize()
+    assert parity.within_tolerance(compare(b.o, reference(b)))
+
+
+def test_cuda_graph_capture_and_replay_with_fresh_data():
+    b = build_verify_batch([2000, 1, 64], 8, 16, variant="capture", padded_bs=4, seed=5, device="cuda")
+    ws = loader.alloc_workspace(b.bs, 8, 16, 8)
+    for _ in range(2):
+        loader.verify(b, ws, 8)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        torch.ops.kdtree_lab.verify(b.q, b.k_extend, b.v_extend, b.o, b.k_buffer, b.qo_indptr, b.kv_indptr,
+                                    b.kv_indices, b.custom_mask, b.mask_indptr, b.max_extend_len, 8, b.sm_scale,
+                                    b.k_scale, b.v_scale, ws)
+    for seed in range(3):
+        fresh = build_verify_batch([2000, 1, 64], 8, 16, variant="capture", padded_bs=4, seed=100 + seed,
+                                   device="cuda")
+        for name in ("q", "k_extend", "v_extend", "k_buffer"):
+            getattr(b, name).copy_(getattr(fresh, name))
+        b.o.fill_(float("nan"))
+        g.replay()
+        torch.cuda.synchronize()
+        rows = 3 * 8
+        assert parity.within_tolerance(compare(b.o[:rows], reference(b)[:rows]))

@@ -1,0 +1,28 @@
+"""The whole notebook sequence under the cpu profile, through the same command `make run` uses."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU: run the GPU profile instead")
+def test_cpu_profile_runs_every_notebook(tmp_path):
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "kdtree_lab", "run", "--profile", "cpu", "--out", str(out),
+                           "--no-progress"], capture_output=True, text=True, timeout=1500)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    status = {n["notebook"]: n["status"] for n in summary["notebooks"]}
+    assert status == {"00_environment": "passed", "01_dtype_audit": "passed", "02_kernel_build": "passed",
+                      "03_eager_parity": "passed-with-skips"}
+    parity = json.loads((out / "03_eager_parity.json").read_text())
+    assert [s["what"] for s in parity["skipped"]] == ["CUDA kernel parity"]
+    assert parity["summaries"]["triton"]["cases"] >= 50 + 16
+    assert parity["summaries"]["triton"]["passed"] == parity["summaries"]["triton"]["cases"]
+    assert (out / "summary.md").read_text().count("|") > 20
+    for nb in status:
+        assert (out / f"{nb}.ipynb").exists() and (out / f"{nb}.json").exists()

@@ -1,0 +1,52 @@
+"""pyproject.toml is the source of truth; environment.yml, the Makefile and CI follow it."""
+
+import re
+import tomllib
+
+import yaml
+
+from kdtree_lab.paths import ROOT
+
+REQUIRED = ["jupyterlab", "torch", "triton", "ipywidgets", "matplotlib", "papermill", "nbformat", "pyyaml",
+            "pyelftools"]
+
+
+def _pyproject():
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def _names(reqs):
+    return {re.split(r"[<>=!;\[ ]", r, maxsplit=1)[0].strip().lower() for r in reqs}
+
+
+def test_required_dependencies_are_declared():
+    project = _pyproject()["project"]
+    declared = _names(project["dependencies"])
+    for extra in project["optional-dependencies"].values():
+        declared |= _names(extra)
+    assert not [r for r in REQUIRED if r not in declared], declared
+
+
+def test_torch_floor_admits_the_cpu_wheel():
+    deps = _pyproject()["project"]["dependencies"]
+    torch_req = next(d for d in deps if d.startswith("torch"))
+    assert ">=2.7" in torch_req
+
+
+def test_environment_yml_is_a_thin_bootstrap_of_pyproject_extras():
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    assert "conda-forge" in env["channels"]
+    conda = [d for d in env["dependencies"] if isinstance(d, str)]
+    assert sorted(re.split(r"[=<>]", d)[0] for d in conda) == ["pip", "python"], conda
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    assert len(pip) == 1 and pip[0].startswith("-e ."), pip
+    extras = set(re.search(r"\[(.*)\]", pip[0]).group(1).split(","))
+    assert extras <= set(_pyproject()["project"]["optional-dependencies"]), extras
+
+
+def test_console_script_and_make_targets():
+    assert _pyproject()["project"]["scripts"]["kdtree-lab"] == "kdtree_lab.cli:main"
+    makefile = (ROOT / "Makefile").read_text()
+    for target in ("run:", "test:", "lab:"):
+        assert re.search(rf"^{target}", makefile, re.M), target
+    assert "make test" in (ROOT / ".ci" / "run").read_text()

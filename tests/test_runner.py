@@ -1,0 +1,84 @@
+"""The papermill runner: parameter checks, failure reports naming notebook and cell, dead kernels, summaries."""
+
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_notebook
+
+from kdtree_lab import runner
+from kdtree_lab.profiles import Profile, auto_name, load
+
+
+def _notebook(tmp_path: Path, name: str, body: str) -> runner.NotebookEntry:
+    nb = new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    p = new_code_cell('run_dir = "x"  # results\nsteps = 2  # how many')
+    p.metadata["tags"] = ["parameters"]
+    nb.cells = [p, new_code_cell(body)]
+    path = tmp_path / f"{name}.ipynb"
+    nbformat.write(nb, path)
+    return runner.NotebookEntry(name[:2], name, name, "no", 0.1, 0.1, source=path)
+
+
+PROFILE = Profile("test", "", False)
+SAVE = "from kdtree_lab.record import save_results\nsave_results(run_dir, '{name}', {payload})"
+
+
+def test_profiles_load_and_auto_pick():
+    assert {p: load(p).name for p in ("cpu", "h200", "sm120")} == {"cpu": "cpu", "h200": "h200", "sm120": "sm120"}
+    assert auto_name(None, None) == "cpu"
+    assert auto_name("NVIDIA H200", "9.0") == "h200"
+    assert auto_name("NVIDIA RTX PRO 6000 Blackwell", "12.0") == "sm120"
+    with pytest.raises(ValueError, match="no profile"):
+        auto_name("Some GPU", "7.5")
+
+
+def test_parameter_plan_checks_names_and_types(tmp_path):
+    e = _notebook(tmp_path, "90_ok", "pass")
+    plan = runner.plan_parameters([e], PROFILE, {"steps": 5}, tmp_path)
+    assert plan["90_ok"] == {"steps": 5, "run_dir": str(tmp_path)}
+    with pytest.raises(runner.ParameterError, match="unknown parameter 'nope'"):
+        runner.plan_parameters([e], PROFILE, {"nope": 1}, tmp_path)
+    with pytest.raises(runner.ParameterError, match="'steps' of 90_ok: expected int"):
+        runner.plan_parameters([e], PROFILE, {"steps": "many"}, tmp_path)
+    bad_profile = Profile("p", "", False, notebooks={"90": {"missing": 1}})
+    with pytest.raises(runner.ParameterError, match="no parameter 'missing'"):
+        runner.plan_parameters([e], bad_profile, {}, tmp_path)
+
+
+def test_parse_overrides():
+    assert runner.parse_overrides(["a=1", "b=[1, 2]", "c=hello", "d=True", "e=0.5"]) == \
+        {"a": 1, "b": [1, 2], "c": "hello", "d": True, "e": 0.5}
+    with pytest.raises(runner.ParameterError, match="key=value"):
+        runner.parse_overrides(["novalue"])
+
+
+@pytest.mark.slow
+def test_pass_skip_failure_and_dead_kernel(tmp_path):
+    ok = _notebook(tmp_path, "91_ok", SAVE.format(name="91_ok", payload="{'figures': {'x': steps}}"))
+    skips = _notebook(tmp_path, "92_skip", SAVE.format(
+        name="92_skip", payload="{'skipped': [{'what': 'gpu part', 'why': 'no GPU'}]}"))
+    fails = _notebook(tmp_path, "93_fail", "raise ValueError('planted failure')")
+    out = tmp_path / "run"
+    run_dir, outcomes = runner.execute([ok, skips, fails, ok], PROFILE, {"steps": 3}, out, progress=False)
+    status = [o.status for o in outcomes]
+    assert status == ["passed", "passed-with-skips", "failed", "not-run"]
+    assert outcomes[0].figures == {"x": 3}
+    assert "cell 2 of the output notebook" in outcomes[2].error and "raise ValueError" in outcomes[2].error and "ValueError: planted failure" in outcomes[2].error
+    assert (out / "93_fail.ipynb").exists(), "the partial output notebook is kept"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["any_failed"] and not summary["all_passed"]
+    md = (out / "summary.md").read_text()
+    assert "92_skip | passed-with-skips" in md and "gpu part (no GPU)" in md
+
+    dead = _notebook(tmp_path, "94_dead", "import os\nos._exit(1)")
+    _, outcomes = runner.execute([dead], PROFILE, {}, tmp_path / "dead", progress=False)
+    assert outcomes[0].status == "failed" and "kernel died" in outcomes[0].error
+
+
+def test_checks_failing_in_results_fail_the_notebook(tmp_path):
+    e = _notebook(tmp_path, "95_check", SAVE.format(name="95_check", payload="{'checks': [{'name': 'c', 'ok': False}]}"))
+    _, outcomes = runner.execute([e], PROFILE, {}, tmp_path / "r", progress=False)
+    assert outcomes[0].status == "failed" and "checks failed: ['c']" in outcomes[0].error

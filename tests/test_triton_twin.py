@@ -1,0 +1,93 @@
+"""The Triton twin against the fp64 oracle in Triton's CPU interpreter (or on the GPU when there is one)."""
+
+import numpy as np
+import pytest
+import torch
+
+from kdtree_lab import parity, triton_verify
+from kdtree_lab.batch import build_verify_batch
+from kdtree_lab.oracle import compare, reference
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def test_edge_grid():
+    report = parity.run_parity("triton", parity.edge_cases(max_prefix=600, max_batch=48, heads=(2, 3), big_n=16),
+                               DEVICE)
+    assert report.ok, report.summary()
+
+
+def test_fifty_random_cases():
+    cases = parity.random_cases(50, np.random.default_rng(12345), max_prefix=600, max_batch=4, max_draft=8,
+                                heads=(1, 2, 3), budget_tokens=20000)
+    report = parity.run_parity("triton", cases, DEVICE)
+    assert len(report.results) == 50 and report.ok, report.summary()
+
+
+def test_interpreter_takes_the_fp32_dot_workaround():
+    if DEVICE == "cuda":
+        pytest.skip("GPU run: the interpreter workaround does not apply")
+    assert triton_verify.interpreting(), "conftest sets TRITON_INTERPRET=1 without a GPU"
+
+
+@pytest.mark.skipif(DEVICE == "cuda", reason="about Triton's CPU interpreter")
+def test_interpreter_bf16_dot_is_still_broken():
+    """If this fails, the interpreter's bf16 tl.dot works again and the UPCAST workaround can be dropped."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def dot_kernel(a_ptr, b_ptr, c_ptr):
+        r = tl.arange(0, 16)
+        a = tl.load(a_ptr + r[:, None] * 16 + r[None, :])
+        b = tl.load(b_ptr + r[:, None] * 16 + r[None, :])
+        tl.store(c_ptr + r[:, None] * 16 + r[None, :], tl.dot(a, b))
+
+    a = torch.randn(16, 16).to(torch.bfloat16)
+    b = torch.randn(16, 16).to(torch.bfloat16)
+    c = torch.empty(16, 16)
+    dot_kernel[(1,)](a, b, c)
+    want = a.float() @ b.float()
+    assert not torch.allclose(c, want, rtol=1e-2, atol=1e-2)
+
+
+def test_harness_fails_a_wrong_mask():
+    b = build_verify_batch([40, 9], 8, 2, mask="tree", seed=7, device=DEVICE)
+    ref = reference(b)
+    b.custom_mask = None  # the kernel now runs causally: wrong for a tree
+    ws = triton_verify.alloc_workspace(b.bs, 8, 2, 2, DEVICE)
+    err = compare(triton_verify.verify(b, ws, 2), ref)
+    assert not parity.within_tolerance(err)
+
+
+def test_out_of_pool_index_sets_the_status_flag_and_stays_in_bounds():
+    b = build_verify_batch([30], 4, 2, seed=1, device=DEVICE)
+    b.kv_indices[5] = b.k_buffer.shape[0] + 100
+    ws = triton_verify.alloc_workspace(1, 4, 2, 2, DEVICE)
+    triton_verify.verify(b, ws, 2)
+    assert int(ws[:4].view(torch.int32).item()) & 1
+    assert torch.isfinite(b.o.float()).all()
+
+
+def test_validate_mode():
+    run = lambda batch: triton_verify.verify(batch, triton_verify.alloc_workspace(batch.bs, batch.max_extend_len,  # noqa: E731
+                                                                                 batch.num_heads, 2, DEVICE), 2)
+    b = build_verify_batch([20, 3], 4, 2, seed=2, device=DEVICE)
+    parity.validated(run, b, "validate")
+    with pytest.raises(parity.ValidationError, match="request 1, draft node"):
+        def corrupt(batch):
+            out = run(batch)
+            out[4 + 2, 1, 7] += 1.0  # request 1, node 2, head 1
+            return out
+
+        parity.validated(corrupt, build_verify_batch([20, 3], 4, 2, seed=3, device=DEVICE), "validate")
+    off = build_verify_batch([20, 3], 4, 2, seed=4, device=DEVICE)
+    assert compare(parity.validated(run, off, "off"), reference(off))["rel_l2"] < 5e-3
+    with pytest.raises(ValueError, match="mode"):
+        parity.validated(run, off, "maybe")
+
+
+def test_workspace_too_small_is_refused():
+    b = build_verify_batch([10], 4, 2, seed=0, device=DEVICE)
+    with pytest.raises(ValueError, match="workspace"):
+        triton_verify.verify(b, torch.zeros(16, dtype=torch.uint8, device=DEVICE), 2)
