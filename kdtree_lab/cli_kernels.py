@@ -82,6 +82,32 @@ def cmd_parity(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    import torch
+
+    if not torch.cuda.is_available():
+        print("kdtree-lab bench: needs a CUDA GPU (timings on a CPU would not mean anything)", file=sys.stderr)
+        return 2
+    from .bench import run_preset
+    from .display import markdown_table
+    from .provenance import provenance
+    from .record import _jsonable
+
+    impls = args.impl.split(",") if args.impl else None
+    result = run_preset(args.preset, impls, progress=not args.json)
+    result["provenance"] = provenance()
+    if args.out:
+        Path(args.out).write_text(json.dumps(_jsonable(result), indent=2) + "\n")
+    c = result["ceilings"]
+    text = (f"ceilings: copy {c['copy_gbps']:.0f} GB/s, bf16 GEMM {c['gemm_tflops']:.0f} TFLOP/s; "
+            f"SGLang: {result['sglang'] or 'not importable'}\n" + markdown_table(result["rows"]))
+    _emit(args, result, text)
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argparse has no public type
     p = sub.add_parser("audit", help="audit a generated verify batch against the SGLang buffer contract")
     p.add_argument("--variant", choices=["eager", "capture"], default="eager", help="which variant to build")
@@ -114,3 +140,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print the summary and every case as JSON")
     p.set_defaults(func=cmd_parity)
+
+    p = sub.add_parser("bench", help="time the CUDA kernel, the Triton twin and SGLang's kernels (GPU only)")
+    p.add_argument("--preset", choices=["quick", "issue"], default="quick", help="shape grid")
+    p.add_argument("--impl", help="comma-separated subset of cuda,triton,sglang_extend,sglang_decode")
+    p.add_argument("--out", help="write the JSON result (with provenance) to this file")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=cmd_bench)

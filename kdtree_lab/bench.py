@@ -1,0 +1,261 @@
+"""Benchmarks: our CUDA kernel, the Triton twin and SGLang's own Triton kernels on identical verify buffers.
+
+Timing is a median over CUDA-event samples after warm-up; inputs rotate over several pool copies so that a call
+does not find its latent KV in L2 (as in a model, where each layer has its own KV); the reduce is included.
+Ceilings (device-to-device copy bandwidth, bf16 GEMM rate) are measured in the same run.
+
+Floors per shape: bytes = B*L*576*2 (the latent KV read once), FLOPs = 2*(576+512)*B*N*H*(L+N); the floor is
+max(bytes / copy bandwidth, FLOPs / GEMM rate).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+import torch
+
+from .batch import D_QK, D_V, VerifyBatch, build_verify_batch
+
+L2_ROTATE_BYTES = 256 << 20  # rotate inputs until this many KV bytes separate two uses of one copy
+MAX_COPIES = 16
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    copy_gbps: float  # device-to-device copy, bytes read + written per second / 1e9
+    gemm_tflops: float  # bf16 matmul 8192^3
+
+
+@dataclass(frozen=True)
+class Shape:
+    batch: int
+    prefix: int
+    draft: int
+    heads: int
+    mask: str = "tree"
+
+    @property
+    def kv_bytes(self) -> int:
+        return self.batch * self.prefix * D_QK * 2
+
+    @property
+    def flops(self) -> float:
+        return 2.0 * (D_QK + D_V) * self.batch * self.draft * self.heads * (self.prefix + self.draft)
+
+
+@dataclass
+class Timing:
+    impl: str
+    shape: Shape
+    ms: float
+    ms_samples: int
+    nsplit: int | None = None
+
+    def row(self, ceilings: Ceilings) -> dict:
+        s = self.shape
+        t = self.ms * 1e-3
+        t_mem = s.kv_bytes / (ceilings.copy_gbps * 1e9)
+        t_cmp = s.flops / (ceilings.gemm_tflops * 1e12)
+        floor = max(t_mem, t_cmp)
+        return {"impl": self.impl, "B": s.batch, "L": s.prefix, "N": s.draft, "H": s.heads, "mask": s.mask,
+                "ms": round(self.ms, 4), "GB/s": round(s.kv_bytes / t / 1e9, 1),
+                "TFLOP/s": round(s.flops / t / 1e12, 2), "floor_ms": round(floor * 1e3, 4),
+                "bound": "memory" if t_mem >= t_cmp else "compute", "of_roofline": round(floor / t, 3),
+                "nsplit": self.nsplit}
+
+
+def _median_ms(fn: Callable[[int], None], copies: int, warmup: int = 3, iters: int = 20) -> tuple[float, int]:
+    for i in range(warmup):
+        fn(i % copies)
+    torch.cuda.synchronize()
+    samples = []
+    for i in range(iters):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn(i % copies)
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end))
+    return statistics.median(samples), len(samples)
+
+
+def measure_ceilings(copy_bytes: int = 2 << 30, gemm_n: int = 8192) -> Ceilings:
+    """Copy bandwidth (read + write) and bf16 GEMM rate on this GPU, medians of event-timed runs."""
+    src = torch.empty(copy_bytes // 4, dtype=torch.float32, device="cuda").normal_()
+    dst = torch.empty_like(src)
+    copy_ms, _ = _median_ms(lambda i: dst.copy_(src), 1, warmup=3, iters=10)
+    del src, dst
+    a = torch.randn(gemm_n, gemm_n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(gemm_n, gemm_n, device="cuda", dtype=torch.bfloat16)
+    gemm_ms, _ = _median_ms(lambda i: a @ b, 1, warmup=3, iters=10)
+    return Ceilings(copy_gbps=2 * copy_bytes / (copy_ms * 1e-3) / 1e9,
+                    gemm_tflops=2 * gemm_n ** 3 / (gemm_ms * 1e-3) / 1e12)
+
+
+def _copies(shape: Shape) -> int:
+    return max(1, min(MAX_COPIES, math.ceil(L2_ROTATE_BYTES / max(1, shape.kv_bytes))))
+
+
+def _batches(shape: Shape, copies: int, seed: int = 0) -> list[VerifyBatch]:
+    return [build_verify_batch([shape.prefix] * shape.batch, shape.draft, shape.heads, mask=shape.mask,
+                               seed=seed + i, device="cuda") for i in range(copies)]
+
+
+def sglang_available() -> str | None:
+    """SGLang's version when its Triton attention kernels import, else None."""
+    try:
+        import sglang
+        from sglang.kernels.ops.attention.extend_attention import extend_attention_fwd  # noqa: F401
+
+        return sglang.__version__
+    except Exception:  # not installed, or an incompatible environment
+        return None
+
+
+def time_ours(impl: str, shape: Shape, nsplit: int | None = None) -> Timing:
+    """Median time of our CUDA kernel or the Triton twin (split + reduce) on ``shape``."""
+    from . import loader, triton_verify
+
+    copies = _copies(shape)
+    batches = _batches(shape, copies)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    block_m = loader.library().selected_config()["block_m"] if impl == "cuda" else 32
+    ns = nsplit or loader.default_nsplit(shape.batch, shape.draft, shape.heads, sms, block_m)
+    if impl == "cuda":
+        ws = loader.alloc_workspace(shape.batch, shape.draft, shape.heads, ns)
+        run = lambda i: loader.verify(batches[i], ws, ns)  # noqa: E731
+    elif impl == "triton":
+        ws = triton_verify.alloc_workspace(shape.batch, shape.draft, shape.heads, ns, "cuda")
+        run = lambda i: triton_verify.verify(batches[i], ws, ns)  # noqa: E731
+    else:
+        raise ValueError(f"impl: expected cuda or triton, got {impl!r}")
+    ms, n = _median_ms(run, copies)
+    return Timing(impl, shape, ms, n, ns)
+
+
+def time_sglang_extend(shape: Shape, iters: int = 5) -> Timing:
+    """SGLang 0.5.23's ``extend_attention_fwd`` as TritonAttnBackend calls it for MLA target verify."""
+    from sglang.kernels.ops.attention.extend_attention import extend_attention_fwd
+
+    copies = min(_copies(shape), 4)
+    batches = _batches(shape, copies)
+
+    def run(i: int) -> None:
+        b = batches[i]
+        extend_attention_fwd(b.q, b.k_extend, b.v_extend, b.o, b.k_buffer, b.v_buffer, b.qo_indptr, b.kv_indptr,
+                             b.kv_indices, b.custom_mask, True, b.mask_indptr, b.max_extend_len, 1.0, 1.0,
+                             sm_scale=b.sm_scale)
+
+    ms, n = _median_ms(run, copies, warmup=1, iters=iters)
+    return Timing("sglang_extend", shape, ms, n)
+
+
+def time_sglang_decode(shape: Shape, max_kv_splits: int = 256) -> Timing:
+    """SGLang's split-K ``decode_attention_fwd`` (grouped MLA) for one token per request: the reference point a
+    tree verify should match. Split counts come from SGLang's own ``get_num_kv_splits_triton``."""
+    import triton
+    from sglang.kernels.ops.attention.decode_attention import decode_attention_fwd
+    from sglang.kernels.ops.attention.metadata import get_num_kv_splits_triton
+
+    one = Shape(shape.batch, shape.prefix, 1, shape.heads, "causal")
+    copies = _copies(one)
+    batches = _batches(one, copies)
+    bsz, heads = shape.batch, shape.heads
+    logits = torch.empty(bsz, heads, max_kv_splits, D_V, dtype=torch.float32, device="cuda")
+    lse = torch.empty(bsz, heads, max_kv_splits, dtype=torch.float32, device="cuda")
+    splits = torch.empty(bsz, dtype=torch.int32, device="cuda")
+    seq_lens = torch.full((bsz,), shape.prefix, dtype=torch.int32, device="cuda")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    get_num_kv_splits_triton[(1,)](splits, seq_lens, bsz, 1, heads, 1, max_kv_splits, sms,
+                                   MAX_NUM_SEQ=max(16, triton.next_power_of_2(bsz)))
+
+    def run(i: int) -> None:
+        b = batches[i]
+        decode_attention_fwd(b.q, b.k_buffer, b.v_buffer, b.o, b.kv_indptr, b.kv_indices, logits, lse, splits,
+                             max_kv_splits, b.sm_scale, 1.0, 1.0, has_mla=True, use_pdl=True)
+
+    ms, n = _median_ms(run, copies)
+    return Timing("sglang_decode_1tok", shape, ms, n)
+
+
+def run_grid(shapes: list[Shape], impls: list[str], ceilings: Ceilings | None = None,
+             progress: bool = True) -> dict:
+    """Time every impl on every shape; returns ceilings and one row per (impl, shape) with floors and speedups."""
+    ceilings = ceilings or measure_ceilings()
+    rows = []
+    it = shapes
+    if progress:
+        from tqdm.auto import tqdm
+
+        it = tqdm(shapes, desc="bench", unit="shape")
+    have_sglang = sglang_available()
+    for shape in it:
+        timings = {}
+        for impl in impls:
+            if impl.startswith("sglang") and not have_sglang:
+                continue
+            if impl == "cuda" or impl == "triton":
+                timings[impl] = time_ours(impl, shape)
+            elif impl == "sglang_extend":
+                timings[impl] = time_sglang_extend(shape)
+            elif impl == "sglang_decode":
+                timings[impl] = time_sglang_decode(shape)
+            torch.cuda.empty_cache()
+        base = timings.get("sglang_extend")
+        dec = timings.get("sglang_decode")
+        for impl, t in timings.items():
+            row = t.row(ceilings)
+            if base and impl != "sglang_extend":
+                row["speedup_vs_sglang_verify"] = round(base.ms / t.ms, 1)
+            if dec and impl in ("cuda", "triton"):
+                row["vs_sglang_decode_1tok"] = round(dec.ms / t.ms, 3)
+            rows.append(row)
+    return {"ceilings": asdict(ceilings), "sglang": have_sglang, "rows": rows}
+
+
+ALL_IMPLS = ["cuda", "triton", "sglang_extend", "sglang_decode"]
+
+
+def preset(name: str) -> list[tuple[Shape, list[str]]]:
+    """Named shape grids with the implementations each shape is timed with.
+
+    quick: the headline (B=1, L=200k, H=8, N=16), the reference deployment (B=8), batch 48, and memory- and
+    compute-bound corners. issue: the full grid H {8,16,64,128} x N {4,16,64} x B {1,8,48} x L {4k,32k,200k}
+    (our kernels; SGLang where its time stays under a few seconds per call)."""
+    if name == "quick":
+        out = [(Shape(1, 200_000, 16, 8), ALL_IMPLS), (Shape(8, 200_000, 16, 8), ALL_IMPLS),
+               (Shape(48, 32_768, 16, 8), ALL_IMPLS)]
+        ours = ["cuda", "triton"]
+        for b in (1, 8):
+            out += [(Shape(b, 200_000, 4, 8), ours), (Shape(b, 200_000, 4, 16), ours)]
+        out += [(Shape(1, 200_000, 16, 16), ours), (Shape(1, 200_000, 16, 64), ours),
+                (Shape(1, 200_000, 64, 128), ours), (Shape(1, 32_768, 64, 16), ours)]
+        return out
+    if name == "issue":
+        out = []
+        for h in (8, 16, 64, 128):
+            for n in (4, 16, 64):
+                for b in (1, 8, 48):
+                    for length in (4096, 32_768, 200_000):
+                        s = Shape(b, length, n, h)
+                        slow = b * h * math.ceil(n / 32) > 132 and length > 32_768
+                        out.append((s, ["cuda", "triton"] + ([] if slow else ["sglang_extend", "sglang_decode"])))
+        return out
+    raise ValueError(f"unknown bench preset {name!r}: expected quick or issue")
+
+
+def run_preset(name: str, impls: list[str] | None = None, progress: bool = True) -> dict:
+    ceilings = measure_ceilings()
+    rows, have = [], sglang_available()
+    items = preset(name)
+    if progress:
+        from tqdm.auto import tqdm
+
+        items = tqdm(items, desc=f"bench {name}", unit="shape")
+    for shape, shape_impls in items:
+        chosen = [i for i in shape_impls if impls is None or i in impls]
+        rows += run_grid([shape], chosen, ceilings, progress=False)["rows"]
+    return {"preset": name, "ceilings": asdict(ceilings), "sglang": have, "rows": rows}
