@@ -14,10 +14,19 @@ def _git_commit() -> str | None:
     from .paths import ROOT
 
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10)
-        return out.stdout.strip() or None
+        out = subprocess.run(["git", "rev-parse", "--verify", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                             timeout=10)
+        commit = out.stdout.strip()
+        return commit if len(commit) == 40 else None
     except (OSError, subprocess.SubprocessError):
         return None
+
+
+def _command_line() -> str:
+    argv = list(sys.argv)
+    if argv and argv[0].endswith("__main__.py"):
+        argv[0] = "python -m kdtree_lab"
+    return " ".join(shlex.quote(a) for a in argv)
 
 
 def provenance(command: str | None = None) -> dict[str, Any]:
@@ -29,7 +38,7 @@ def provenance(command: str | None = None) -> dict[str, Any]:
 
     env = collect()
     return {
-        "command": command if command is not None else " ".join(shlex.quote(a) for a in sys.argv),
+        "command": command if command is not None else _command_line(),
         "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "host": platform.node(),
         "git_commit": _git_commit(),
