@@ -1,0 +1,19 @@
+"""The README's two set-up commands and its generated tables."""
+
+import re
+
+from kdtree_lab.paths import ROOT
+from kdtree_lab.readme_tables import render
+
+
+def test_readme_has_exactly_two_setup_commands():
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"## Two commands.*?```bash\n(.*?)```", text, re.S).group(1)
+    commands = [ln.split("#")[0].strip() for ln in block.splitlines() if ln.split("#")[0].strip()]
+    assert commands == ["make run", "make test"]
+
+
+def test_readme_tables_are_generated_from_committed_results():
+    text = (ROOT / "README.md").read_text()
+    assert render(text) == text, "run: python -m kdtree_lab.readme_tables"
+    assert "<!-- BEGIN bench -->\n<!-- END bench -->" not in text
