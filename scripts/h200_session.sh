@@ -2,6 +2,8 @@
 # One device call on the H200: install the carried wheels, build, GPU tests, compute-sanitizer, the notebook
 # sequence under the h200 profile; everything lands in $OUT (results.tar.gz + session.log).
 # Usage (from the repo root on the device machine): bash scripts/h200_session.sh [pytest -k expression]
+# Switches: SKIP_GPU_TESTS=1, GPU_TESTS="tests/...", SANITIZERS="memcheck racecheck synccheck initcheck",
+# SKIP_NOTEBOOKS=1, NOTEBOOKS=00,05 (a subset), BENCH=quick|issue.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT/work"
@@ -26,7 +28,7 @@ step "build"
 python3 -m kdtree_lab build --json > "$OUT/work/build.json"; echo "build rc=$?"
 
 step "GPU tests"
-[ -n "${SKIP_GPU_TESTS:-}" ] || python3 -m pytest -q -m gpu tests/test_gpu.py ${1:+-k "$1"} --junitxml="$OUT/work/gpu-tests.xml" -p no:cacheprovider 2>&1 | tail -40
+[ -n "${SKIP_GPU_TESTS:-}" ] || python3 -m pytest -q -m gpu ${GPU_TESTS:-tests/test_gpu.py tests/test_gpu_graphs.py} ${1:+-k "$1"} --junitxml="$OUT/work/gpu-tests.xml" -p no:cacheprovider 2>&1 | tail -40
 
 step "compute-sanitizer on small cases"
 for tool in ${SANITIZERS:-memcheck racecheck synccheck initcheck}; do
@@ -40,7 +42,7 @@ for tool in ${SANITIZERS:-memcheck racecheck synccheck initcheck}; do
 done
 
 step "notebooks under the h200 profile"
-[ -n "${SKIP_NOTEBOOKS:-}" ] || python3 -m kdtree_lab run --profile h200 --out "$OUT/work/run" --no-progress; echo "run rc=$?"
+[ -n "${SKIP_NOTEBOOKS:-}" ] || python3 -m kdtree_lab run --profile h200 ${NOTEBOOKS:+--only "$NOTEBOOKS"} --out "$OUT/work/run" --no-progress; echo "run rc=$?"
 
 if [ -n "${BENCH:-}" ]; then
   step "benchmark preset $BENCH"

@@ -8,7 +8,7 @@ import pytest
 
 from kdtree_lab.cli import build_parser, main
 
-SUBCOMMANDS = ["doctor", "run", "audit", "build", "parity", "bench"]
+SUBCOMMANDS = ["doctor", "run", "audit", "build", "parity", "bench", "capture"]
 
 
 def _cli(*args):

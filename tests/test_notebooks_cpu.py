@@ -18,11 +18,13 @@ def test_cpu_profile_runs_every_notebook(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     status = {n["notebook"]: n["status"] for n in summary["notebooks"]}
     assert status == {"00_environment": "passed", "01_dtype_audit": "passed", "02_kernel_build": "passed",
-                      "03_eager_parity": "passed-with-skips"}
+                      "03_eager_parity": "passed-with-skips", "05_cuda_graphs": "passed-with-skips"}
     parity = json.loads((out / "03_eager_parity.json").read_text())
     assert [s["what"] for s in parity["skipped"]] == ["CUDA kernel parity"]
     assert parity["summaries"]["triton"]["cases"] >= 50 + 16
     assert parity["summaries"]["triton"]["passed"] == parity["summaries"]["triton"]["cases"]
     assert (out / "summary.md").read_text().count("|") > 20
+    graphs = json.loads((out / "05_cuda_graphs.json").read_text())
+    assert all(p["caught"] for p in graphs["plants"]) and graphs["enablement"] is None
     for nb in status:
         assert (out / f"{nb}.ipynb").exists() and (out / f"{nb}.json").exists()

@@ -1,0 +1,49 @@
+"""GPU: capture at SGLang's 23 sizes, replay parity, the in-graph validate mode, the audit of the real call."""
+
+import pytest
+import torch
+
+from kdtree_lab.capture_plants import planted_findings
+from kdtree_lab.graphs import GraphConfig, VerifyGraphRunner, audit_verify_call, replay_parity, validate_in_graph
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def runner():
+    r = VerifyGraphRunner(GraphConfig(max_bs=48, num_draft=16, num_heads=8, ctx=512))
+    r.capture()
+    return r
+
+
+def test_all_23_sizes_capture_and_replay_without_mismatch(runner):
+    assert sorted(runner.graphs) == GraphConfig().capture_sizes[::-1]
+    rep = replay_parity(runner, replays=100, oracle_every=5, time_iters=5)
+    assert rep.ok, rep.failures[:5]
+
+
+def test_captured_call_is_capture_safe(runner):
+    rep = audit_verify_call(runner, 48)
+    assert rep.capture_safe, rep.table()
+
+
+def test_validate_inside_graph_catches_a_planted_error():
+    rows = validate_in_graph(GraphConfig(max_bs=8, num_draft=16, num_heads=8, ctx=512), sizes=(1, 8))
+    assert all(r["clean_ok"] for r in rows), rows
+    assert all(r["planted_caught"] for r in rows), rows
+
+
+def test_audit_flags_item_and_default_stream_launch_on_gpu():
+    rows = {r["expected"]: r for r in planted_findings("cuda")}
+    assert rows["host-sync"]["caught"] and rows["stream"]["caught"]
+
+
+def test_host_validate_mode_refuses_under_capture():
+    from kdtree_lab import parity
+    from kdtree_lab.batch import build_verify_batch
+
+    b = build_verify_batch([10], 2, 2, device="cuda")
+    g = torch.cuda.CUDAGraph()
+    with pytest.raises(RuntimeError, match="cannot run under CUDA graph capture"):
+        with torch.cuda.graph(g):
+            parity.validated(lambda x: x.o, b, "validate")
