@@ -28,7 +28,7 @@ step "build"
 python3 -m kdtree_lab build --json > "$OUT/work/build.json"; echo "build rc=$?"
 
 step "GPU tests"
-[ -n "${SKIP_GPU_TESTS:-}" ] || python3 -m pytest -q -m gpu ${GPU_TESTS:-tests/test_gpu.py tests/test_gpu_graphs.py} ${1:+-k "$1"} --junitxml="$OUT/work/gpu-tests.xml" -p no:cacheprovider 2>&1 | tail -40
+[ -n "${SKIP_GPU_TESTS:-}" ] || python3 -m pytest -q -m gpu ${GPU_TESTS:-tests/test_gpu.py tests/test_gpu_graphs.py tests/test_gpu_sglang_hook.py} ${1:+-k "$1"} --junitxml="$OUT/work/gpu-tests.xml" -p no:cacheprovider 2>&1 | tail -40
 
 step "compute-sanitizer on small cases"
 for tool in ${SANITIZERS:-memcheck racecheck synccheck initcheck}; do

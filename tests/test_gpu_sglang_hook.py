@@ -1,0 +1,77 @@
+"""GPU: the hook against SGLang's own extend_attention_fwd on identical buffers, eager and in graph replays."""
+
+import pytest
+import torch
+
+from kdtree_lab import sglang_hook
+from kdtree_lab.batch import build_verify_batch
+from kdtree_lab.oracle import compare, reference
+from kdtree_lab.parity import within_tolerance
+
+pytestmark = pytest.mark.gpu
+extend_attention = pytest.importorskip("sglang.kernels.ops.attention.extend_attention")
+
+
+def _sglang(b, o):
+    extend_attention.extend_attention_fwd(b.q, b.k_extend, b.v_extend, o, b.k_buffer, b.v_buffer, b.qo_indptr,
+                                          b.kv_indptr, b.kv_indices, b.custom_mask, True, b.mask_indptr,
+                                          b.max_extend_len, 1.0, 1.0, sm_scale=b.sm_scale)
+    return o
+
+
+def _call(hook, b):
+    return hook(*b.extend_attention_args(), 1.0, 1.0, b.sm_scale, max_bs=hook.max_bs)
+
+
+@pytest.mark.parametrize("variant", ["eager", "capture"])
+@pytest.mark.parametrize("mask", ["tree", "chain", "causal"])
+def test_hook_matches_sglang(variant, mask):
+    b = build_verify_batch([3000, 17, 1], 8, 16, variant=variant, mask=mask,
+                           padded_bs=4 if variant == "capture" else None, seed=hash((variant, mask)) % 1000,
+                           device="cuda")
+    hook = sglang_hook.VerifyHook("on", max_bs=8, num_draft=8, num_heads=16)
+    assert _call(hook, b) is True
+    ours = b.o.clone()
+    theirs = _sglang(b, torch.full_like(b.o, float("nan")))
+    rows = b.live_bs * 8
+    ref = reference(b)[:rows]
+    assert compare(ours[:rows], theirs[:rows])["rel_l2"] < 1e-2
+    assert within_tolerance(compare(ours[:rows], ref)) and within_tolerance(compare(theirs[:rows], ref))
+
+
+def test_validate_mode_writes_sglangs_output_and_checks():
+    b = build_verify_batch([2048, 5], 4, 8, seed=3, device="cuda")
+    hook = sglang_hook.VerifyHook("validate", max_bs=4, num_draft=4, num_heads=8)
+    assert _call(hook, b) is True
+    theirs = _sglang(b, torch.empty_like(b.o))
+    assert torch.equal(b.o, theirs), "validate mode keeps SGLang's output"
+    strict = sglang_hook.VerifyHook("validate", max_bs=4, num_draft=4, num_heads=8, tol=1e-9)
+    with pytest.raises(sglang_hook.ValidationFailed, match="differs from SGLang"):
+        _call(strict, b)
+
+
+@pytest.mark.parametrize("mode", ["on", "validate"])
+def test_hook_inside_captured_graphs(mode):
+    for bs in (1, 4, 8):
+        b = build_verify_batch([500] * bs, 4, 8, variant="capture", padded_bs=bs, seed=bs, device="cuda",
+                               pool_size=8 * 600)
+        hook = sglang_hook.VerifyHook(mode, max_bs=8, num_draft=4, num_heads=8)
+        for _ in range(2):
+            _call(hook, b)  # warm-up: Triton compiles before capture
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            _call(hook, b)
+        for k in range(3):
+            fresh = build_verify_batch([500 - 37 * k] * bs, 4, 8, variant="capture", padded_bs=bs, seed=100 + k,
+                                       device="cuda", pool_size=8 * 600)
+            for name in ("q", "k_extend", "v_extend", "k_buffer", "kv_indptr", "mask_indptr"):
+                getattr(b, name).copy_(getattr(fresh, name))
+            b.kv_indices[: fresh.kv_indices.numel()].copy_(fresh.kv_indices)
+            b.custom_mask[: fresh.custom_mask.numel()].copy_(fresh.custom_mask)
+            b.o.fill_(float("nan"))
+            g.replay()
+            torch.cuda.synchronize()
+            if mode == "validate":
+                assert hook.check() <= sglang_hook.VALIDATE_TOL
+            theirs = _sglang(b, torch.empty_like(b.o))
+            assert compare(b.o, theirs)["rel_l2"] < 1e-2

@@ -1,0 +1,79 @@
+"""The SGLang hook's CPU-side decisions: mode parsing, fall-back reasons, install / uninstall wiring."""
+
+import logging
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from kdtree_lab import sglang_hook
+from kdtree_lab.batch import build_verify_batch
+
+
+def test_parse_mode(monkeypatch):
+    monkeypatch.delenv("KDTREE_VERIFY", raising=False)
+    assert sglang_hook.parse_mode() == "off"
+    monkeypatch.setenv("KDTREE_VERIFY", "Validate")
+    assert sglang_hook.parse_mode() == "validate"
+    assert sglang_hook.parse_mode("on") == "on"
+    with pytest.raises(ValueError, match="KDTREE_VERIFY='sometimes'"):
+        sglang_hook.parse_mode("sometimes")
+
+
+def _args(**over):
+    b = build_verify_batch([9, 4], 4, 2)
+    args = dict(q=b.q, k_extend=b.k_extend, v_extend=b.v_extend, o=b.o, k_buffer=b.k_buffer,
+                custom_mask=b.custom_mask, is_causal=True)
+    args.update(over)
+    return args
+
+
+def test_supported_call_has_no_reason():
+    assert sglang_hook.unsupported_reason(**_args()) is None
+    assert sglang_hook.unsupported_reason(**_args(custom_mask=None)) is None
+
+
+@pytest.mark.parametrize("over,needle", [
+    ({"k_buffer": torch.zeros(5, 1, 576, dtype=torch.float8_e4m3fn)}, "fp8"),
+    ({"sliding_window_size": 128}, "sliding window"),
+    ({"sinks": torch.zeros(2)}, "sinks"),
+    ({"logit_cap": 30.0}, "logit cap"),
+    ({"window_kv_offsets": torch.zeros(2)}, "window KV"),
+    ({"xai_temperature_len": 5}, "xai"),
+    ({"q": torch.zeros(8, 2, 192, dtype=torch.bfloat16)}, "not an MLA shape"),
+    ({"q": torch.zeros(8, 2, 576, dtype=torch.float16)}, "float16"),
+    ({"is_causal": False, "custom_mask": None}, "non-causal"),
+])
+def test_fall_back_reasons(over, needle):
+    reason = sglang_hook.unsupported_reason(**_args(**over))
+    assert reason and needle in reason
+
+
+def _fake_backend():
+    return SimpleNamespace(verify_shared_kv_fwd="sglang's own", use_verify_shared_kv=False,
+                           req_to_token_pool=SimpleNamespace(size=48), num_head=8, num_draft_tokens=4)
+
+
+def test_install_off_and_uninstall_restore_the_slot(caplog):
+    backend = _fake_backend()
+    hook = sglang_hook.install(backend, mode="off")
+    assert backend.use_verify_shared_kv is False and backend._kdtree_hook is hook
+    b = build_verify_batch([5], 4, 8)
+    with caplog.at_level(logging.WARNING, logger="kdtree_lab.sglang_hook"):
+        for _ in range(3):
+            assert hook(*b.extend_attention_args(), 1.0, 1.0, b.sm_scale, max_bs=48) is False
+    assert hook.stats.fell_back == 3
+    assert sum("mode off" in r.message for r in caplog.records) == 1, "the reason is logged once"
+    sglang_hook.uninstall(backend)
+    assert backend.verify_shared_kv_fwd == "sglang's own" and backend.use_verify_shared_kv is False
+    with pytest.raises(sglang_hook.HookInstallError, match="no kdtree verify hook"):
+        sglang_hook.uninstall(backend)
+
+
+def test_install_refuses_an_unknown_backend_layout():
+    with pytest.raises(sglang_hook.HookInstallError, match="SGLang 0.5.23.*installed SGLang"):
+        sglang_hook.install(SimpleNamespace(forward_extend=None), mode="on")
+    backend = _fake_backend()
+    del backend.num_head
+    with pytest.raises(sglang_hook.HookInstallError, match="num_head"):
+        sglang_hook.install(backend, mode="off")
