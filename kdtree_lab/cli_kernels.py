@@ -138,6 +138,31 @@ def cmd_capture(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+def cmd_budget(args: argparse.Namespace) -> int:
+    from .budget import BudgetInputError, BudgetInputs, calibrate, compute, parse_sglang_log
+    from .display import markdown_table
+
+    try:
+        inp = BudgetInputs(gpu=args.gpu, model=args.model, tp=args.tp, quant=args.quant, kv_dtype=args.kv_dtype,
+                           max_bs=args.max_bs, draft_tokens=args.draft_tokens, nsplit=args.nsplit,
+                           context=args.context, concurrency=args.concurrency, mem_fraction=args.mem_fraction,
+                           chunked_prefill=args.chunked_prefill, margin_mib=args.margin_mib)
+        if args.sglang_log:
+            from pathlib import Path
+
+            inp = calibrate(inp, parse_sglang_log(Path(args.sglang_log).read_text()))
+        res = compute(inp)
+    except BudgetInputError as exc:
+        print(f"kdtree-lab budget: {exc}", file=sys.stderr)
+        return 2
+    text = (markdown_table(res.table()) + f"\n\nKV tokens: {res.kv_tokens} ({res.max_context_per_request} per "
+            f"request at {inp.concurrency} concurrent)\nlargest safe fraction: {res.safe_fraction:.3f}; SGLang's "
+            f"default: {res.sglang_default_fraction:.3f}; evaluated: {res.fraction:.3f}\n"
+            + "".join(f"warning: {w}\n" for w in res.warnings) + res.launch_line)
+    _emit(args, res, text)
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argparse has no public type
     p = sub.add_parser("audit", help="audit a generated verify batch against the SGLang buffer contract")
     p.add_argument("--variant", choices=["eager", "capture"], default="eager", help="which variant to build")
@@ -170,6 +195,24 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print the summary and every case as JSON")
     p.set_defaults(func=cmd_parity)
+
+    p = sub.add_parser("budget", help="memory budget: KV tokens, slack consumers and the --mem-fraction-static to pass")
+    p.add_argument("--gpu", default="rtx-pro-6000", help="GPU preset (data/presets/gpus.yaml)")
+    p.add_argument("--model", default="kimi-k2", help="model preset (data/presets/models.yaml)")
+    p.add_argument("--tp", type=int, default=8, help="tensor parallel size")
+    p.add_argument("--quant", default="int4", help="weight quantisation of the preset: int4, fp8, bf16")
+    p.add_argument("--kv-dtype", default="bf16", choices=["bf16", "fp8"], help="KV cache dtype")
+    p.add_argument("--max-bs", type=int, default=8, help="largest verify batch captured")
+    p.add_argument("--draft-tokens", type=int, default=16, help="N draft tokens per request")
+    p.add_argument("--nsplit", type=int, default=16, help="prefix splits of the verify kernel")
+    p.add_argument("--context", type=int, default=200_000, help="context length per request (tokens)")
+    p.add_argument("--concurrency", type=int, default=8, help="concurrent requests the context must fit")
+    p.add_argument("--mem-fraction", type=float, default=None, help="fraction to evaluate (default: the safe one)")
+    p.add_argument("--chunked-prefill", type=int, default=None, help="chunked prefill size (default: SGLang's)")
+    p.add_argument("--margin-mib", type=float, default=1024.0, help="safety margin (MiB)")
+    p.add_argument("--sglang-log", help="SGLang start-up log to calibrate G and the weights from")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=cmd_budget)
 
     p = sub.add_parser("capture", help="capture the verify call in CUDA graphs at SGLang's sizes and prove replays")
     p.add_argument("--bs", help="comma-separated batch sizes (default: SGLang's 23 verify sizes up to --max-bs)")

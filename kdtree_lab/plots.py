@@ -24,6 +24,35 @@ def parity_errors(rows_by_impl: dict[str, Sequence[dict]], rel_tol: float, path:
     ax.legend()
     fig.tight_layout()
     if path:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, dpi=110)
     return fig
 
+
+
+def budget_bar(result, path: str | Path | None = None):
+    """One stacked horizontal bar of the GPU's memory (GiB): weights, KV pool, each slack consumer, free."""
+    import matplotlib.pyplot as plt
+
+    gib = 1 << 30
+    parts = [("weights", result.weights_bytes), ("KV pool", result.kv_pool_bytes)]
+    parts += [(c.name.split(" (")[0], c.bytes) for c in result.consumers if c.where == "slack"]
+    used = sum(b for _, b in parts)
+    parts.append(("free / unassigned", max(0, result.gpu_bytes - used)))
+    fig, ax = plt.subplots(figsize=(9, 2.6))
+    left = 0.0
+    cmap = plt.get_cmap("tab20")
+    for i, (name, b) in enumerate(parts):
+        ax.barh([0], [b / gib], left=left, color=cmap(i % 20), label=f"{name} {b / gib:.1f}")
+        left += b / gib
+    ax.axvline(result.g_bytes * result.fraction / gib, color="black", linestyle="--",
+               label=f"G x fraction ({result.fraction:.3f})")
+    ax.set_xlim(0, result.gpu_bytes / gib)
+    ax.set_yticks([])
+    ax.set_xlabel("GiB")
+    ax.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.35))
+    fig.tight_layout()
+    if path:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=110)
+    return fig

@@ -8,7 +8,7 @@ import pytest
 
 from kdtree_lab.cli import build_parser, main
 
-SUBCOMMANDS = ["doctor", "run", "audit", "build", "parity", "bench", "capture"]
+SUBCOMMANDS = ["doctor", "run", "audit", "build", "parity", "bench", "capture", "budget"]
 
 
 def _cli(*args):

@@ -1,0 +1,322 @@
+"""Memory budget for SGLang 0.5.23 with the kdtree verify kernel: which ``--mem-fraction-static`` to pass.
+
+SGLang's model (shared/research/sglang_contract.md section 6): ``G`` = free memory before weights load;
+``mem_fraction_static`` (mfs) = (weights + KV pool) / G; the KV pool gets ``G*mfs - weights`` bytes, i.e.
+``floor((G*mfs - weights) / cell)`` tokens with ``cell = 576 * (layers + draft_layers) * kv_dtype_bytes``. Everything
+else must fit in the slack ``G*(1 - mfs)``: the Triton backend's graph-time buffers, our workspace, the CUDA-graph
+pool, activations (chunked prefill), communication buffers, and a margin. SGLang's own default fraction is computed
+before the speculative settings apply and knows nothing of our workspace; this module says what it should be.
+
+All sizes are bytes unless a name says MiB / GiB; token counts are tokens.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field, replace
+
+import yaml
+
+from .paths import DATA
+
+MIB = 1 << 20
+GIB = 1 << 30
+D_LATENT = 576
+SGLANG_VERIFY_MAX_BS = 48  # EAGLE's max_running_requests in SGLang 0.5.23
+MLA_MAX_KV_SPLITS = 256  # Triton backend's max_kv_splits for MLA on >= 132-SM parts at long context
+
+
+class BudgetInputError(ValueError):
+    """An impossible or unknown input; the message names it."""
+
+
+@dataclass(frozen=True)
+class ModelPreset:
+    name: str
+    label: str
+    layers: int
+    heads: int
+    kv_lora_rank: int
+    qk_rope_head_dim: int
+    draft_layers: int
+    weights_gib: dict[str, float]
+    sources: dict[str, str]
+
+
+@dataclass(frozen=True)
+class GpuPreset:
+    name: str
+    label: str
+    memory_mib: int
+    sms: int
+    bandwidth_gbps: float
+    sources: dict[str, str]
+
+
+def models() -> dict[str, ModelPreset]:
+    raw = yaml.safe_load((DATA / "presets" / "models.yaml").read_text())["models"]
+    return {k: ModelPreset(name=k, **v) for k, v in raw.items()}
+
+
+def gpus() -> dict[str, GpuPreset]:
+    raw = yaml.safe_load((DATA / "presets" / "gpus.yaml").read_text())["gpus"]
+    return {k: GpuPreset(name=k, **v) for k, v in raw.items()}
+
+
+@dataclass(frozen=True)
+class BudgetInputs:
+    """One deployment. ``context`` and ``concurrency``: the per-request context (tokens) wanted at that many
+    concurrent requests. ``mem_fraction`` None = report the largest safe fraction as the choice."""
+
+    gpu: str = "rtx-pro-6000"
+    model: str = "kimi-k2"
+    tp: int = 8
+    quant: str = "int4"
+    kv_dtype: str = "bf16"  # bf16 | fp8
+    max_bs: int = 8  # largest verify batch captured (cuda-graph-max-bs / max-running-requests)
+    draft_tokens: int = 16  # N
+    topk: int = 1
+    spec_steps: int = 3
+    nsplit: int = 16
+    partial_bytes: int = 4  # fp32 split partials
+    context: int = 200_000
+    concurrency: int = 8
+    chunked_prefill: int | None = None  # None: SGLang's default for the GPU
+    mem_fraction: float | None = None
+    context_overhead_mib: float = 1024.0  # CUDA context + NCCL before weights load (calibrate: G)
+    graph_pool_mib_per_size: float = 64.0  # CUDA-graph pool per captured size (estimate; calibrate)
+    margin_mib: float = 1024.0
+    deep_ep: bool = False
+    measured: dict[str, float] = field(default_factory=dict)  # calibration: name -> bytes
+
+
+@dataclass(frozen=True)
+class Consumer:
+    name: str
+    bytes: int
+    where: str  # "pool" (inside mfs) or "slack" (must fit in G*(1-mfs))
+    source: str  # sglang-formula | kdtree | estimate | measured | preset
+
+
+@dataclass
+class BudgetResult:
+    inputs: BudgetInputs
+    gpu_bytes: int
+    g_bytes: int  # free memory before weights (SGLang's G)
+    weights_bytes: int
+    cell_bytes: int  # KV bytes per token (all layers)
+    consumers: list[Consumer]
+    slack_needed_bytes: int
+    safe_fraction: float  # the largest mfs whose slack holds every non-pool consumer
+    sglang_default_fraction: float
+    fraction: float  # the one evaluated (inputs.mem_fraction or safe_fraction)
+    kv_tokens: int
+    max_context_per_request: int  # at inputs.concurrency requests
+    launch_line: str
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def kv_pool_bytes(self) -> int:
+        return self.kv_tokens * self.cell_bytes
+
+    def table(self) -> list[dict]:
+        rows = [{"consumer": c.name, "MiB": round(c.bytes / MIB, 1), "where": c.where, "source": c.source}
+                for c in self.consumers]
+        rows.append({"consumer": "KV pool", "MiB": round(self.kv_pool_bytes / MIB, 1), "where": "pool",
+                     "source": "sglang-formula"})
+        return rows
+
+
+def kv_cell_bytes(m: ModelPreset, kv_dtype: str) -> int:
+    """KV bytes per token over all layers: 576 x (layers + draft layers) x dtype bytes (SGLang's cell size)."""
+    elem = {"bf16": 2, "fp8": 1}.get(kv_dtype)
+    if elem is None:
+        raise BudgetInputError(f"kv_dtype: expected bf16 or fp8, got {kv_dtype!r}")
+    return (m.kv_lora_rank + m.qk_rope_head_dim) * (m.layers + m.draft_layers) * elem
+
+
+def sglang_defaults(memory_mib: int, tp: int) -> tuple[int, int]:
+    """SGLang's (chunked_prefill_size, cuda_graph_max_bs) defaults by GPU memory (before speculative settings)."""
+    gib = memory_mib / 1024
+    if gib < 20:
+        return 2048, 8
+    if gib < 35:
+        return 2048, 48 if tp < 4 else 160
+    if gib < 60:
+        return 4096, 32 if tp < 4 else 160
+    if gib < 90:
+        return 8192, 256 if tp < 4 else 512
+    if gib < 160:
+        return 8192, 256 if tp < 4 else 512
+    return 16384, 512
+
+
+def sglang_default_fraction(memory_mib: int, tp: int, chunked_prefill: int | None = None, pp: int = 1,
+                            mla: bool = True, deep_ep: bool = False) -> float:
+    """SGLang 0.5.23's default ``mem_fraction_static`` (arg_groups/memory_hook.py handle_gpu_memory_settings)."""
+    default_chunk, decode_max_bs = sglang_defaults(memory_mib, tp)
+    activation_tokens = max(chunked_prefill or default_chunk, 2048)
+    reserve_for_graph_mb = decode_max_bs * 2 + (1.5 * 1024 if mla else 0)
+    reserved = 512 + 1.5 * activation_tokens + tp * pp / 8 * 1024 + reserve_for_graph_mb + (2048 if deep_ep else 0)
+    if memory_mib > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    return round((memory_mib - reserved) / memory_mib, 3)
+
+
+def triton_graph_buffers(heads: int, max_bs: int, draft_tokens: int, topk: int, steps: int, context: int,
+                         max_kv_splits: int = MLA_MAX_KV_SPLITS) -> list[Consumer]:
+    """The Triton backend's graph-time buffers (target verify, draft decode, draft extend), per section 6.3."""
+    n, s = draft_tokens, max_kv_splits
+    out = [
+        Consumer("target attn_logits (split-K decode partials, unused by verify)", max_bs * n * heads * s * 512 * 4,
+                 "slack", "sglang-formula"),
+        Consumer("target attn_lse", max_bs * n * heads * s * 4, "slack", "sglang-formula"),
+        Consumer("target cuda_graph_kv_indices", max_bs * n * context * 8, "slack", "sglang-formula"),
+        Consumer("target verify mask (uint8)", max_bs * n * (context + n), "slack", "sglang-formula"),
+    ]
+    if steps > 1:
+        out.append(Consumer("draft decode attn_logits", (steps - 1) * max_bs * topk * heads * s * 512 * 4, "slack",
+                            "sglang-formula"))
+    out.append(Consumer("draft decode kv_indices", steps * max_bs * topk * context * 8, "slack", "sglang-formula"))
+    out.append(Consumer("draft extend attn_logits + kv_indices",
+                        max_bs * n * heads * s * 512 * 4 + max_bs * n * context * 8, "slack", "sglang-formula"))
+    return out
+
+
+def kdtree_workspace_bytes(max_bs: int, draft_tokens: int, heads: int, nsplit: int, partial_bytes: int = 4) -> int:
+    """Our kernel's workspace (kdtree_verify_workspace_bytes): header + partial O and LSE for nsplit + 1 splits."""
+    rows = max_bs * (nsplit + 1) * draft_tokens * heads
+    return 256 + rows * 512 * partial_bytes + math.ceil(rows * 4 / 256) * 256
+
+
+def compute(inp: BudgetInputs) -> BudgetResult:
+    """The whole budget for one deployment; raises BudgetInputError naming an impossible input."""
+    ms, gs = models(), gpus()
+    if inp.model not in ms:
+        raise BudgetInputError(f"model: unknown preset {inp.model!r}; known: {sorted(ms)}")
+    if inp.gpu not in gs:
+        raise BudgetInputError(f"gpu: unknown preset {inp.gpu!r}; known: {sorted(gs)}")
+    m, g = ms[inp.model], gs[inp.gpu]
+    if inp.quant not in m.weights_gib:
+        raise BudgetInputError(f"quant: {inp.model} has weights for {sorted(m.weights_gib)}, not {inp.quant!r}")
+    for name in ("tp", "max_bs", "draft_tokens", "topk", "spec_steps", "nsplit", "context", "concurrency"):
+        if getattr(inp, name) < 1:
+            raise BudgetInputError(f"{name}: must be >= 1, got {getattr(inp, name)}")
+    for name in ("context_overhead_mib", "graph_pool_mib_per_size", "margin_mib"):
+        if getattr(inp, name) < 0:
+            raise BudgetInputError(f"{name}: a reserve cannot be negative, got {getattr(inp, name)}")
+    if m.heads % inp.tp:
+        raise BudgetInputError(f"tp: {m.heads} heads do not divide over tp={inp.tp}")
+    if inp.mem_fraction is not None and not 0.0 < inp.mem_fraction < 1.0:
+        raise BudgetInputError(f"mem_fraction: expected a value in (0, 1), got {inp.mem_fraction}")
+    heads = m.heads // inp.tp
+    gpu_bytes = g.memory_mib * MIB
+    g_bytes = int(inp.measured.get("G", gpu_bytes - inp.context_overhead_mib * MIB))
+    weights = int(inp.measured.get("weights", m.weights_gib[inp.quant] * GIB / inp.tp))
+    if weights >= g_bytes:
+        raise BudgetInputError(f"weights: {weights / GIB:.1f} GiB per GPU ({m.label}, {inp.quant}, tp={inp.tp}) do "
+                               f"not fit in {g_bytes / GIB:.1f} GiB free on {g.label}")
+    cell = kv_cell_bytes(m, inp.kv_dtype)
+    default_chunk, _ = sglang_defaults(g.memory_mib, inp.tp)
+    chunk = inp.chunked_prefill or default_chunk
+    capture_sizes = [s for s in (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30, 32, 40, 44, 48)
+                     if s <= inp.max_bs]
+    consumers = [Consumer("weights (per GPU)", weights, "pool", "measured" if "weights" in inp.measured else "preset")]
+    consumers += triton_graph_buffers(heads, inp.max_bs, inp.draft_tokens, inp.topk, inp.spec_steps, inp.context)
+    ws = int(inp.measured.get("workspace", kdtree_workspace_bytes(inp.max_bs, inp.draft_tokens, heads, inp.nsplit,
+                                                                  inp.partial_bytes)))
+    consumers.append(Consumer("kdtree verify workspace", ws, "slack",
+                              "measured" if "workspace" in inp.measured else "kdtree"))
+    pool = int(inp.measured.get("graph_pool", len(capture_sizes) * inp.graph_pool_mib_per_size * MIB))
+    consumers.append(Consumer(f"CUDA-graph pool ({len(capture_sizes)} sizes)", pool, "slack",
+                              "measured" if "graph_pool" in inp.measured else "estimate"))
+    consumers.append(Consumer(f"activations (chunked prefill {chunk} tokens x 1.5 MiB)", int(1.5 * chunk * MIB),
+                              "slack", "sglang-formula"))
+    consumers.append(Consumer("communication (NCCL, custom all-reduce)", int(inp.tp / 8 * 1024 * MIB) +
+                              (2048 * MIB if inp.deep_ep else 0), "slack", "sglang-formula"))
+    consumers.append(Consumer("req_to_token (int32)", (inp.max_bs + 1) * inp.context * 4, "slack", "sglang-formula"))
+    consumers.append(Consumer("safety margin", int(inp.margin_mib * MIB), "slack", "estimate"))
+    slack = sum(c.bytes for c in consumers if c.where == "slack")
+    safe = math.floor((1 - slack / g_bytes) * 1000) / 1000
+    default = sglang_default_fraction(g.memory_mib, inp.tp, inp.chunked_prefill, deep_ep=inp.deep_ep)
+    frac = inp.mem_fraction if inp.mem_fraction is not None else safe
+    rest = g_bytes * frac - weights
+    tokens = max(0, int(rest // cell))
+    warnings = []
+    if rest <= 0:
+        warnings.append(f"start-up OOM: weights ({weights / GIB:.1f} GiB) exceed G x fraction "
+                        f"({g_bytes * frac / GIB:.1f} GiB); raise --mem-fraction-static (or raise tp, quantise)")
+    if frac > safe:
+        warnings.append(f"run-time OOM risk: fraction {frac:.3f} leaves {g_bytes * (1 - frac) / GIB:.2f} GiB of "
+                        f"slack but {slack / GIB:.2f} GiB is needed; lower --mem-fraction-static to {safe:.3f}")
+    if default > safe:
+        warnings.append(f"SGLang's default fraction {default:.3f} leaves too little slack for the verify workspace "
+                        f"and graphs: pass --mem-fraction-static {safe:.3f}")
+    if safe <= 0 or safe * g_bytes <= weights:
+        warnings.append("no fraction fits: the slack consumers alone leave no room for the KV pool; lower max_bs, "
+                        "context or nsplit, or use fp8 KV")
+    max_ctx = tokens // inp.concurrency
+    if max_ctx < inp.context:
+        warnings.append(f"KV pool holds {tokens} tokens: {max_ctx} per request at {inp.concurrency} concurrent, "
+                        f"below the {inp.context}-token context; lower concurrency or context, or use fp8 KV")
+    launch = (f"KDTREE_VERIFY=on python -m sglang.launch_server --model-path <{m.label}> --tp {inp.tp} "
+              f"--attention-backend triton --speculative-num-draft-tokens {inp.draft_tokens} "
+              f"--speculative-eagle-topk {inp.topk} --speculative-num-steps {inp.spec_steps} "
+              f"--cuda-graph-max-bs {inp.max_bs} --max-running-requests {inp.max_bs} "
+              f"--context-length {inp.context} --mem-fraction-static {frac:.3f}"
+              + (" --kv-cache-dtype fp8_e4m3" if inp.kv_dtype == "fp8" else "")
+              + (f" --chunked-prefill-size {inp.chunked_prefill}" if inp.chunked_prefill else ""))
+    return BudgetResult(inp, gpu_bytes, g_bytes, weights, cell, consumers, slack, safe, default, frac, tokens,
+                        max_ctx, launch, warnings)
+
+
+_LOG_PATTERNS = {
+    "G": r"Memory baseline taken.*?avail mem=([\d.]+) GB",
+    "after_weights_avail": r"Load weight end.*?avail mem=([\d.]+) GB",
+    "weights": r"Load weight end.*?mem usage=([\d.]+) GB",
+    "kv_tokens": r"KV Cache is allocated\. #tokens: (\d+)",
+    "after_pool_avail": r"Memory pool end.*?avail mem=([\d.]+) GB",
+    "graph_pool": r"Capture cuda graph end.*?mem usage=([\d.]+) GB",
+}
+
+
+def parse_sglang_log(text: str) -> dict[str, float]:
+    """Calibration numbers from SGLang's start-up log (bytes; kv_tokens in tokens). Missing lines are left out."""
+    out: dict[str, float] = {}
+    for key, pattern in _LOG_PATTERNS.items():
+        found = re.findall(pattern, text)
+        if found:
+            value = float(found[-1])
+            out[key] = value if key == "kv_tokens" else value * GIB
+    return out
+
+
+def calibrate(inp: BudgetInputs, measured: dict[str, float]) -> BudgetInputs:
+    """Replace estimates by measurements (keys: G, weights, workspace, graph_pool; bytes)."""
+    keep = {k: v for k, v in measured.items() if k in ("G", "weights", "workspace", "graph_pool")}
+    return replace(inp, measured={**inp.measured, **keep})
+
+
+def predicted_kernel_graph_memory(max_bs: int, draft_tokens: int, heads: int, sms: int, block_m: int = 64) -> dict:
+    """What the graph notebook should measure for the kernel alone: the workspace the graph runner allocates (the
+    largest over SGLang's capture sizes with the default split count) and the graph pool, which the kernel does not
+    add to beyond one 2 MiB allocator segment (it allocates nothing during capture). Bytes."""
+    from .loader import default_nsplit
+
+    sizes = [s for s in (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30, 32, 40, 44, 48)
+             if s <= max_bs]
+    ws = max(kdtree_workspace_bytes(bs, draft_tokens, heads, default_nsplit(bs, draft_tokens, heads, sms, block_m))
+             for bs in sizes)
+    return {"workspace": ws, "graph_pool": 2 * MIB}
+
+
+def calibration_rows(graph_results: dict, sms: int = 132) -> list[dict]:
+    """Predicted vs measured workspace and graph-pool bytes for the kernel-only graphs of notebook 05's results
+    (``05_cuda_graphs.json``); ratio = measured / predicted."""
+    measured = graph_results["enablement"]
+    cfg = measured["config"]
+    predicted = predicted_kernel_graph_memory(cfg["max_bs"], cfg["num_draft"], cfg["num_heads"], sms=sms)
+    return [{"quantity": k, "predicted": predicted[k], "measured": measured[m],
+             "ratio": round(measured[m] / predicted[k], 3)}
+            for k, m in (("workspace", "workspace_bytes"), ("graph_pool", "graph_pool_bytes_total"))]

@@ -1,0 +1,151 @@
+"""The memory-budget calculator pinned against SGLang 0.5.23's formulas and hand-computed cases; the widget's
+Python side without a browser."""
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from kdtree_lab import budget
+from kdtree_lab.budget import BudgetInputError, BudgetInputs, compute
+from kdtree_lab.paths import RESULTS
+
+MIB, GIB = budget.MIB, budget.GIB
+
+
+@pytest.mark.parametrize("gpu_mib,tp,expected", [
+    (143771, 8, 0.886),  # H200: reserve 512 + 1.5*8192 + 1024 + 512*2 + 1536 = 16384 MiB
+    (97887, 8, 0.833),   # RTX PRO 6000, TP8
+    (97887, 1, 0.847),   # RTX PRO 6000, TP1: decode max_bs 256 -> 512 + 12288 + 128 + 512 + 1536 = 14976
+    (32607, 1, 0.836),   # RTX 5090, TP1: 512 + 3072 + 128 + 96 + 1536 = 5344 (no 10 GiB floor under 60 GiB)
+    (32607, 8, 0.802),   # RTX 5090, TP8: decode max_bs 160
+    (81559, 8, 0.799),   # H100 80GB
+    (183359, 8, 0.844),  # B200: chunked prefill 16384
+])
+def test_sglang_default_fraction(gpu_mib, tp, expected):
+    assert budget.sglang_default_fraction(gpu_mib, tp) == expected
+
+
+def test_ten_gib_floor_above_60_gib():
+    # 64 GiB card, tp 1, small chunk: the formula's reserve is below 10 GiB, the floor applies.
+    mib = 64 * 1024
+    assert budget.sglang_default_fraction(mib, 1, chunked_prefill=2048) == round((mib - 10 * 1024) / mib, 3)
+
+
+def test_kv_cell_sizes():
+    m = budget.models()
+    assert budget.kv_cell_bytes(m["deepseek-v3"], "bf16") == 71_424
+    assert budget.kv_cell_bytes(m["deepseek-v3"], "fp8") == 35_712
+    assert budget.kv_cell_bytes(m["deepseek-v2-lite"], "bf16") == 576 * 27 * 2
+    with pytest.raises(BudgetInputError, match="kv_dtype"):
+        budget.kv_cell_bytes(m["kimi-k2"], "int8")
+
+
+def test_triton_graph_buffers_match_the_dsv3_tp8_example():
+    rows = {c.name.split(" (")[0]: c.bytes for c in budget.triton_graph_buffers(16, 48, 4, 1, 3, 163_840)}
+    assert rows["target attn_logits"] == int(1.5 * GIB)
+    assert rows["target cuda_graph_kv_indices"] == 240 * MIB
+    assert abs(rows["target verify mask"] - 30 * MIB) < MIB
+    assert rows["draft decode attn_logits"] == 768 * MIB
+    assert rows["draft decode kv_indices"] == 180 * MIB
+    assert rows["draft extend attn_logits + kv_indices"] == int(1.5 * GIB) + 240 * MIB
+    assert abs(sum(rows.values()) - 4.4 * GIB) < 0.05 * GIB
+
+
+def test_workspace_formula_is_the_c_abi_formula():
+    from kdtree_lab import triton_verify
+
+    for args in [(8, 16, 8, 16), (48, 4, 16, 3), (1, 64, 128, 132)]:
+        assert budget.kdtree_workspace_bytes(*args) == triton_verify.workspace_bytes(*args)
+
+
+def test_hand_computed_kv_tokens():
+    inp = BudgetInputs(gpu="h200", model="deepseek-v3", tp=8, quant="fp8", kv_dtype="bf16", mem_fraction=0.8)
+    r = compute(inp)
+    g = 143771 * MIB - 1024 * MIB
+    w = int(642.0 * GIB / 8)
+    assert (r.g_bytes, r.weights_bytes, r.cell_bytes) == (g, w, 71_424)
+    assert r.kv_tokens == int((g * 0.8 - w) // 71_424)
+    assert r.max_context_per_request == r.kv_tokens // 8
+    slack = sum(c.bytes for c in r.consumers if c.where == "slack")
+    assert r.safe_fraction == int((1 - slack / g) * 1000) / 1000
+    assert r.fraction == 0.8 and "--mem-fraction-static 0.800" in r.launch_line
+
+
+def test_warnings_say_which_way_to_move():
+    base = BudgetInputs(gpu="rtx-pro-6000", model="kimi-k2", tp=8, quant="int4")
+    safe = compute(base).safe_fraction
+    too_high = compute(replace(base, mem_fraction=0.95))
+    assert any("run-time OOM" in w and "lower" in w for w in too_high.warnings)
+    too_low = compute(replace(base, mem_fraction=0.6))
+    assert too_low.kv_tokens == 0 and any("start-up OOM" in w and "raise" in w for w in too_low.warnings)
+    assert not any("run-time OOM" in w for w in compute(replace(base, mem_fraction=safe)).warnings)
+
+
+@pytest.mark.parametrize("over,needle", [
+    ({"gpu": "a100"}, "gpu: unknown preset 'a100'"),
+    ({"model": "llama"}, "model: unknown preset"),
+    ({"quant": "nf4"}, "quant:"),
+    ({"gpu": "rtx-5090", "model": "deepseek-v3", "quant": "fp8"}, "weights:"),
+    ({"margin_mib": -1.0}, "margin_mib: a reserve cannot be negative"),
+    ({"tp": 3}, "tp:"),
+    ({"mem_fraction": 1.2}, "mem_fraction"),
+    ({"context": 0}, "context"),
+])
+def test_impossible_inputs_are_refused_by_name(over, needle):
+    with pytest.raises(BudgetInputError, match=needle):
+        compute(replace(BudgetInputs(), **over))
+
+
+def test_every_preset_value_cites_a_source():
+    for m in budget.models().values():
+        covered = {k for key in m.sources for k in key.split("/")}
+        assert {"layers", "heads", "kv_lora_rank", "qk_rope_head_dim", "draft_layers", "weights_gib"} <= covered
+    for g in budget.gpus().values():
+        assert set(g.sources) == {"memory_mib", "sms", "bandwidth_gbps"}
+    assert {"rtx-pro-6000", "rtx-5090", "h200", "h100", "b200"} <= set(budget.gpus())
+    assert {"deepseek-v3", "kimi-k2", "deepseek-v2-lite"} <= set(budget.models())
+
+
+def test_parse_sglang_log_and_calibrate():
+    log = """[2026-11-01] Memory baseline taken. avail mem=94.12 GB
+[2026-11-01] Load weight end. type=DeepseekV3ForCausalLM, dtype=torch.bfloat16, avail mem=25.40 GB, mem usage=68.72 GB.
+[2026-11-01] KV Cache is allocated. #tokens: 151234, KV size: 10.06 GB
+[2026-11-01] Memory pool end. avail mem=12.80 GB
+[2026-11-01] Capture cuda graph end. Time elapsed: 41.2 s. mem usage=1.37 GB. avail mem=9.91 GB."""
+    got = budget.parse_sglang_log(log)
+    assert got["kv_tokens"] == 151234
+    assert got["weights"] == pytest.approx(68.72 * GIB) and got["G"] == pytest.approx(94.12 * GIB)
+    assert got["graph_pool"] == pytest.approx(1.37 * GIB)
+    r = compute(budget.calibrate(BudgetInputs(mem_fraction=0.88), got))
+    assert r.weights_bytes == int(68.72 * GIB) and r.g_bytes == int(94.12 * GIB)
+    assert next(c for c in r.consumers if c.name.startswith("CUDA-graph pool")).source == "measured"
+
+
+def test_calibration_against_committed_h200_graph_results():
+    data = json.loads((RESULTS / "h200" / "2026-11-29-graphs" / "05_cuda_graphs.json").read_text())
+    rows = budget.calibration_rows(data)
+    assert {r["quantity"] for r in rows} == {"workspace", "graph_pool"}
+    assert all(abs(r["ratio"] - 1) <= 0.10 for r in rows), rows
+
+
+def test_widget_recomputes_and_shows_errors():
+    import re
+
+    from kdtree_lab import budget_widget
+
+    box = budget_widget.build(BudgetInputs(mem_fraction=0.85))
+    controls = {c.description: c for col in box.children[0].children for c in col.children}
+    tokens_html = box.children[2]
+
+    def shown():
+        m = re.search(r'data-fraction="([\d.]+)">(\d+)<', tokens_html.value)
+        return float(m.group(1)), int(m.group(2))
+
+    frac, tokens = shown()
+    assert tokens == compute(BudgetInputs(mem_fraction=frac)).kv_tokens
+    controls["mem-fraction-static"].value = 0.8
+    frac, tokens = shown()
+    assert frac == 0.8 and tokens == compute(BudgetInputs(mem_fraction=0.8)).kv_tokens
+    controls["GPU"].value = "rtx-5090"  # Kimi K2 int4 at TP8 does not fit a 32 GB card
+    assert "weights:" in box.children[1].value

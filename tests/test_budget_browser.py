@@ -1,0 +1,87 @@
+"""The budget widget in a real browser: Voila serves notebook 04 on loopback, Chromium (Debian's package, driven
+by Playwright) moves the fraction slider, and the KV token count shown must equal the library's figure.
+
+Needs voila, playwright and /usr/bin/chromium; `.ci/run` installs them. Without them the test is skipped (and a
+skip is not a pass)."""
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from kdtree_lab.budget import BudgetInputs, compute
+from kdtree_lab.paths import NOTEBOOKS
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+pytestmark = pytest.mark.browser
+playwright_sync = pytest.importorskip("playwright.sync_api")
+pytest.importorskip("voila")
+if not os.path.exists(CHROMIUM):
+    pytest.skip("Debian's chromium is not installed (.ci/run installs it)", allow_module_level=True)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def voila_url():
+    port = _free_port()
+    env = {**os.environ, "MPLBACKEND": "Agg"}
+    env.pop("TRITON_INTERPRET", None)
+    proc = subprocess.Popen([sys.executable, "-m", "voila", str(NOTEBOOKS / "04_memory_budget.ipynb"),
+                             "--no-browser", f"--port={port}", "--Voila.ip=127.0.0.1",
+                             "--ServerApp.ip=127.0.0.1"], cwd=NOTEBOOKS, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        if proc.poll() is not None:
+            pytest.fail(f"voila exited: {proc.stdout.read()[-3000:]}")
+        time.sleep(0.5)
+    yield f"http://127.0.0.1:{port}/"
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def _shown(page):
+    span = page.locator(".kd-kv-tokens")
+    return float(span.get_attribute("data-fraction")), int(span.inner_text())
+
+
+def test_moving_the_fraction_slider_shows_the_library_kv_tokens(voila_url):
+    with playwright_sync.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync"])
+        page = browser.new_page()
+        page.goto(voila_url, timeout=180_000)
+        page.wait_for_selector(".kd-kv-tokens", timeout=180_000)
+        frac0, tokens0 = _shown(page)
+        defaults = BudgetInputs()  # notebook 04's parameters are the calculator's defaults
+        assert tokens0 == compute(BudgetInputs(**{**defaults.__dict__, "mem_fraction": frac0})).kv_tokens
+        handle = page.locator(".kd-fraction .noUi-handle")
+        handle.focus()
+        for _ in range(6):
+            handle.press("ArrowLeft")
+        page.wait_for_function("f => document.querySelector('.kd-kv-tokens').dataset.fraction !== f",
+                               arg=f"{frac0:.3f}", timeout=60_000)
+        time.sleep(1.0)  # let the last key's update land
+        frac1, tokens1 = _shown(page)
+        readout = page.locator(".kd-fraction .widget-readout").inner_text()
+        assert frac1 < frac0 and abs(float(re.sub(r"[^\d.]", "", readout)) - frac1) < 1e-9
+        assert tokens1 == compute(BudgetInputs(**{**defaults.__dict__, "mem_fraction": frac1})).kv_tokens
+        assert tokens1 < tokens0
+        browser.close()
