@@ -30,6 +30,19 @@ def interpreting() -> bool:
 
 
 @triton.jit
+def _online_softmax_step(s, v, m_i, l_i, acc, DOT_T: tl.constexpr):
+    """One key tile of the online softmax in the log2 domain: s [BLOCK_M, BLOCK_N] scaled logits (-inf where
+    hidden), v [BLOCK_N, 512]; returns the updated running max, row sum and accumulator."""
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    base = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with nothing visible yet stays at zero
+    alpha = tl.exp2(m_i - base)
+    p = tl.exp2(s - base[:, None])
+    l_i = l_i * alpha + tl.sum(p, 1)
+    acc = acc * alpha[:, None] + tl.dot(p.to(DOT_T), v)
+    return m_new, l_i, acc
+
+
+@triton.jit
 def _verify_split_kernel(
     q_ptr, q_st, q_sh, kx_ptr, kx_s, vx_ptr, vx_s, kb_ptr, kb_s, pool_rows,
     qo_ptr, kv_indptr_ptr, kv_indices_ptr, mask_ptr, mask_indptr_ptr,
@@ -81,13 +94,7 @@ def _verify_split_kernel(
             else:
                 vis = vis & (j[None, :] <= node[:, None])
             s = tl.where(vis, s * scale_draft, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(s, 1))
-            base = tl.where(m_new == float("-inf"), 0.0, m_new)
-            alpha = tl.exp2(m_i - base)
-            p = tl.exp2(s - base[:, None])
-            l_i = l_i * alpha + tl.sum(p, 1)
-            acc = acc * alpha[:, None] + tl.dot(p.to(DOT_T), v)
-            m_i = m_new
+            m_i, l_i, acc = _online_softmax_step(s, v, m_i, l_i, acc, DOT_T)
         vscale = 1.0
     else:
         chunk = tl.cdiv(L, NSPLIT)
@@ -106,13 +113,7 @@ def _verify_split_kernel(
             k_pe = tl.load(k_row + 512 + d64[None, :], mask=k_ok[:, None], other=0.0).to(DOT_T)
             s = tl.dot(q_nope, tl.trans(k_nope)) + tl.dot(q_pe, tl.trans(k_pe))
             s = tl.where(k_ok[None, :], s * scale_pre, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(s, 1))
-            base = tl.where(m_new == float("-inf"), 0.0, m_new)
-            alpha = tl.exp2(m_i - base)
-            p = tl.exp2(s - base[:, None])
-            l_i = l_i * alpha + tl.sum(p, 1)
-            acc = acc * alpha[:, None] + tl.dot(p.to(DOT_T), k_nope)
-            m_i = m_new
+            m_i, l_i, acc = _online_softmax_step(s, k_nope, m_i, l_i, acc, DOT_T)  # V = first 512 dims of K
         vscale = v_scale
     part = (b * (NSPLIT + 1) + split).to(tl.int64) * R + rows
     out_ok = rows < R
