@@ -51,10 +51,11 @@ def test_validate_mode_writes_sglangs_output_and_checks():
 
 
 @pytest.mark.parametrize("mode", ["on", "validate"])
-def test_hook_inside_captured_graphs(mode):
+@pytest.mark.parametrize("mask", ["tree", "chain", "causal"])
+def test_hook_inside_captured_graphs(mode, mask):
     for bs in (1, 4, 8):
         b = build_verify_batch([500] * bs, 4, 8, variant="capture", padded_bs=bs, seed=bs, device="cuda",
-                               pool_size=8 * 600)
+                               pool_size=8 * 600, mask=mask)
         hook = sglang_hook.VerifyHook(mode, max_bs=8, num_draft=4, num_heads=8)
         for _ in range(2):
             _call(hook, b)  # warm-up: Triton compiles before capture
@@ -63,11 +64,12 @@ def test_hook_inside_captured_graphs(mode):
             _call(hook, b)
         for k in range(3):
             fresh = build_verify_batch([500 - 37 * k] * bs, 4, 8, variant="capture", padded_bs=bs, seed=100 + k,
-                                       device="cuda", pool_size=8 * 600)
+                                       device="cuda", pool_size=8 * 600, mask=mask)
             for name in ("q", "k_extend", "v_extend", "k_buffer", "kv_indptr", "mask_indptr"):
                 getattr(b, name).copy_(getattr(fresh, name))
             b.kv_indices[: fresh.kv_indices.numel()].copy_(fresh.kv_indices)
-            b.custom_mask[: fresh.custom_mask.numel()].copy_(fresh.custom_mask)
+            if mask != "causal":
+                b.custom_mask[: fresh.custom_mask.numel()].copy_(fresh.custom_mask)
             b.o.fill_(float("nan"))
             g.replay()
             torch.cuda.synchronize()
