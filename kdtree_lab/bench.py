@@ -124,15 +124,20 @@ def time_ours(impl: str, shape: Shape, nsplit: int | None = None) -> Timing:
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     block_m = loader.library().selected_config()["block_m"] if impl == "cuda" else 32
     ns = nsplit or loader.default_nsplit(shape.batch, shape.draft, shape.heads, sms, block_m)
-    if impl == "cuda":
+    if impl in ("cuda", "cuda_wide"):
         ws = loader.alloc_workspace(shape.batch, shape.draft, shape.heads, ns)
+        loader.force_config(loader.config_index("verify_wide_kernel") if impl == "cuda_wide" else None)
         run = lambda i: loader.verify(batches[i], ws, ns)  # noqa: E731
     elif impl == "triton":
         ws = triton_verify.alloc_workspace(shape.batch, shape.draft, shape.heads, ns, "cuda")
         run = lambda i: triton_verify.verify(batches[i], ws, ns)  # noqa: E731
     else:
         raise ValueError(f"impl: expected cuda or triton, got {impl!r}")
-    ms, n = _median_ms(run, copies)
+    try:
+        ms, n = _median_ms(run, copies)
+    finally:
+        if impl == "cuda_wide":
+            loader.force_config(None)
     return Timing(impl, shape, ms, n, ns)
 
 
@@ -197,7 +202,7 @@ def run_grid(shapes: list[Shape], impls: list[str], ceilings: Ceilings | None = 
         for impl in impls:
             if impl.startswith("sglang") and not have_sglang:
                 continue
-            if impl == "cuda" or impl == "triton":
+            if impl in ("cuda", "cuda_wide", "triton"):
                 timings[impl] = time_ours(impl, shape)
             elif impl == "sglang_extend":
                 timings[impl] = time_sglang_extend(shape)
@@ -210,13 +215,13 @@ def run_grid(shapes: list[Shape], impls: list[str], ceilings: Ceilings | None = 
             row = t.row(ceilings)
             if base and impl != "sglang_extend":
                 row["speedup_vs_sglang_verify"] = round(base.ms / t.ms, 1)
-            if dec and impl in ("cuda", "triton"):
+            if dec and impl in ("cuda", "cuda_wide", "triton"):
                 row["vs_sglang_decode_1tok"] = round(dec.ms / t.ms, 3)
             rows.append(row)
     return {"ceilings": asdict(ceilings), "sglang": have_sglang, "rows": rows}
 
 
-ALL_IMPLS = ["cuda", "triton", "sglang_extend", "sglang_decode"]
+ALL_IMPLS = ["cuda", "cuda_wide", "triton", "sglang_extend", "sglang_decode"]
 
 
 def preset(name: str) -> list[tuple[Shape, list[str]]]:
@@ -228,7 +233,7 @@ def preset(name: str) -> list[tuple[Shape, list[str]]]:
     if name == "quick":
         out = [(Shape(1, 200_000, 16, 8), ALL_IMPLS), (Shape(8, 200_000, 16, 8), ALL_IMPLS),
                (Shape(48, 32_768, 16, 8), ALL_IMPLS)]
-        ours = ["cuda", "triton"]
+        ours = ["cuda", "cuda_wide", "triton"]
         for b in (1, 8):
             out += [(Shape(b, 200_000, 4, 8), ours), (Shape(b, 200_000, 4, 16), ours)]
         out += [(Shape(1, 200_000, 16, 16), ours), (Shape(1, 200_000, 16, 64), ours),

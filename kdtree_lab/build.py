@@ -31,6 +31,7 @@ REQUIRED_SYMBOLS = (
     "kdtree_verify_select_config",
     "kdtree_verify_strerror",
     "kdtree_verify_abi_version",
+    "kdtree_verify_force_config",
 )
 NVCC_FLAGS = ("-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC,-fvisibility=hidden", "-lineinfo",
               "--use_fast_math", "-Xptxas", "-v")
@@ -218,7 +219,7 @@ def library_configs(library: Path) -> list[dict]:
 
     class KdtConfig(ctypes.Structure):
         _fields_ = [("block_m", ctypes.c_int), ("stages", ctypes.c_int), ("threads", ctypes.c_int),
-                    ("dynamic_smem", ctypes.c_int)]
+                    ("dynamic_smem", ctypes.c_int), ("block_n", ctypes.c_int)]
 
     lib = ctypes.CDLL(str(library))
     rows = []
@@ -226,18 +227,20 @@ def library_configs(library: Path) -> list[dict]:
         cfg = KdtConfig()
         if lib.kdtree_verify_config(i, ctypes.byref(cfg)) != 0:
             raise CheckError(f"kdtree_verify_config({i}) failed")
-        rows.append({"index": i, "block_m": cfg.block_m, "stages": cfg.stages, "threads": cfg.threads,
+        family = "verify_split_kernel" if cfg.block_n == 16 else "verify_wide_kernel"
+        rows.append({"index": i, "kernel": f"{family}<{cfg.block_m},{cfg.stages}>", "block_m": cfg.block_m,
+                     "block_n": cfg.block_n, "stages": cfg.stages, "threads": cfg.threads,
                      "dynamic_smem": cfg.dynamic_smem})
     return rows
 
 
 def resource_problems(resources: list[KernelResources], configs: list[dict],
                       archs: tuple[str, ...] | list[str]) -> list[str]:
-    """Resource checks per arch: HMMA present in the split kernel, no local memory (spills), registers x threads
-    within one SM, and at least one split-kernel configuration within the arch's shared memory per block.
-    Marks each config's ``fits`` per arch."""
+    """Resource checks per arch: at least one configuration within the arch's shared memory per block, and for
+    every configuration that fits (the others can never launch there): HMMA in its SASS, no local memory
+    (spills), registers x threads within one SM. Marks each config's ``fits`` per arch."""
     problems: list[str] = []
-    split_cfg = {f"verify_split_kernel<{c['block_m']},{c['stages']}>": c for c in configs}
+    by_kernel = {c["kernel"]: c for c in configs}
     for a in archs:
         limits = LIMITS.get(_arch_family(a))
         kernels = [r for r in resources if r.arch == a]
@@ -245,10 +248,16 @@ def resource_problems(resources: list[KernelResources], configs: list[dict],
             continue
         eligible = []
         for r in kernels:
-            cfg = split_cfg.get(r.kernel)
+            cfg = by_kernel.get(r.kernel)
             threads = cfg["threads"] if cfg else 128
             dyn = cfg["dynamic_smem"] if cfg else 0
-            if r.kernel.startswith("verify_split") and r.hmma == 0:
+            if cfg:
+                fits = dyn <= limits.smem_per_block_optin and dyn + r.static_smem <= limits.smem_per_sm
+                cfg.setdefault("fits", {})[a] = fits
+                if not fits:
+                    continue  # this configuration can never launch on this arch: nothing else to check there
+                eligible.append(r.kernel)
+            if cfg and r.hmma == 0:
                 problems.append(f"{a} {r.kernel}: no HMMA (mma.sync) instruction in its SASS")
             if r.local_bytes or r.stack:
                 problems.append(f"{a} {r.kernel}: {r.local_bytes} B local memory / {r.stack} B stack per thread "
@@ -256,13 +265,8 @@ def resource_problems(resources: list[KernelResources], configs: list[dict],
             if r.registers * threads > limits.regs_per_sm:
                 problems.append(f"{a} {r.kernel}: {r.registers} registers x {threads} threads = "
                                 f"{r.registers * threads} > {limits.regs_per_sm} per SM (not even 1 CTA per SM)")
-            if cfg:
-                fits = dyn <= limits.smem_per_block_optin and dyn + r.static_smem <= limits.smem_per_sm
-                cfg.setdefault("fits", {})[a] = fits
-                if fits:
-                    eligible.append(r.kernel)
         if configs and not eligible:
-            problems.append(f"{a}: no verify_split_kernel configuration fits {limits.smem_per_block_optin} B of "
+            problems.append(f"{a}: no verify kernel configuration fits {limits.smem_per_block_optin} B of "
                             f"shared memory per block")
     return problems
 

@@ -17,7 +17,7 @@ import torch
 
 from .batch import D_QK, D_V
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 KV_BF16 = 0
 FLAG_INDEX_OUT_OF_POOL = 1
 FLAG_QO_INDPTR = 2
@@ -68,6 +68,7 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.kdtree_verify_strerror.argtypes = [c_int]
     lib.kdtree_verify_select_config.argtypes = [c_int]
     lib.kdtree_verify_abi_version.restype = c_int
+    lib.kdtree_verify_force_config.argtypes = [c_int]
     lib.kdtree_verify_attn_flash_paged_cg.restype = c_int
     lib.kdtree_verify_attn_flash_paged_cg.argtypes = [
         c_void, c_i64, c_i64,  # q
@@ -82,6 +83,22 @@ def _declare(lib: ctypes.CDLL) -> None:
         c_void, ctypes.c_size_t,  # workspace
         c_void,  # stream
     ]
+
+
+def force_config(index: int | None) -> None:
+    """Use kernel configuration ``index`` for every later call in this process (None: automatic selection).
+    For tests and benchmarks of a configuration the automatic choice does not pick."""
+    status = library().lib.kdtree_verify_force_config(-1 if index is None else index)
+    if status != 0:
+        raise KernelCallError(f"kdtree_verify_force_config({index}): {library().strerror(status)}")
+
+
+def config_index(kernel_family: str) -> int:
+    """Index of the first configuration whose kernel name starts with ``kernel_family``."""
+    for c in library().configs():
+        if c["kernel"].startswith(kernel_family):
+            return c["index"]
+    raise KernelLoadError(f"no {kernel_family} configuration in {library().path.name}")
 
 
 def gpu_arch(device: torch.device | None = None) -> str:

@@ -21,11 +21,14 @@ CASES = [
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``--quick``: the first two cases, CUDA kernel only (initcheck is slow)."""
+    """``--quick``: the first two cases, CUDA kernel only (initcheck is slow); ``--impl a,b``: these impls."""
     argv = sys.argv[1:] if argv is None else argv
     quick = "--quick" in argv
+    impls = ("cuda",) if quick else ("cuda", "cuda_wide", "triton")
+    if "--impl" in argv:
+        impls = tuple(argv[argv.index("--impl") + 1].split(","))
     bad = 0
-    for impl in ("cuda",) if quick else ("cuda", "triton"):
+    for impl in impls:
         for case in CASES[:2] if quick else CASES:
             r = run_case(impl, case, "cuda")
             print(f"{impl:6s} {case.name:24s} rel_l2={r.rel_l2:.2e} max_abs={r.max_abs:.2e} ok={r.ok}")

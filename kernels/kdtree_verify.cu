@@ -318,6 +318,246 @@ __global__ void __launch_bounds__(Cfg<BM, STAGES>::THREADS, 1) verify_split_kern
   }
 }
 
+// ---------------------------------------------------------------------------------------------------------------
+// Wide variant (experimental, Hopper-sized shared memory): BN = 64 keys per step, QK split over keys instead of
+// dims. Warp (g, c) computes S for its 16 rows x keys [16c, 16c + 16) over all 576 dims, so no partial-S
+// reduction: only the row maxima are exchanged, P goes through shared memory in bf16, and PV runs over all 64
+// keys for the warp's 128 output columns. Three barriers per 64 keys (the narrow kernel: two per 16). Rows of
+// Q and K are stored unpadded with the 16-byte chunks XOR-swizzled by (row & 7), which keeps ldmatrix
+// conflict-free and saves the padding the 231 KB budget has no room for.
+constexpr int BNW = 64;
+
+__device__ __forceinline__ int swz(int row, int chunk) { return row * D_QK + ((chunk ^ (row & 7)) << 3); }
+
+template <int BM, int STAGES>
+struct CfgW {
+  static constexpr int GROUPS = BM / 16;
+  static constexpr int WARPS = GROUPS * 4;
+  static constexpr int THREADS = WARPS * 32;
+  static constexpr int P_PITCH = BNW + 8;
+  static constexpr int Q_BYTES = BM * D_QK * 2;
+  static constexpr int K_BYTES = STAGES * BNW * D_QK * 2;
+  static constexpr int P_BYTES = BM * P_PITCH * 2;
+  static constexpr int R_BYTES = GROUPS * 4 * 16 * 4;
+  static constexpr int SMEM = Q_BYTES + K_BYTES + P_BYTES + R_BYTES;
+};
+
+template <int BM, typename Visible>
+__device__ __forceinline__ void step_wide(const __nv_bfloat16* qs, const __nv_bfloat16* ks, const __nv_bfloat16* vs,
+                                          __nv_bfloat16* ps, float* red, float scale, WarpState& st,
+                                          Visible visible) {
+  constexpr int P_PITCH = BNW + 8;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = warp >> 2, c = warp & 3;
+  const int mi = lane >> 3, r0 = lane >> 2, c0 = (lane & 3) * 2;
+  float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+  const int qrow = g * 16 + (lane & 15), qhalf = lane >> 4;
+  const int krow = c * 16 + (mi >> 1) * 8 + (lane & 7), khalf = mi & 1;
+#pragma unroll 6
+  for (int kk = 0; kk < D_QK / 16; ++kk) {
+    uint32_t a[4], b[4];
+    ldmatrix_x4(a, qs + swz(qrow, kk * 2 + qhalf));
+    ldmatrix_x4(b, ks + swz(krow, kk * 2 + khalf));
+    mma_bf16(s[0], a, b[0], b[1]);
+    mma_bf16(s[1], a, b[2], b[3]);
+  }
+#pragma unroll
+  for (int j = 0; j < 2; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      s[j][e] = visible(c * 16 + j * 8 + c0 + (e & 1), r0 + (e >> 1) * 8) ? s[j][e] * scale : -INFINITY;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float mx = fmaxf(fmaxf(s[0][2 * h], s[0][2 * h + 1]), fmaxf(s[1][2 * h], s[1][2 * h + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    if ((lane & 3) == 0) red[(g * 4 + c) * 16 + r0 + h * 8] = mx;
+  }
+  __syncthreads();
+  float alpha[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int cc = 0; cc < 4; ++cc) mx = fmaxf(mx, red[(g * 4 + cc) * 16 + r0 + h * 8]);
+    const float m_new = fmaxf(st.m[h], mx);
+    const float base = (m_new == -INFINITY) ? 0.f : m_new;
+    alpha[h] = exp2f(st.m[h] - base);
+    st.m[h] = m_new;
+    float sum = 0.f;
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const float p0 = exp2f(s[j][2 * h] - base), p1 = exp2f(s[j][2 * h + 1] - base);
+      sum += p0 + p1;
+      *reinterpret_cast<uint32_t*>(ps + (g * 16 + r0 + h * 8) * P_PITCH + c * 16 + j * 8 + c0) = pack_bf16(p0, p1);
+    }
+    st.l[h] = st.l[h] * alpha[h] + sum;
+  }
+#pragma unroll
+  for (int nt = 0; nt < 16; ++nt) {
+    st.acc[nt][0] *= alpha[0]; st.acc[nt][1] *= alpha[0];
+    st.acc[nt][2] *= alpha[1]; st.acc[nt][3] *= alpha[1];
+  }
+  __syncthreads();
+  const __nv_bfloat16* prow = ps + (g * 16 + (lane & 15)) * P_PITCH + (lane >> 4) * 8;
+#pragma unroll
+  for (int k4 = 0; k4 < BNW / 16; ++k4) {
+    uint32_t pa[4];
+    ldmatrix_x4(pa, prow + k4 * 16);
+    const int vrow = k4 * 16 + (mi & 1) * 8 + (lane & 7);
+#pragma unroll
+    for (int np = 0; np < 8; ++np) {
+      uint32_t b[4];
+      ldmatrix_x4_trans(b, vs + swz(vrow, c * 16 + np * 2 + (mi >> 1)));
+      mma_bf16(st.acc[2 * np], pa, b[0], b[1]);
+      mma_bf16(st.acc[2 * np + 1], pa, b[2], b[3]);
+    }
+  }
+}
+
+template <int BM, int STAGES>
+__global__ void __launch_bounds__(CfgW<BM, STAGES>::THREADS, 1) verify_wide_kernel(Params p) {
+  using C = CfgW<BM, STAGES>;
+  static_assert(STAGES >= 2, "the draft block needs two ring slots");
+  extern __shared__ __align__(16) unsigned char smem[];
+  __nv_bfloat16* qs = reinterpret_cast<__nv_bfloat16*>(smem);
+  __nv_bfloat16* kring = reinterpret_cast<__nv_bfloat16*>(smem + C::Q_BYTES);
+  __nv_bfloat16* ps = reinterpret_cast<__nv_bfloat16*>(smem + C::Q_BYTES + C::K_BYTES);
+  float* red = reinterpret_cast<float*>(smem + C::Q_BYTES + C::K_BYTES + C::P_BYTES);
+
+  const int tile = blockIdx.x, split = blockIdx.y, b = blockIdx.z;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = warp >> 2, c = warp & 3;
+  const int64_t tok0 = load_qo(p, b);
+  int n_b = (int)(load_qo(p, b + 1) - tok0);
+  if (n_b > p.N) {
+    if (tid == 0 && tile == 0 && split == 0) atomicOr(p.status, KDT_FLAG_QO_INDPTR);
+    n_b = p.N;
+  }
+  if (n_b < 0) n_b = 0;
+  const int rows_b = n_b * p.H;
+  const int row0 = tile * BM;
+  if (row0 >= p.R) return;
+  const int64_t kv0 = p.kv_indptr[b];
+  const int L = p.kv_indptr[b + 1] - (int)kv0;
+  const bool draft = split == p.nsplit;
+  int kbeg = 0, kend = 0;
+  if (draft) {
+    kend = n_b;
+  } else {
+    int chunk = (L + p.nsplit - 1) / p.nsplit;
+    chunk = ((chunk + BN - 1) / BN) * BN;
+    if (chunk < MIN_SPLIT_TOKENS) chunk = MIN_SPLIT_TOKENS;
+    kbeg = split * chunk;
+    kend = min(L, kbeg + chunk);
+  }
+  const int64_t part0 = ((int64_t)b * (p.nsplit + 1) + split) * p.R;
+  if (kbeg >= kend) {
+    for (int r = tid; r < BM; r += C::THREADS)
+      if (row0 + r < p.R) p.lse_part[part0 + row0 + r] = -INFINITY;
+    return;
+  }
+  for (int idx = tid; idx < BM * CHUNKS; idx += C::THREADS) {
+    const int r = idx / CHUNKS, ch = idx % CHUNKS;
+    const int gr = row0 + r;
+    const bool ok = gr < rows_b;
+    const int i = ok ? gr / p.H : 0, h = ok ? gr % p.H : 0;
+    cp_async_16(qs + swz(r, ch), ok ? p.q + (tok0 + i) * p.q_st + (int64_t)h * p.q_sh + ch * 8 : p.q, ok);
+  }
+  WarpState st;
+#pragma unroll
+  for (int nt = 0; nt < 16; ++nt) st.acc[nt][0] = st.acc[nt][1] = st.acc[nt][2] = st.acc[nt][3] = 0.f;
+  st.m[0] = st.m[1] = -INFINITY;
+  st.l[0] = st.l[1] = 0.f;
+  auto node_of = [&](int row_in_group) { return (row0 + g * 16 + row_in_group) / p.H; };
+
+  if (!draft) {
+    const int ntiles = (kend - kbeg + BNW - 1) / BNW;
+    auto load_tile = [&](int t) {
+      __nv_bfloat16* dst = kring + (t % STAGES) * BNW * D_QK;
+      const int key0 = kbeg + t * BNW;
+      for (int idx = tid; idx < BNW * CHUNKS; idx += C::THREADS) {
+        const int r = idx / CHUNKS, ch = idx % CHUNKS;
+        const int key = key0 + r;
+        const bool ok = key < kend;
+        int64_t slot = ok ? p.kv_indices[kv0 + key] : 0;
+        if (slot < 0 || slot >= p.pool_rows) {
+          if (ch == 0) atomicOr(p.status, KDT_FLAG_INDEX_OUT_OF_POOL);
+          slot = 0;
+        }
+        cp_async_16(dst + swz(r, ch), p.kb + slot * p.kb_s + ch * 8, ok);
+      }
+    };
+#pragma unroll
+    for (int t = 0; t < STAGES - 1; ++t) {
+      if (t < ntiles) load_tile(t);
+      cp_async_commit();
+    }
+    for (int t = 0; t < ntiles; ++t) {
+      cp_async_wait<STAGES - 2>();
+      __syncthreads();
+      if (t + STAGES - 1 < ntiles) load_tile(t + STAGES - 1);
+      cp_async_commit();
+      const __nv_bfloat16* ks = kring + (t % STAGES) * BNW * D_QK;
+      const int key0 = kbeg + t * BNW;
+      step_wide<BM>(qs, ks, ks, ps, red, p.scale_pre, st, [&](int col, int) { return key0 + col < kend; });
+    }
+  } else {
+    __nv_bfloat16* ks = kring;
+    __nv_bfloat16* vs = kring + BNW * D_QK;
+    const int64_t m0 = p.mask ? p.mask_indptr[b] : 0;
+    const int64_t mstride = (int64_t)L + n_b;
+    for (int key0 = 0; key0 < n_b; key0 += BNW) {
+      __syncthreads();
+      for (int idx = tid; idx < BNW * CHUNKS; idx += C::THREADS) {
+        const int r = idx / CHUNKS, ch = idx % CHUNKS;
+        const bool ok = key0 + r < n_b;
+        const int64_t tok = tok0 + (ok ? key0 + r : 0);
+        cp_async_16(ks + swz(r, ch), p.kx + tok * p.kx_s + ch * 8, ok);
+        if (ch < D_V / 8) cp_async_16(vs + swz(r, ch), p.vx + tok * p.vx_s + ch * 8, ok);
+      }
+      cp_async_commit();
+      cp_async_wait<0>();
+      __syncthreads();
+      step_wide<BM>(qs, ks, vs, ps, red, p.scale_draft, st, [&](int col, int row_in_group) {
+        const int j = key0 + col;
+        if (j >= n_b) return false;
+        const int i = node_of(row_in_group);
+        if (i >= n_b) return false;
+        if (p.mask == nullptr) return j <= i;
+        return p.mask[m0 + (int64_t)i * mstride + L + j] != 0;
+      });
+    }
+  }
+  cp_async_wait<0>();
+  // Row sums: each warp holds the sum over its own 16 keys of every step; add the four warps of the group.
+  __syncthreads();
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float l = st.l[h];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    if ((lane & 3) == 0) red[(g * 4 + c) * 16 + (lane >> 2) + h * 8] = l;
+  }
+  __syncthreads();
+  const float vscale = draft ? 1.f : p.v_scale;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int rr = (lane >> 2) + h * 8;
+    float l = 0.f;
+#pragma unroll
+    for (int cc = 0; cc < 4; ++cc) l += red[(g * 4 + cc) * 16 + rr];
+    const int gr = row0 + g * 16 + rr;
+    if (gr >= p.R) continue;
+    const float inv = l > 0.f ? vscale / l : 0.f;
+    const int64_t prow = part0 + gr;
+    if (c == 0 && (lane & 3) == 0) p.lse_part[prow] = l > 0.f ? st.m[h] + log2f(l) : -INFINITY;
+    float* dst = p.o_part + prow * D_V + c * 128 + (lane & 3) * 2;
+#pragma unroll
+    for (int nt = 0; nt < 16; ++nt)
+      *reinterpret_cast<float2*>(dst + nt * 8) = make_float2(st.acc[nt][2 * h] * inv, st.acc[nt][2 * h + 1] * inv);
+  }
+}
+
 // Merge the nsplit + 1 partials of one row (b, r = i*H + h) and write bf16 o. 128 threads x 4 columns.
 __global__ void __launch_bounds__(128) verify_reduce_kernel(Params p) {
   const int r = blockIdx.x, b = blockIdx.y;
@@ -356,16 +596,26 @@ struct ConfigEntry {
 
 template <int BM, int STAGES>
 constexpr ConfigEntry make_entry() {
-  return ConfigEntry{{BM, STAGES, Cfg<BM, STAGES>::THREADS, Cfg<BM, STAGES>::SMEM}, &verify_split_kernel<BM, STAGES>};
+  return ConfigEntry{{BM, STAGES, Cfg<BM, STAGES>::THREADS, Cfg<BM, STAGES>::SMEM, BN},
+                     &verify_split_kernel<BM, STAGES>};
 }
 
-// Largest first: the launcher takes the first that fits the device's opt-in shared memory.
-const ConfigEntry kConfigs[] = {make_entry<64, 3>(), make_entry<32, 2>()};
+template <int BM, int STAGES>
+constexpr ConfigEntry make_wide_entry() {
+  return ConfigEntry{{BM, STAGES, CfgW<BM, STAGES>::THREADS, CfgW<BM, STAGES>::SMEM, BNW},
+                     &verify_wide_kernel<BM, STAGES>};
+}
+
+// Automatic selection takes the first entry that fits the device's opt-in shared memory; the wide kernel is
+// listed last (reachable through kdtree_verify_force_config) until it has been proven on a GPU.
+const ConfigEntry kConfigs[] = {make_entry<64, 3>(), make_entry<32, 2>(), make_wide_entry<64, 2>()};
+constexpr int kNumAutoConfigs = 2;
 constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
 
 constexpr int kMaxDevices = 64;
 int g_config_of_device[kMaxDevices];      // 0 = unknown, else index + 1
-int g_sms_of_device[kMaxDevices];
+unsigned g_attr_set[kMaxDevices];         // bit i: config i's shared-memory attribute is set on that device
+int g_forced_config = -1;                 // kdtree_verify_force_config
 
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
 
@@ -389,12 +639,18 @@ int kdtree_verify_config(int index, kdt_config* out) {
 }
 
 int kdtree_verify_select_config(int smem_optin_bytes) {
-  for (int i = 0; i < kNumConfigs; ++i)
+  for (int i = 0; i < kNumAutoConfigs; ++i)
     if (kConfigs[i].cfg.dynamic_smem <= smem_optin_bytes) return i;
   return -1;
 }
 
 int kdtree_verify_abi_version(void) { return KDT_ABI_VERSION; }
+
+int kdtree_verify_force_config(int index) {
+  if (index < -1 || index >= kNumConfigs) return KDT_ERR_BAD_SHAPE;
+  g_forced_config = index;
+  return KDT_OK;
+}
 
 const char* kdtree_verify_strerror(int status) {
   switch (status) {
@@ -436,21 +692,25 @@ int kdtree_verify_attn_flash_paged_cg(
 
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) return KDT_ERR_DEVICE;
+  int optin = 0;
   if (g_config_of_device[dev] == 0) {
-    int optin = 0, sms = 0;
-    if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+    if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
       return KDT_ERR_DEVICE;
-    const int idx = kdtree_verify_select_config(optin);
-    if (idx < 0) return KDT_ERR_DEVICE;
+    const int auto_idx = kdtree_verify_select_config(optin);
+    if (auto_idx < 0) return KDT_ERR_DEVICE;
+    g_config_of_device[dev] = auto_idx + 1;
+  }
+  const int idx = g_forced_config >= 0 ? g_forced_config : g_config_of_device[dev] - 1;
+  if (!(g_attr_set[dev] & (1u << idx))) {
     if (cudaFuncSetAttribute(reinterpret_cast<const void*>(kConfigs[idx].kernel),
                              cudaFuncAttributeMaxDynamicSharedMemorySize, kConfigs[idx].cfg.dynamic_smem) !=
-        cudaSuccess)
+        cudaSuccess) {
+      cudaGetLastError();  // clear the non-sticky error: a forced config too large for this GPU
       return KDT_ERR_DEVICE;
-    g_sms_of_device[dev] = sms;
-    g_config_of_device[dev] = idx + 1;
+    }
+    g_attr_set[dev] |= 1u << idx;
   }
-  const ConfigEntry& ce = kConfigs[g_config_of_device[dev] - 1];
+  const ConfigEntry& ce = kConfigs[idx];
 
   Params p;
   p.q = static_cast<const __nv_bfloat16*>(q); p.q_st = q_stride_token; p.q_sh = q_stride_head;

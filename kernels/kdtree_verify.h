@@ -16,7 +16,7 @@
 extern "C" {
 #endif
 
-#define KDT_ABI_VERSION 1
+#define KDT_ABI_VERSION 2
 
 #if defined(__GNUC__)
 #define KDT_API __attribute__((visibility("default")))
@@ -71,12 +71,15 @@ typedef struct {
   int stages;           // KV tile pipeline depth
   int threads;          // threads per CTA
   int dynamic_smem;     // bytes of dynamic shared memory per CTA
+  int block_n;          // keys per pipeline step (16: the narrow kernel, 64: the wide one)
 } kdt_config;
 
 KDT_API int kdtree_verify_num_configs(void);
 KDT_API int kdtree_verify_config(int index, kdt_config* out);           // the configs compiled in
 KDT_API int kdtree_verify_select_config(int smem_optin_bytes);          // index chosen for a device with this limit
 KDT_API const char* kdtree_verify_strerror(int status);
+// Tests and benchmarks: force config `index` for every later call in this process (-1 = automatic again).
+KDT_API int kdtree_verify_force_config(int index);
 KDT_API int kdtree_verify_abi_version(void);
 
 #ifdef __cplusplus

@@ -3,7 +3,7 @@
 # sequence under the h200 profile; everything lands in $OUT (results.tar.gz + session.log).
 # Usage (from the repo root on the device machine): bash scripts/h200_session.sh [pytest -k expression]
 # Switches: SKIP_GPU_TESTS=1, GPU_TESTS="tests/...", SANITIZERS="memcheck racecheck synccheck initcheck",
-# SKIP_NOTEBOOKS=1, NOTEBOOKS=00,05 (a subset), BENCH=quick|issue.
+# SANITIZE_IMPLS=cuda,cuda_wide, SKIP_NOTEBOOKS=1, NOTEBOOKS=00,05 (a subset), BENCH=quick|issue, BENCH_IMPLS=cuda,...
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT/work"
@@ -37,7 +37,7 @@ for tool in ${SANITIZERS:-memcheck racecheck synccheck initcheck}; do
   quick=""; filter="--kernel-name kns=verify_"
   [ "$tool" = initcheck ] && quick="--quick" && filter=""
   timeout 240 compute-sanitizer --tool $tool $filter --error-exitcode 9 \
-    python3 -m kdtree_lab.sanitize_cases $quick > "$OUT/work/sanitizer-$tool.log" 2>&1
+    python3 -m kdtree_lab.sanitize_cases $quick ${SANITIZE_IMPLS:+--impl "$SANITIZE_IMPLS"} > "$OUT/work/sanitizer-$tool.log" 2>&1
   echo "$tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/work/sanitizer-$tool.log" | tail -1)"
 done
 
@@ -46,7 +46,8 @@ step "notebooks under the h200 profile"
 
 if [ -n "${BENCH:-}" ]; then
   step "benchmark preset $BENCH"
-  python3 -m kdtree_lab bench --preset "$BENCH" --out "$OUT/work/bench-$BENCH.json"; echo "bench rc=$?"
+  python3 -m kdtree_lab bench --preset "$BENCH" ${BENCH_IMPLS:+--impl "$BENCH_IMPLS"} --out "$OUT/work/bench-$BENCH.json"
+  echo "bench rc=$?"
 fi
 
 step "pack"

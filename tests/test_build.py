@@ -30,14 +30,22 @@ def test_build_is_cached(built):
 
 
 def test_resource_checks_name_arch_kernel_and_limit():
-    cfgs = [{"index": 0, "block_m": 64, "stages": 3, "threads": 512, "dynamic_smem": 147_200}]
-    res = [KernelResources("sm_120a", "verify_split_kernel<64,3>", 255, 1024, 16, 0, hmma=0)]
-    problems = resource_problems(res, cfgs, ["sm_120a"])
-    text = "\n".join(problems)
-    assert "sm_120a verify_split_kernel<64,3>: no HMMA" in text
+    cfgs = [{"index": 0, "kernel": "verify_split_kernel<64,3>", "block_m": 64, "stages": 3, "threads": 512,
+             "dynamic_smem": 147_200},
+            {"index": 1, "kernel": "verify_split_kernel<32,2>", "block_m": 32, "stages": 2, "threads": 512,
+             "dynamic_smem": 82_944}]
+    res = [KernelResources("sm_120a", "verify_split_kernel<64,3>", 255, 1024, 16, 0, hmma=0),
+           KernelResources("sm_120a", "verify_split_kernel<32,2>", 255, 1024, 16, 0, hmma=0)]
+    text = "\n".join(resource_problems(res, cfgs, ["sm_120a"]))
+    # the 147 KB config cannot launch on sm_120, so only the 83 KB one is checked there
+    assert "verify_split_kernel<64,3>" not in text
+    assert "sm_120a verify_split_kernel<32,2>: no HMMA" in text
     assert "16 B local memory" in text
     assert "255 registers x 512 threads" in text
-    assert "sm_120a: no verify_split_kernel configuration fits 101376 B" in text
+    assert [c["fits"]["sm_120a"] for c in cfgs] == [False, True]
+    too_big = [dict(cfgs[0])]
+    assert "sm_120a: no verify kernel configuration fits 101376 B" in "\n".join(
+        resource_problems(res[:1], too_big, ["sm_120a"]))
 
 
 def test_missing_symbol_is_reported(tmp_path):

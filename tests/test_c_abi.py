@@ -57,6 +57,14 @@ def test_config_selection(lib):
     assert lib.lib.kdtree_verify_select_config(1000) == -1
 
 
+def test_force_config_range(lib):
+    n = lib.lib.kdtree_verify_num_configs()
+    assert lib.lib.kdtree_verify_force_config(n) == 2 and lib.lib.kdtree_verify_force_config(-2) == 2
+    assert lib.lib.kdtree_verify_force_config(n - 1) == 0 and lib.lib.kdtree_verify_force_config(-1) == 0
+    kernels = [c["kernel"] for c in lib.configs()]
+    assert kernels[-1].startswith("verify_wide_kernel") and all(k.startswith("verify_split") for k in kernels[:2])
+
+
 def test_loader_refuses_library_without_the_gpu_arch(lib):
     with pytest.raises(loader.KernelLoadError, match="sm_80"):
         loader.open_library(lib.path, require_arch="sm_80")

@@ -28,6 +28,15 @@ def test_cuda_500_random_cases():
     assert len(report.results) == 500 and report.ok, report.summary()
 
 
+def test_wide_kernel_edge_grid_and_random():
+    """The experimental wide kernel (BN = 64, QK split over keys), forced: the same grid as the default one."""
+    cases = parity.edge_cases(max_prefix=200_000, max_batch=48, heads=HEADS, big_n=64)
+    cases += parity.random_cases(300, np.random.default_rng(99), max_prefix=200_000, max_batch=8, max_draft=64,
+                                 heads=HEADS, budget_tokens=100_000_000)
+    report = parity.run_parity("cuda_wide", cases, "cuda")
+    assert report.ok, report.summary()
+
+
 def test_triton_gpu_edge_grid_and_random():
     cases = parity.edge_cases(max_prefix=200_000, max_batch=48, heads=HEADS, big_n=64)
     cases += parity.random_cases(100, np.random.default_rng(7), max_prefix=200_000, max_batch=8, max_draft=64,
