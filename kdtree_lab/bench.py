@@ -122,7 +122,10 @@ def time_ours(impl: str, shape: Shape, nsplit: int | None = None) -> Timing:
     copies = _copies(shape)
     batches = _batches(shape, copies)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    block_m = loader.library().selected_config()["block_m"] if impl == "cuda" else 32
+    if impl == "cuda_wide":
+        block_m = loader.library().configs()[loader.config_index("verify_wide_kernel")]["block_m"]
+    else:
+        block_m = loader.library().selected_config()["block_m"] if impl == "cuda" else 32
     ns = nsplit or loader.default_nsplit(shape.batch, shape.draft, shape.heads, sms, block_m)
     if impl in ("cuda", "cuda_wide"):
         ws = loader.alloc_workspace(shape.batch, shape.draft, shape.heads, ns)

@@ -11,6 +11,7 @@ import re
 from .paths import RESULTS, ROOT
 
 BENCH = RESULTS / "h200" / "2026-11-29-bench-quick" / "bench-quick.json"
+WIDE = RESULTS / "h200" / "2026-11-29-wide-kernel" / "bench-quick.json"
 PARITY = RESULTS / "h200" / "2026-11-29-correctness" / "summary.md"
 
 
@@ -31,9 +32,28 @@ def bench_table() -> str:
     return "\n".join(lines)
 
 
+def wide_table() -> str:
+    data = json.loads(WIDE.read_text())
+    p = data["provenance"]
+    rows = {(r["impl"], r["B"], r["L"], r["N"], r["H"]): r for r in data["rows"]}
+    lines = [f"Default kernel vs the experimental wide kernel, same run ({p['gpu']}, {p['date_utc'][:10]}). "
+             f"Source: `{WIDE.relative_to(ROOT)}`.", "",
+             "| B | L | N | H | default ms | wide ms | wide of roofline |", "|---:|---:|---:|---:|---:|---:|---:|"]
+    for (impl, b, length, n, h), r in rows.items():
+        if impl != "cuda" or ("cuda_wide", b, length, n, h) not in rows:
+            continue
+        w = rows[("cuda_wide", b, length, n, h)]
+        lines.append(f"| {b} | {length} | {n} | {h} | {r['ms']} | {w['ms']} | {w['of_roofline']:.1%} |")
+    return "\n".join(lines)
+
+
+def _replace(readme: str, name: str, body: str) -> str:
+    return re.sub(rf"(<!-- BEGIN {name} -->\n)(?:.*?\n)?(<!-- END {name} -->)",
+                  lambda m: m.group(1) + body + "\n" + m.group(2), readme, flags=re.S)
+
+
 def render(readme: str) -> str:
-    return re.sub(r"(<!-- BEGIN bench -->\n)(?:.*?\n)?(<!-- END bench -->)",
-                  lambda m: m.group(1) + bench_table() + "\n" + m.group(2), readme, flags=re.S)
+    return _replace(_replace(readme, "bench", bench_table()), "wide", wide_table())
 
 
 def main() -> None:
