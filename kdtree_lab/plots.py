@@ -56,3 +56,52 @@ def budget_bar(result, path: str | Path | None = None):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, dpi=110)
     return fig
+
+
+def roofline(rows: list[dict], ceilings: dict, path: str | Path | None = None):
+    """Achieved TFLOP/s vs arithmetic intensity (FLOP per byte of latent KV), one series per implementation, with
+    the measured copy-bandwidth and GEMM ceilings."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    bw, peak = ceilings["copy_gbps"] / 1e3, ceilings["gemm_tflops"]  # TB/s, TFLOP/s
+    ridge = peak / bw
+    ax.plot([1, ridge, 1e5], [bw, peak, peak], color="black", lw=1.5, label=f"roofline ({bw:.2f} TB/s, {peak:.0f} TF/s)")
+    for impl in sorted({r["impl"] for r in rows}):
+        pts = [r for r in rows if r["impl"] == impl]
+        ax.scatter([1.889 * r["H"] * r["N"] for r in pts], [r["TFLOP/s"] for r in pts], s=18, label=impl)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP per byte of latent KV = 1.89 x H x N)")
+    ax.set_ylabel("achieved TFLOP/s")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    if path:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=110)
+    return fig
+
+
+def speedup_vs_length(rows: list[dict], path: str | Path | None = None):
+    """Speed-up over SGLang's verify (extend_attention_fwd) vs prefix length, per implementation and shape."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    series: dict[tuple, list[tuple[int, float]]] = {}
+    for r in rows:
+        if "speedup_vs_sglang_verify" in r:
+            series.setdefault((r["impl"], r["B"], r["N"], r["H"]), []).append((r["L"], r["speedup_vs_sglang_verify"]))
+    for (impl, b, n, h), pts in sorted(series.items()):
+        pts.sort()
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"{impl} B={b} N={n} H={h}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("prefix length L (tokens)")
+    ax.set_ylabel("speed-up over SGLang's verify")
+    if series:
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    if path:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=110)
+    return fig
