@@ -7,14 +7,14 @@ import json
 import sys
 from typing import Any, Callable
 
-from .record import _jsonable
+from .record import jsonable
 
 Handler = Callable[[argparse.Namespace], int]
 
 
 def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
     if getattr(args, "json", False):
-        print(json.dumps(_jsonable(data), indent=2))
+        print(json.dumps(jsonable(data), indent=2))
     else:
         print(text)
 

@@ -94,13 +94,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from .bench import run_preset
     from .display import markdown_table
     from .provenance import provenance
-    from .record import _jsonable
+    from .record import jsonable
 
     impls = args.impl.split(",") if args.impl else None
     result = run_preset(args.preset, impls, progress=not args.json)
     result["provenance"] = provenance()
     if args.out:
-        Path(args.out).write_text(json.dumps(_jsonable(result), indent=2) + "\n")
+        Path(args.out).write_text(json.dumps(jsonable(result), indent=2) + "\n")
     c = result["ceilings"]
     text = (f"ceilings: copy {c['copy_gbps']:.0f} GB/s, bf16 GEMM {c['gemm_tflops']:.0f} TFLOP/s; "
             f"SGLang: {result['sglang'] or 'not importable'}\n" + markdown_table(result["rows"]))

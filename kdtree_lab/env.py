@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from typing import Callable
 
 
@@ -13,7 +14,7 @@ def select_triton_mode() -> tuple[str, str]:
 
     if torch.cuda.is_available():
         return "cuda", "compiled for " + torch.cuda.get_device_name()
-    if "kdtree_lab.triton_verify" in __import__("sys").modules and os.environ.get("TRITON_INTERPRET") != "1":
+    if "kdtree_lab.triton_verify" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
         raise RuntimeError("kdtree_lab.triton_verify was imported before select_triton_mode(); restart the kernel")
     os.environ["TRITON_INTERPRET"] = "1"
     return "cpu", "in the CPU interpreter (TRITON_INTERPRET=1)"

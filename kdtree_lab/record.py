@@ -16,22 +16,22 @@ from pathlib import Path
 from typing import Any
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
     """Convert numpy / torch scalars, paths, dataclasses and non-finite floats to JSON values."""
     import dataclasses
 
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return _jsonable(dataclasses.asdict(value))
+        return jsonable(dataclasses.asdict(value))
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     if isinstance(value, Path):
         return str(value)
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
     if hasattr(value, "item") and callable(value.item) and getattr(value, "ndim", 1) == 0:
-        return _jsonable(value.item())
+        return jsonable(value.item())
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
     return str(value)
@@ -48,7 +48,7 @@ def save_results(run_dir: str | Path, notebook: str, results: dict[str, Any]) ->
     payload.setdefault("figures", {})
     payload.setdefault("checks", [])
     path = run_dir / f"{notebook}.json"
-    path.write_text(json.dumps(_jsonable(payload), indent=2, sort_keys=True) + "\n")
+    path.write_text(json.dumps(jsonable(payload), indent=2, sort_keys=True) + "\n")
     return path
 
 
