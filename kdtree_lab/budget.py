@@ -311,12 +311,14 @@ def predicted_kernel_graph_memory(max_bs: int, draft_tokens: int, heads: int, sm
     return {"workspace": ws, "graph_pool": 2 * MIB}
 
 
-def calibration_rows(graph_results: dict, sms: int = 132) -> list[dict]:
+def calibration_rows(graph_results: dict) -> list[dict]:
     """Predicted vs measured workspace and graph-pool bytes for the kernel-only graphs of notebook 05's results
-    (``05_cuda_graphs.json``); ratio = measured / predicted."""
+    (``05_cuda_graphs.json``); ratio = measured / predicted. The SM count and row tile come from the results
+    (files written before they were recorded ran on the 132-SM H200 with 64-row tiles: data/results/h200)."""
     measured = graph_results["enablement"]
     cfg = measured["config"]
-    predicted = predicted_kernel_graph_memory(cfg["max_bs"], cfg["num_draft"], cfg["num_heads"], sms=sms)
+    predicted = predicted_kernel_graph_memory(cfg["max_bs"], cfg["num_draft"], cfg["num_heads"],
+                                              sms=measured.get("sms", 132), block_m=measured.get("block_m", 64))
     return [{"quantity": k, "predicted": predicted[k], "measured": measured[m],
              "ratio": round(measured[m] / predicted[k], 3)}
             for k, m in (("workspace", "workspace_bytes"), ("graph_pool", "graph_pool_bytes_total"))]

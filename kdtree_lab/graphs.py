@@ -321,6 +321,7 @@ def validate_in_graph(cfg: GraphConfig, sizes: tuple[int, ...] = (1, 8), seed: i
 def enablement(cfg: GraphConfig, replays: int = 100, seed: int = 0) -> dict:
     """Everything notebook 05 proves on a GPU: capture all sizes (memory per size), audit the captured call,
     replay parity vs eager and the oracle, eager-vs-replay time, and the in-graph validate mode."""
+    from .loader import library
     torch.cuda.synchronize()
     base = torch.cuda.memory_reserved()
     runner = VerifyGraphRunner(cfg)
@@ -331,6 +332,8 @@ def enablement(cfg: GraphConfig, replays: int = 100, seed: int = 0) -> dict:
     validate = validate_in_graph(cfg, seed=seed)
     return {
         "config": cfg.__dict__ | {"capture_sizes": cfg.capture_sizes},
+        "sms": torch.cuda.get_device_properties(runner.device).multi_processor_count,
+        "block_m": library().selected_config(runner.device)["block_m"] if cfg.impl == "cuda" else 32,
         "capture": [s.__dict__ for s in sorted(stats.values(), key=lambda s: s.bs)],
         "graph_pool_bytes_total": sum(s.pool_bytes for s in stats.values()),
         "persistent_buffer_bytes": buffers,
