@@ -23,10 +23,7 @@ def parity_errors(rows_by_impl: dict[str, Sequence[dict]], rel_tol: float, path:
     ax.set_title("Verify kernels vs the fp64 oracle")
     ax.legend()
     fig.tight_layout()
-    if path:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=110)
-    return fig
+    return _save(fig, path)
 
 
 
@@ -52,10 +49,7 @@ def budget_bar(result, path: str | Path | None = None):
     ax.set_xlabel("GiB")
     ax.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.35))
     fig.tight_layout()
-    if path:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=110)
-    return fig
+    return _save(fig, path)
 
 
 def roofline(rows: list[dict], ceilings: dict, path: str | Path | None = None):
@@ -76,10 +70,7 @@ def roofline(rows: list[dict], ceilings: dict, path: str | Path | None = None):
     ax.set_ylabel("achieved TFLOP/s")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    if path:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=110)
-    return fig
+    return _save(fig, path)
 
 
 def speedup_vs_length(rows: list[dict], path: str | Path | None = None):
@@ -101,6 +92,11 @@ def speedup_vs_length(rows: list[dict], path: str | Path | None = None):
     if series:
         ax.legend(fontsize=7)
     fig.tight_layout()
+    return _save(fig, path)
+
+
+def _save(fig, path: str | Path | None):
+    """Save ``fig`` as a PNG at ``path`` (creating its folder) when a path is given; return the figure."""
     if path:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, dpi=110)
