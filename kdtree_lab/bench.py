@@ -67,7 +67,8 @@ class Timing:
                 "nsplit": self.nsplit}
 
 
-def _median_ms(fn: Callable[[int], None], copies: int, warmup: int = 3, iters: int = 20) -> tuple[float, int]:
+def median_ms(fn: Callable[[int], None], copies: int, warmup: int = 3, iters: int = 20) -> tuple[float, int]:
+    """Median CUDA-event time (ms) of ``fn(i)`` with ``i`` cycling over ``copies`` input sets; and the sample count."""
     for i in range(warmup):
         fn(i % copies)
     torch.cuda.synchronize()
@@ -86,11 +87,11 @@ def measure_ceilings(copy_bytes: int = 2 << 30, gemm_n: int = 8192) -> Ceilings:
     """Copy bandwidth (read + write) and bf16 GEMM rate on this GPU, medians of event-timed runs."""
     src = torch.empty(copy_bytes // 4, dtype=torch.float32, device="cuda").normal_()
     dst = torch.empty_like(src)
-    copy_ms, _ = _median_ms(lambda i: dst.copy_(src), 1, warmup=3, iters=10)
+    copy_ms, _ = median_ms(lambda i: dst.copy_(src), 1, warmup=3, iters=10)
     del src, dst
     a = torch.randn(gemm_n, gemm_n, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(gemm_n, gemm_n, device="cuda", dtype=torch.bfloat16)
-    gemm_ms, _ = _median_ms(lambda i: a @ b, 1, warmup=3, iters=10)
+    gemm_ms, _ = median_ms(lambda i: a @ b, 1, warmup=3, iters=10)
     return Ceilings(copy_gbps=2 * copy_bytes / (copy_ms * 1e-3) / 1e9,
                     gemm_tflops=2 * gemm_n ** 3 / (gemm_ms * 1e-3) / 1e12)
 
@@ -137,7 +138,7 @@ def time_ours(impl: str, shape: Shape, nsplit: int | None = None) -> Timing:
     else:
         raise ValueError(f"impl: expected cuda or triton, got {impl!r}")
     try:
-        ms, n = _median_ms(run, copies)
+        ms, n = median_ms(run, copies)
     finally:
         if impl == "cuda_wide":
             loader.force_config(None)
@@ -157,7 +158,7 @@ def time_sglang_extend(shape: Shape, iters: int = 5) -> Timing:
                              b.kv_indices, b.custom_mask, True, b.mask_indptr, b.max_extend_len, 1.0, 1.0,
                              sm_scale=b.sm_scale)
 
-    ms, n = _median_ms(run, copies, warmup=1, iters=iters)
+    ms, n = median_ms(run, copies, warmup=1, iters=iters)
     return Timing("sglang_extend", shape, ms, n)
 
 
@@ -185,7 +186,7 @@ def time_sglang_decode(shape: Shape, max_kv_splits: int = 256) -> Timing:
         decode_attention_fwd(b.q, b.k_buffer, b.v_buffer, b.o, b.kv_indptr, b.kv_indices, logits, lse, splits,
                              max_kv_splits, b.sm_scale, 1.0, 1.0, has_mla=True, use_pdl=True)
 
-    ms, n = _median_ms(run, copies)
+    ms, n = median_ms(run, copies)
     return Timing("sglang_decode_1tok", shape, ms, n)
 
 

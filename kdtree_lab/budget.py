@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 
 import yaml
 
+from .contract import sglang_capture_sizes
 from .paths import DATA
 
 MIB = 1 << 20
@@ -220,8 +221,7 @@ def compute(inp: BudgetInputs) -> BudgetResult:
     cell = kv_cell_bytes(m, inp.kv_dtype)
     default_chunk, _ = sglang_defaults(g.memory_mib, inp.tp)
     chunk = inp.chunked_prefill or default_chunk
-    capture_sizes = [s for s in (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30, 32, 40, 44, 48)
-                     if s <= inp.max_bs]
+    capture_sizes = sglang_capture_sizes(inp.max_bs)
     consumers = [Consumer("weights (per GPU)", weights, "pool", "measured" if "weights" in inp.measured else "preset")]
     consumers += triton_graph_buffers(heads, inp.max_bs, inp.draft_tokens, inp.topk, inp.spec_steps, inp.context)
     ws = int(inp.measured.get("workspace", kdtree_workspace_bytes(inp.max_bs, inp.draft_tokens, heads, inp.nsplit,
@@ -304,10 +304,8 @@ def predicted_kernel_graph_memory(max_bs: int, draft_tokens: int, heads: int, sm
     add to beyond one 2 MiB allocator segment (it allocates nothing during capture). Bytes."""
     from .loader import default_nsplit
 
-    sizes = [s for s in (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30, 32, 40, 44, 48)
-             if s <= max_bs]
     ws = max(kdtree_workspace_bytes(bs, draft_tokens, heads, default_nsplit(bs, draft_tokens, heads, sms, block_m))
-             for bs in sizes)
+             for bs in sglang_capture_sizes(max_bs))
     return {"workspace": ws, "graph_pool": 2 * MIB}
 
 

@@ -58,3 +58,8 @@ def load_contract(name: str = DEFAULT_CONTRACT, path: str | Path | None = None) 
     return Contract(name=p.stem, sglang_version=str(raw["sglang_version"]), buffers=buffers,
                     scalars=raw.get("scalars", {}), invariants=raw.get("invariants", {}),
                     graph_notes=raw.get("graph_notes", {}))
+
+
+def sglang_capture_sizes(max_bs: int = 48) -> list[int]:
+    """SGLang 0.5.23's speculative verify capture list, clamped to ``max_bs`` (23 sizes at 48)."""
+    return [s for s in load_contract().capture_sizes if s <= max_bs]

@@ -10,20 +10,14 @@ difference into a device scalar: a validate mode that works inside the graph (re
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass, field
 
 import torch
 
 from .batch import D_QK, D_V, VerifyBatch
-from .contract import load_contract
+from .contract import sglang_capture_sizes
 
 VALIDATE_TOL = 2.0 ** -5  # max |ours - reference| / max(1, max |reference|): a few bf16 ULPs
-
-
-def sglang_capture_sizes(max_bs: int = 48) -> list[int]:
-    """SGLang 0.5.23's speculative verify capture list, clamped to ``max_bs`` (23 sizes at 48)."""
-    return [s for s in load_contract().capture_sizes if s <= max_bs]
 
 
 @dataclass(frozen=True)
@@ -79,8 +73,9 @@ class VerifyGraphRunner:
         self.custom_mask = (torch.ones(mb * n * (cfg.ctx + n), dtype=torch.uint8, device=dev)
                             if cfg.mask == "tree" else None)
         sms = torch.cuda.get_device_properties(dev).multi_processor_count
-        block_m = loader.library().selected_config(dev)["block_m"] if cfg.impl == "cuda" else 32
-        self.nsplit = {bs: loader.default_nsplit(bs, n, h, sms, block_m) for bs in cfg.capture_sizes}
+        self.sms = sms
+        self.block_m = loader.library().selected_config(dev)["block_m"] if cfg.impl == "cuda" else 32
+        self.nsplit = {bs: loader.default_nsplit(bs, n, h, sms, self.block_m) for bs in cfg.capture_sizes}
         ws_bytes = max(loader.library().workspace_bytes(bs, n, h, s) for bs, s in self.nsplit.items())
         self.workspace = torch.zeros(ws_bytes, dtype=torch.uint8, device=dev)
         self.ref_workspace = torch.zeros(ws_bytes, dtype=torch.uint8, device=dev) if cfg.validate else None
@@ -228,6 +223,7 @@ def replay_parity(runner: VerifyGraphRunner, replays: int = 100, seed: int = 0, 
 
     from .batch import build_verify_batch
     from .oracle import compare, reference
+    from .bench import median_ms
     from .parity import within_tolerance
 
     cfg = runner.cfg
@@ -257,23 +253,10 @@ def replay_parity(runner: VerifyGraphRunner, replays: int = 100, seed: int = 0, 
                 if not within_tolerance(err):
                     rep.oracle_failures += 1
                     rep.failures.append(f"bs={bs} replay {k}: oracle rel_l2 {err['rel_l2']:.3g}")
-        rep.eager_ms[bs] = _median_ms(lambda: runner.eager(bs, o_eager), time_iters)
-        rep.replay_ms[bs] = _median_ms(lambda: runner.replay(bs), time_iters)
+        rep.eager_ms[bs] = median_ms(lambda _: runner.eager(bs, o_eager), 1, warmup=1, iters=time_iters)[0]
+        rep.replay_ms[bs] = median_ms(lambda _: runner.replay(bs), 1, warmup=1, iters=time_iters)[0]
     rep.addresses_stable = runner.buffer_addresses() == runner.addresses
     return rep
-
-
-def _median_ms(fn, iters: int) -> float:
-    fn()
-    samples = []
-    for _ in range(iters):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        samples.append(a.elapsed_time(b))
-    return statistics.median(samples)
 
 
 def audit_verify_call(runner: VerifyGraphRunner, bs: int):
@@ -321,7 +304,6 @@ def validate_in_graph(cfg: GraphConfig, sizes: tuple[int, ...] = (1, 8), seed: i
 def enablement(cfg: GraphConfig, replays: int = 100, seed: int = 0) -> dict:
     """Everything notebook 05 proves on a GPU: capture all sizes (memory per size), audit the captured call,
     replay parity vs eager and the oracle, eager-vs-replay time, and the in-graph validate mode."""
-    from .loader import library
     torch.cuda.synchronize()
     base = torch.cuda.memory_reserved()
     runner = VerifyGraphRunner(cfg)
@@ -332,8 +314,8 @@ def enablement(cfg: GraphConfig, replays: int = 100, seed: int = 0) -> dict:
     validate = validate_in_graph(cfg, seed=seed)
     return {
         "config": cfg.__dict__ | {"capture_sizes": cfg.capture_sizes},
-        "sms": torch.cuda.get_device_properties(runner.device).multi_processor_count,
-        "block_m": library().selected_config(runner.device)["block_m"] if cfg.impl == "cuda" else 32,
+        "sms": runner.sms,
+        "block_m": runner.block_m,
         "capture": [s.__dict__ for s in sorted(stats.values(), key=lambda s: s.bs)],
         "graph_pool_bytes_total": sum(s.pool_bytes for s in stats.values()),
         "persistent_buffer_bytes": buffers,

@@ -12,7 +12,6 @@ the dot operands are upcast to fp32 there, and only there (``UPCAST``).
 
 from __future__ import annotations
 
-import math
 import os
 
 import torch
@@ -153,9 +152,11 @@ HEADER_BYTES = 256
 
 
 def workspace_bytes(max_bs: int, num_draft: int, num_heads: int, nsplit: int) -> int:
-    """Bytes of workspace: a 256-byte header, fp32 partial outputs and LSEs for nsplit + 1 splits per row."""
-    rows = max_bs * (nsplit + 1) * num_draft * num_heads
-    return HEADER_BYTES + rows * D_V * 4 + math.ceil(rows * 4 / 256) * 256
+    """Bytes of workspace, laid out as the CUDA kernel's: a 256-byte header, fp32 partial outputs and LSEs for
+    nsplit + 1 splits per row."""
+    from .budget import kdtree_workspace_bytes
+
+    return kdtree_workspace_bytes(max_bs, num_draft, num_heads, nsplit)
 
 
 def alloc_workspace(max_bs: int, num_draft: int, num_heads: int, nsplit: int,

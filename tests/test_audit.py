@@ -1,7 +1,6 @@
 """Every contract invariant has a failing example; the enforcing audit names every mismatch."""
 
 import pytest
-import torch
 
 from kdtree_lab.audit import ContractError, WorkspaceSpec, audit, planted_mismatches
 from kdtree_lab.batch import build_verify_batch

@@ -1,10 +1,10 @@
 """The C ABI refuses bad input with an error code before touching memory or the GPU (runs on a CPU)."""
 
-import ctypes
 
 import pytest
 
 from kdtree_lab import build, loader
+from kdtree_lab.budget import kdtree_workspace_bytes
 from kdtree_lab.triton_verify import workspace_bytes as triton_workspace_bytes
 
 FAKE = 0x10000  # an aligned address that is never dereferenced: validation fails first
@@ -31,9 +31,10 @@ def test_abi_version_and_strerror(lib):
     assert lib.strerror(999) == "unknown kdtree-lab status"
 
 
-def test_workspace_bytes_agree_with_triton_twin(lib):
+def test_workspace_bytes_agree_with_the_python_formula(lib):
+    """The C ABI, the budget calculator and the Triton twin size the workspace alike."""
     for args in [(1, 16, 8, 16), (8, 16, 8, 16), (48, 4, 16, 3), (1, 64, 128, 132)]:
-        assert lib.workspace_bytes(*args) == triton_workspace_bytes(*args)
+        assert lib.workspace_bytes(*args) == kdtree_workspace_bytes(*args) == triton_workspace_bytes(*args)
     assert lib.workspace_bytes(0, 4, 8, 4) == 0
 
 
