@@ -21,6 +21,7 @@ from .batch import D_QK, D_V, VerifyBatch, build_verify_batch
 
 L2_ROTATE_BYTES = 256 << 20  # rotate inputs until this many KV bytes separate two uses of one copy
 MAX_COPIES = 16
+OURS = ("cuda", "cuda_narrow", "triton")  # our implementations (loader.CUDA_IMPLS and the Triton twin)
 
 
 @dataclass(frozen=True)
@@ -117,31 +118,24 @@ def sglang_available() -> str | None:
 
 
 def time_ours(impl: str, shape: Shape, nsplit: int | None = None) -> Timing:
-    """Median time of our CUDA kernel or the Triton twin (split + reduce) on ``shape``."""
+    """Median time of our CUDA kernel (``cuda`` or ``cuda_narrow``, see loader.CUDA_IMPLS) or the Triton twin
+    (split + reduce) on ``shape``."""
     from . import loader, triton_verify
 
     copies = _copies(shape)
     batches = _batches(shape, copies)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    if impl == "cuda_wide":
-        block_m = loader.library().configs()[loader.config_index("verify_wide_kernel")]["block_m"]
-    else:
-        block_m = loader.library().selected_config()["block_m"] if impl == "cuda" else 32
-    ns = nsplit or loader.default_nsplit(shape.batch, shape.draft, shape.heads, sms, block_m)
-    if impl in ("cuda", "cuda_wide"):
-        ws = loader.alloc_workspace(shape.batch, shape.draft, shape.heads, ns)
-        loader.force_config(loader.config_index("verify_wide_kernel") if impl == "cuda_wide" else None)
-        run = lambda i: loader.verify(batches[i], ws, ns)  # noqa: E731
+    if impl in loader.CUDA_IMPLS:
+        with loader.impl_config(impl) as cfg:
+            ns = nsplit or loader.default_nsplit(shape.batch, shape.draft, shape.heads, sms, cfg["block_m"])
+            ws = loader.alloc_workspace(shape.batch, shape.draft, shape.heads, ns)
+            ms, n = median_ms(lambda i: loader.verify(batches[i], ws, ns), copies)
     elif impl == "triton":
+        ns = nsplit or loader.default_nsplit(shape.batch, shape.draft, shape.heads, sms, 32)
         ws = triton_verify.alloc_workspace(shape.batch, shape.draft, shape.heads, ns, "cuda")
-        run = lambda i: triton_verify.verify(batches[i], ws, ns)  # noqa: E731
+        ms, n = median_ms(lambda i: triton_verify.verify(batches[i], ws, ns), copies)
     else:
-        raise ValueError(f"impl: expected cuda or triton, got {impl!r}")
-    try:
-        ms, n = median_ms(run, copies)
-    finally:
-        if impl == "cuda_wide":
-            loader.force_config(None)
+        raise ValueError(f"impl: expected cuda, cuda_narrow or triton, got {impl!r}")
     return Timing(impl, shape, ms, n, ns)
 
 
@@ -206,7 +200,7 @@ def run_grid(shapes: list[Shape], impls: list[str], ceilings: Ceilings | None = 
         for impl in impls:
             if impl.startswith("sglang") and not have_sglang:
                 continue
-            if impl in ("cuda", "cuda_wide", "triton"):
+            if impl in OURS:
                 timings[impl] = time_ours(impl, shape)
             elif impl == "sglang_extend":
                 timings[impl] = time_sglang_extend(shape)
@@ -219,13 +213,13 @@ def run_grid(shapes: list[Shape], impls: list[str], ceilings: Ceilings | None = 
             row = t.row(ceilings)
             if base and impl != "sglang_extend":
                 row["speedup_vs_sglang_verify"] = round(base.ms / t.ms, 1)
-            if dec and impl in ("cuda", "cuda_wide", "triton"):
+            if dec and impl in OURS:
                 row["vs_sglang_decode_1tok"] = round(dec.ms / t.ms, 3)
             rows.append(row)
     return {"ceilings": asdict(ceilings), "sglang": have_sglang, "rows": rows}
 
 
-ALL_IMPLS = ["cuda", "cuda_wide", "triton", "sglang_extend", "sglang_decode"]
+ALL_IMPLS = [*OURS, "sglang_extend", "sglang_decode"]
 
 
 def preset(name: str) -> list[tuple[Shape, list[str]]]:
@@ -237,7 +231,7 @@ def preset(name: str) -> list[tuple[Shape, list[str]]]:
     if name == "quick":
         out = [(Shape(1, 200_000, 16, 8), ALL_IMPLS), (Shape(8, 200_000, 16, 8), ALL_IMPLS),
                (Shape(48, 32_768, 16, 8), ALL_IMPLS)]
-        ours = ["cuda", "cuda_wide", "triton"]
+        ours = list(OURS)
         for b in (1, 8):
             out += [(Shape(b, 200_000, 4, 8), ours), (Shape(b, 200_000, 4, 16), ours)]
         out += [(Shape(1, 200_000, 16, 16), ours), (Shape(1, 200_000, 16, 64), ours),

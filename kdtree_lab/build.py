@@ -32,6 +32,7 @@ REQUIRED_SYMBOLS = (
     "kdtree_verify_strerror",
     "kdtree_verify_abi_version",
     "kdtree_verify_force_config",
+    "kdtree_verify_config_name",
 )
 NVCC_FLAGS = ("-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC,-fvisibility=hidden", "-lineinfo",
               "--use_fast_math", "-Xptxas", "-v")
@@ -163,7 +164,7 @@ def exported_symbols(library: Path) -> set[str]:
 
 
 def _short(kernel: str) -> str:
-    m = re.search(r"(verify_[a-z]+_kernel)(ILi(\d+)ELi(\d+)E)?", kernel)
+    m = re.search(r"(verify_[a-z0-9]+_kernel)(ILi(\d+)ELi(\d+)E)?", kernel)
     if not m:
         return kernel
     return m.group(1) + (f"<{m.group(3)},{m.group(4)}>" if m.group(2) else "")
@@ -222,13 +223,14 @@ def library_configs(library: Path) -> list[dict]:
                     ("dynamic_smem", ctypes.c_int), ("block_n", ctypes.c_int)]
 
     lib = ctypes.CDLL(str(library))
+    lib.kdtree_verify_config_name.restype = ctypes.c_char_p
+    lib.kdtree_verify_config_name.argtypes = [ctypes.c_int]
     rows = []
     for i in range(lib.kdtree_verify_num_configs()):
         cfg = KdtConfig()
         if lib.kdtree_verify_config(i, ctypes.byref(cfg)) != 0:
             raise CheckError(f"kdtree_verify_config({i}) failed")
-        family = "verify_split_kernel" if cfg.block_n == 16 else "verify_wide_kernel"
-        rows.append({"index": i, "kernel": f"{family}<{cfg.block_m},{cfg.stages}>", "block_m": cfg.block_m,
+        rows.append({"index": i, "kernel": lib.kdtree_verify_config_name(i).decode(), "block_m": cfg.block_m,
                      "block_n": cfg.block_n, "stages": cfg.stages, "threads": cfg.threads,
                      "dynamic_smem": cfg.dynamic_smem})
     return rows

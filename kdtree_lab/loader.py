@@ -8,6 +8,7 @@ the SGLang contract first (that audit syncs, so it is for eager runs and tests).
 from __future__ import annotations
 
 import ctypes
+from contextlib import contextmanager
 import math
 import re
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ import torch
 
 from .batch import D_QK, D_V
 
-ABI_VERSION = 2
+ABI_VERSION = 3
 KV_BF16 = 0
 FLAG_INDEX_OUT_OF_POOL = 1
 FLAG_QO_INDPTR = 2
@@ -91,6 +92,24 @@ def force_config(index: int | None) -> None:
     status = library().lib.kdtree_verify_force_config(-1 if index is None else index)
     if status != 0:
         raise KernelCallError(f"kdtree_verify_force_config({index}): {library().strerror(status)}")
+
+
+# Implementation names of the CUDA kernel: "cuda" lets the library choose (rows32 on Hopper-sized shared memory,
+# the narrow kernel on sm_120); "cuda_narrow" forces the configuration sm_120 runs, to time that path on any GPU.
+CUDA_IMPLS = {"cuda": None, "cuda_narrow": "verify_split_kernel<32,2>"}
+
+
+@contextmanager
+def impl_config(impl: str):
+    """Within the block, CUDA calls use the configuration ``impl`` (a key of CUDA_IMPLS) stands for."""
+    if impl not in CUDA_IMPLS:
+        raise ValueError(f"impl: expected one of {sorted(CUDA_IMPLS)}, got {impl!r}")
+    name = CUDA_IMPLS[impl]
+    force_config(config_index(name) if name else None)
+    try:
+        yield library().configs()[config_index(name)] if name else library().selected_config()
+    finally:
+        force_config(None)
 
 
 def config_index(kernel_family: str) -> int:

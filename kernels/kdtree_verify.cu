@@ -59,6 +59,9 @@ __device__ __forceinline__ void cp_async_16(void* dst, const void* src, bool val
   const int bytes = valid ? 16 : 0;  // 0 bytes read => the 16 destination bytes are zero-filled
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src), "r"(bytes));
 }
+__device__ __forceinline__ void cp_async_16s(uint32_t dst, const void* src, int bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
@@ -80,6 +83,117 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], 
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<uint32_t*>(&v);
+}
+
+// Where one CTA works: request b's rows [row0, row0 + BM) against one prefix split or the draft block.
+struct Work {
+  int64_t tok0, kv0, part0;
+  int n_b, rows_b, L, kbeg, kend, row0;
+  bool draft;
+};
+
+// Fills `w` for CTA (row tile, split, request) = blockIdx; returns false when the CTA has nothing to compute:
+// past the request's last row tile, or an empty split (it writes an LSE of -inf, which the reduce ignores).
+// Prefix split boundaries are multiples of `gran` tokens and cover at least MIN_SPLIT_TOKENS.
+template <int BM, int THREADS>
+__device__ __forceinline__ bool setup_work(const Params& p, int gran, Work& w) {
+  const int tile = blockIdx.x, split = blockIdx.y, b = blockIdx.z, tid = threadIdx.x;
+  w.tok0 = load_qo(p, b);
+  int n_b = (int)(load_qo(p, b + 1) - w.tok0);
+  if (n_b > p.N) {
+    if (tid == 0 && tile == 0 && split == 0) atomicOr(p.status, KDT_FLAG_QO_INDPTR);
+    n_b = p.N;
+  }
+  w.n_b = max(n_b, 0);
+  w.rows_b = w.n_b * p.H;
+  w.row0 = tile * BM;
+  if (w.row0 >= p.R) return false;
+  w.kv0 = p.kv_indptr[b];
+  w.L = p.kv_indptr[b + 1] - (int)w.kv0;
+  w.draft = split == p.nsplit;
+  w.kbeg = 0;
+  w.kend = w.n_b;
+  if (!w.draft) {
+    int chunk = (w.L + p.nsplit - 1) / p.nsplit;
+    chunk = max(((chunk + gran - 1) / gran) * gran, MIN_SPLIT_TOKENS);
+    w.kbeg = split * chunk;
+    w.kend = min(w.L, w.kbeg + chunk);
+  }
+  w.part0 = ((int64_t)b * (p.nsplit + 1) + split) * p.R;
+  if (w.kbeg >= w.kend) {
+    for (int r = tid; r < BM; r += THREADS)
+      if (w.row0 + r < p.R) p.lse_part[w.part0 + w.row0 + r] = -INFINITY;
+    return false;
+  }
+  return true;
+}
+
+// Q rows [row0, row0 + BM) of the request -> shared memory at addr(row, chunk); rows past the request's are zeros.
+template <int BM, int THREADS, typename Addr>
+__device__ __forceinline__ void load_q_tile(const Params& p, const Work& w, Addr addr) {
+  for (int idx = threadIdx.x; idx < BM * CHUNKS; idx += THREADS) {
+    const int r = idx / CHUNKS, ch = idx % CHUNKS;
+    const int gr = w.row0 + r;
+    const bool ok = gr < w.rows_b;
+    const int i = ok ? gr / p.H : 0, h = ok ? gr % p.H : 0;
+    cp_async_16(addr(r, ch), ok ? p.q + (w.tok0 + i) * p.q_st + (int64_t)h * p.q_sh + ch * 8 : p.q, ok);
+  }
+}
+
+// Draft keys [key0, key0 + ROWS): K rows from k_extend at kaddr(row, chunk), V rows from v_extend at vaddr.
+template <int ROWS, int THREADS, typename KAddr, typename VAddr>
+__device__ __forceinline__ void load_draft_tile(const Params& p, const Work& w, int key0, KAddr kaddr, VAddr vaddr) {
+  for (int idx = threadIdx.x; idx < ROWS * CHUNKS; idx += THREADS) {
+    const int r = idx / CHUNKS, ch = idx % CHUNKS;
+    const bool ok = key0 + r < w.n_b;
+    const int64_t tok = w.tok0 + (ok ? key0 + r : 0);
+    cp_async_16(kaddr(r, ch), p.kx + tok * p.kx_s + ch * 8, ok);
+    if (ch < D_V / 8) cp_async_16(vaddr(r, ch), p.vx + tok * p.vx_s + ch * 8, ok);
+  }
+}
+
+// Pool row of prefix key `key` (request-relative), or -1 past the split's end (a zero-filled row). An index
+// outside [0, pool_rows) raises KDT_FLAG_INDEX_OUT_OF_POOL (when `flag`) and reads row 0 instead.
+__device__ __forceinline__ int64_t checked_slot(const Params& p, int64_t raw, bool flag) {
+  if (raw < 0 || raw >= p.pool_rows) {
+    if (flag) atomicOr(p.status, KDT_FLAG_INDEX_OUT_OF_POOL);
+    return 0;
+  }
+  return raw;
+}
+
+__device__ __forceinline__ int64_t pool_slot(const Params& p, const Work& w, int key, bool flag) {
+  return key < w.kend ? checked_slot(p, p.kv_indices[w.kv0 + key], flag) : -1;
+}
+
+// The tree mask of the draft block: may draft node i see draft key j?
+struct DraftMask {
+  const uint8_t* mask;
+  int64_t m0, stride;
+  int L, n_b;
+};
+
+__device__ __forceinline__ DraftMask draft_mask(const Params& p, const Work& w) {
+  return DraftMask{p.mask, p.mask ? p.mask_indptr[blockIdx.z] : 0, (int64_t)w.L + w.n_b, w.L, w.n_b};
+}
+
+__device__ __forceinline__ bool draft_visible(const DraftMask& d, int i, int j) {
+  if (j >= d.n_b || i >= d.n_b) return false;
+  if (d.mask == nullptr) return j <= i;
+  return d.mask[d.m0 + (int64_t)i * d.stride + d.L + j] != 0;
+}
+
+// One row of a CTA's result: the normalised partial output (this thread's columns col0 + 8 nt + 2 (lane & 3)
+// of fragment half h) and, from the `lead` thread, the log2-domain LSE.
+template <int NT>
+__device__ __forceinline__ void write_partial_row(const Params& p, int64_t prow, float m, float l, float vscale,
+                                                  bool lead, int col0, const float (&acc)[NT][4], int h) {
+  const float inv = l > 0.f ? vscale / l : 0.f;
+  if (lead) p.lse_part[prow] = l > 0.f ? m + log2f(l) : -INFINITY;
+  float* dst = p.o_part + prow * D_V + col0 + (threadIdx.x & 3) * 2;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+    *reinterpret_cast<float2*>(dst + nt * 8) = make_float2(acc[nt][2 * h] * inv, acc[nt][2 * h + 1] * inv);
 }
 
 template <int BM, int STAGES>
@@ -180,53 +294,17 @@ __device__ __forceinline__ void step(const __nv_bfloat16* qs, const __nv_bfloat1
 template <int BM, int STAGES>
 __global__ void __launch_bounds__(Cfg<BM, STAGES>::THREADS, 1) verify_split_kernel(Params p) {
   using C = Cfg<BM, STAGES>;
+  static_assert(STAGES >= 2, "the draft block needs two ring slots");
   extern __shared__ __align__(16) unsigned char smem[];
   __nv_bfloat16* qs = reinterpret_cast<__nv_bfloat16*>(smem);
   __nv_bfloat16* kring = reinterpret_cast<__nv_bfloat16*>(smem + C::Q_BYTES);
   float* sred = reinterpret_cast<float*>(smem + C::Q_BYTES + C::K_BYTES);
 
-  const int tile = blockIdx.x, split = blockIdx.y, b = blockIdx.z;
+  Work w;
+  if (!setup_work<BM, C::THREADS>(p, BN, w)) return;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = warp >> 2, c = warp & 3;
-  const int64_t tok0 = load_qo(p, b);
-  int n_b = (int)(load_qo(p, b + 1) - tok0);
-  if (n_b > p.N) {
-    if (tid == 0 && tile == 0 && split == 0) atomicOr(p.status, KDT_FLAG_QO_INDPTR);
-    n_b = p.N;
-  }
-  if (n_b < 0) n_b = 0;
-  const int rows_b = n_b * p.H;
-  const int row0 = tile * BM;
-  if (row0 >= p.R) return;  // past the last row tile of the largest request
-  const int64_t kv0 = p.kv_indptr[b];
-  const int L = p.kv_indptr[b + 1] - (int)kv0;
-  const bool draft = split == p.nsplit;
-
-  int kbeg = 0, kend = 0;
-  if (draft) {
-    kend = n_b;
-  } else {
-    int chunk = (L + p.nsplit - 1) / p.nsplit;
-    chunk = ((chunk + BN - 1) / BN) * BN;
-    if (chunk < MIN_SPLIT_TOKENS) chunk = MIN_SPLIT_TOKENS;
-    kbeg = split * chunk;
-    kend = min(L, kbeg + chunk);
-  }
-  const int64_t part0 = ((int64_t)b * (p.nsplit + 1) + split) * p.R;
-  if (kbeg >= kend) {  // empty split: an LSE of -inf makes the reduce ignore it
-    for (int r = tid; r < BM; r += C::THREADS)
-      if (row0 + r < p.R) p.lse_part[part0 + row0 + r] = -INFINITY;
-    return;
-  }
-
-  // Q tile -> smem (rows past this request's rows are zero-filled).
-  for (int idx = tid; idx < BM * CHUNKS; idx += C::THREADS) {
-    const int r = idx / CHUNKS, ch = idx % CHUNKS;
-    const int gr = row0 + r;
-    const bool ok = gr < rows_b;
-    const int i = ok ? gr / p.H : 0, h = ok ? gr % p.H : 0;
-    const __nv_bfloat16* src = p.q + (tok0 + i) * p.q_st + (int64_t)h * p.q_sh + ch * 8;
-    cp_async_16(qs + r * ROW_ELEMS + ch * 8, ok ? src : p.q, ok);
-  }
+  auto padded = [](__nv_bfloat16* base) { return [base](int r, int ch) { return base + r * ROW_ELEMS + ch * 8; }; };
+  load_q_tile<BM, C::THREADS>(p, w, padded(qs));
 
   WarpState st;
 #pragma unroll
@@ -234,24 +312,14 @@ __global__ void __launch_bounds__(Cfg<BM, STAGES>::THREADS, 1) verify_split_kern
   st.m[0] = st.m[1] = -INFINITY;
   st.l[0] = st.l[1] = 0.f;
 
-  // Row -> draft node index of the two rows this thread's fragments touch, per row in group (0..15).
-  auto node_of = [&](int row_in_group) { return (row0 + g * 16 + row_in_group) / p.H; };
-
-  if (!draft) {
-    const int ntiles = (kend - kbeg + BN - 1) / BN;
+  if (!w.draft) {
+    const int ntiles = (w.kend - w.kbeg + BN - 1) / BN;
     auto load_tile = [&](int t) {
       __nv_bfloat16* dst = kring + (t % STAGES) * BN * ROW_ELEMS;
-      const int key0 = kbeg + t * BN;
       for (int idx = tid; idx < BN * CHUNKS; idx += C::THREADS) {
         const int r = idx / CHUNKS, ch = idx % CHUNKS;
-        const int key = key0 + r;
-        const bool ok = key < kend;
-        int64_t slot = ok ? p.kv_indices[kv0 + key] : 0;
-        if (slot < 0 || slot >= p.pool_rows) {
-          if (ch == 0) atomicOr(p.status, KDT_FLAG_INDEX_OUT_OF_POOL);
-          slot = 0;
-        }
-        cp_async_16(dst + r * ROW_ELEMS + ch * 8, p.kb + slot * p.kb_s + ch * 8, ok);
+        const int64_t slot = pool_slot(p, w, w.kbeg + t * BN + r, ch == 0);
+        cp_async_16(dst + r * ROW_ELEMS + ch * 8, p.kb + max(slot, (int64_t)0) * p.kb_s + ch * 8, slot >= 0);
       }
     };
 #pragma unroll
@@ -265,351 +333,396 @@ __global__ void __launch_bounds__(Cfg<BM, STAGES>::THREADS, 1) verify_split_kern
       if (t + STAGES - 1 < ntiles) load_tile(t + STAGES - 1);
       cp_async_commit();
       const __nv_bfloat16* ks = kring + (t % STAGES) * BN * ROW_ELEMS;
-      const int key0 = kbeg + t * BN;
-      step<BM>(qs, ks, ks, sred, p.scale_pre, st, [&](int col, int) { return key0 + col < kend; });
+      const int key0 = w.kbeg + t * BN;
+      step<BM>(qs, ks, ks, sred, p.scale_pre, st, [&](int col, int) { return key0 + col < w.kend; });
     }
   } else {
     // Draft block: K rows from k_extend into ring slot 0, V rows from v_extend into ring slot 1.
-    static_assert(STAGES >= 2, "the draft block needs two ring slots");
     __nv_bfloat16* ks = kring;
     __nv_bfloat16* vs = kring + BN * ROW_ELEMS;
-    const int64_t m0 = p.mask ? p.mask_indptr[b] : 0;
-    const int64_t mstride = (int64_t)L + n_b;
-    for (int key0 = 0; key0 < n_b; key0 += BN) {
+    const DraftMask dm = draft_mask(p, w);
+    for (int key0 = 0; key0 < w.n_b; key0 += BN) {
       __syncthreads();  // previous step done with ks / vs / sred
-      for (int idx = tid; idx < BN * CHUNKS; idx += C::THREADS) {
-        const int r = idx / CHUNKS, ch = idx % CHUNKS;
-        const bool ok = key0 + r < n_b;
-        const int64_t tok = tok0 + (ok ? key0 + r : 0);
-        cp_async_16(ks + r * ROW_ELEMS + ch * 8, p.kx + tok * p.kx_s + ch * 8, ok);
-        if (ch < D_V / 8) cp_async_16(vs + r * ROW_ELEMS + ch * 8, p.vx + tok * p.vx_s + ch * 8, ok);
-      }
+      load_draft_tile<BN, C::THREADS>(p, w, key0, padded(ks), padded(vs));
       cp_async_commit();
       cp_async_wait<0>();
       __syncthreads();
       step<BM>(qs, ks, vs, sred, p.scale_draft, st, [&](int col, int row_in_group) {
-        const int j = key0 + col;
-        if (j >= n_b) return false;
-        const int i = node_of(row_in_group);
-        if (i >= n_b) return false;
-        if (p.mask == nullptr) return j <= i;
-        return p.mask[m0 + (int64_t)i * mstride + L + j] != 0;
+        return draft_visible(dm, (w.row0 + g * 16 + row_in_group) / p.H, key0 + col);
       });
     }
   }
   cp_async_wait<0>();
 
   // Epilogue: complete the row sums across the quad, write normalised partial O and the log2-domain LSE.
-  const float vscale = draft ? 1.f : p.v_scale;
+  const float vscale = w.draft ? 1.f : p.v_scale;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     float l = st.l[h];
     l += __shfl_xor_sync(0xffffffffu, l, 1);
     l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const int gr = row0 + g * 16 + (lane >> 2) + h * 8;
-    if (gr >= p.R) continue;
-    const float inv = l > 0.f ? vscale / l : 0.f;
-    const int64_t prow = part0 + gr;
-    if (c == 0 && (lane & 3) == 0) p.lse_part[prow] = l > 0.f ? st.m[h] + log2f(l) : -INFINITY;
-    float* dst = p.o_part + prow * D_V + c * 128 + (lane & 3) * 2;
-#pragma unroll
-    for (int nt = 0; nt < 16; ++nt)
-      *reinterpret_cast<float2*>(dst + nt * 8) = make_float2(st.acc[nt][2 * h] * inv, st.acc[nt][2 * h + 1] * inv);
+    const int gr = w.row0 + g * 16 + (lane >> 2) + h * 8;
+    if (gr < p.R)
+      write_partial_row<16>(p, w.part0 + gr, st.m[h], l, vscale, c == 0 && (lane & 3) == 0, c * 128, st.acc, h);
   }
 }
 
-// ---------------------------------------------------------------------------------------------------------------
-// Wide variant (experimental, Hopper-sized shared memory): BN = 64 keys per step, QK split over keys instead of
-// dims. Warp (g, c) computes S for its 16 rows x keys [16c, 16c + 16) over all 576 dims, so no partial-S
-// reduction: only the row maxima are exchanged, P goes through shared memory in bf16, and PV runs over all 64
-// keys for the warp's 128 output columns. Three barriers per 64 keys (the narrow kernel: two per 16). Rows of
-// Q and K are stored unpadded with the 16-byte chunks XOR-swizzled by (row & 7), which keeps ldmatrix
-// conflict-free and saves the padding the 231 KB budget has no room for.
-constexpr int BNW = 64;
-
+// Rows of Q and K stored unpadded (576 bf16 = 1152 B) with their 16-byte chunks XOR-swizzled by (row & 7): ldmatrix
+// stays conflict-free without the padding that a 231 KB budget has no room for.
 __device__ __forceinline__ int swz(int row, int chunk) { return row * D_QK + ((chunk ^ (row & 7)) << 3); }
 
-template <int BM, int STAGES>
-struct CfgW {
-  static constexpr int GROUPS = BM / 16;
-  static constexpr int WARPS = GROUPS * 4;
-  static constexpr int THREADS = WARPS * 32;
-  static constexpr int P_PITCH = BNW + 8;
+// ---------------------------------------------------------------------------------------------------------------
+// v3, 32-row warp tiles (the sm_90 default): BM = 64 rows, BN = 64 keys per step, 8 warps of up to 255 registers.
+// Warp (q, c) = (warp / 4, warp % 4) owns rows [32q, 32q + 32) of the tile. QK: its rows x keys [16c, 16c + 16)
+// over all 576 dims, so each K fragment serves two 16-row A fragments. PV: its rows x output columns
+// [128c, 128c + 128) over all 64 keys (128 fp32 accumulators per thread), so each V fragment serves both row
+// halves. Per 16-dim (QK) or 16-key (PV) slice a warp issues 3 ldmatrix per 4 HMMA and 10 per 32 HMMA (the wide
+// kernel: 2 per 2 and 9 per 16). The four warps of a row half exchange row maxima and P (bf16) through shared
+// memory behind a 128-thread named barrier; one block barrier per step guards the KV ring. Each thread loads
+// one pool row's 18 chunks per tile, and fetches the pool slot of the tile after next during the current step.
+constexpr int BN3 = 64;
+
+template <int STAGES>
+struct Cfg3 {
+  static constexpr int BM = 64, WARPS = 8, THREADS = WARPS * 32;
+  static constexpr int P_PITCH = BN3 + 8;
   static constexpr int Q_BYTES = BM * D_QK * 2;
-  static constexpr int K_BYTES = STAGES * BNW * D_QK * 2;
+  static constexpr int K_BYTES = STAGES * BN3 * D_QK * 2;
   static constexpr int P_BYTES = BM * P_PITCH * 2;
-  static constexpr int R_BYTES = GROUPS * 4 * 16 * 4;
+  static constexpr int R_BYTES = WARPS * 32 * 4;
   static constexpr int SMEM = Q_BYTES + K_BYTES + P_BYTES + R_BYTES;
 };
 
-template <int BM, typename Visible>
-__device__ __forceinline__ void step_wide(const __nv_bfloat16* qs, const __nv_bfloat16* ks, const __nv_bfloat16* vs,
-                                          __nv_bfloat16* ps, float* red, float scale, WarpState& st,
-                                          Visible visible) {
-  constexpr int P_PITCH = BNW + 8;
+struct State3 {
+  float acc[2][16][4];  // [16-row half m][8-column n-tile][fragment]
+  float m[2][2];        // reference max (log2 domain) of rows 16m + lane/4 + 8h of the warp's 32
+  float l[2][2];        // this thread's partial row sums over its own keys, relative to m
+};
+
+// Per-thread shared-memory byte addresses that every step reuses (32-bit, so that the per-step offsets fold into
+// the ldmatrix immediates). Swizzle: 16-byte chunk 8j + u of row r lives at chunk 8j + (u ^ (r & 7)); every row
+// a lane addresses has r & 7 == lane & 7, so four bases per operand (u = 0..3) cover all 576 dims.
+struct Addr3 {
+  uint32_t q[4];  // Q A fragment (rows 32q + lane % 16), absolute
+  uint32_t k[4];  // K B fragment (keys 16c + ...), relative to the K tile
+  uint32_t v[4];  // V B fragment (transposed; keys lane % 16 of a 16-key slice), relative to the V tile
+  uint32_t p;     // P A fragment (rows 32q + lane % 16), absolute
+};
+
+__device__ __forceinline__ Addr3 make_addr3(uint32_t qs, uint32_t ps) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, q = warp >> 2, c = warp & 3;
+  const int mi = lane >> 3, sw = lane & 7, qh = lane >> 4, kh = mi & 1, vh = mi >> 1;
+  Addr3 a;
+#pragma unroll
+  for (int u = 0; u < 4; ++u) {
+    a.q[u] = qs + ((q * 32 + (lane & 15)) * D_QK + (((2 * u + qh) ^ sw) << 3)) * 2;
+    a.k[u] = ((c * 16 + (mi >> 1) * 8 + (lane & 7)) * D_QK + (((2 * u + kh) ^ sw) << 3)) * 2;
+    a.v[u] = (((mi & 1) * 8 + (lane & 7)) * D_QK + c * 128 + (((2 * u + vh) ^ sw) << 3)) * 2;
+  }
+  a.p = ps + ((q * 32 + (lane & 15)) * Cfg3<2>::P_PITCH + (lane >> 4) * 8) * 2;
+  return a;
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+
+__device__ __forceinline__ void bar_named(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// A row keeps its reference max until a new maximum exceeds it by more than this (log2 units): the rescale of
+// 128 accumulators then runs only when some row of the warp needs it, while P <= 2^8 stays exact enough in bf16
+// and the fp32 sums cannot overflow.
+constexpr float RESCALE_SLACK = 8.f;
+
+// One 64-key step. kt / vt: byte addresses of the K and V tiles. `full`: every key of the step is visible to
+// every row (a prefix tile inside the split), so `visible(col, row)` is not consulted.
+template <typename Visible>
+__device__ __forceinline__ void step3(const Addr3& a, uint32_t kt, uint32_t vt, __nv_bfloat16* ps, float* red,
+                                      float scale, State3& st, bool full, Visible visible) {
+  constexpr int P_PITCH = Cfg3<2>::P_PITCH, ROW = D_QK * 2;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int g = warp >> 2, c = warp & 3;
-  const int mi = lane >> 3, r0 = lane >> 2, c0 = (lane & 3) * 2;
-  float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-  const int qrow = g * 16 + (lane & 15), qhalf = lane >> 4;
-  const int krow = c * 16 + (mi >> 1) * 8 + (lane & 7), khalf = mi & 1;
-#pragma unroll 6
-  for (int kk = 0; kk < D_QK / 16; ++kk) {
-    uint32_t a[4], b[4];
-    ldmatrix_x4(a, qs + swz(qrow, kk * 2 + qhalf));
-    ldmatrix_x4(b, ks + swz(krow, kk * 2 + khalf));
-    mma_bf16(s[0], a, b[0], b[1]);
-    mma_bf16(s[1], a, b[2], b[3]);
-  }
+  const int q = warp >> 2, c = warp & 3;
+  const int r0 = lane >> 2, c0 = (lane & 3) * 2;
+  float s[2][2][4];
 #pragma unroll
-  for (int j = 0; j < 2; ++j)
+  for (int m = 0; m < 2; ++m)
 #pragma unroll
-    for (int e = 0; e < 4; ++e)
-      s[j][e] = visible(c * 16 + j * 8 + c0 + (e & 1), r0 + (e >> 1) * 8) ? s[j][e] * scale : -INFINITY;
+    for (int nt = 0; nt < 2; ++nt) s[m][nt][0] = s[m][nt][1] = s[m][nt][2] = s[m][nt][3] = 0.f;
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float mx = fmaxf(fmaxf(s[0][2 * h], s[0][2 * h + 1]), fmaxf(s[1][2 * h], s[1][2 * h + 1]));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    if ((lane & 3) == 0) red[(g * 4 + c) * 16 + r0 + h * 8] = mx;
-  }
-  __syncthreads();
-  float alpha[2];
+  for (int j = 0; j < D_QK / 64; ++j) {
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float mx = -INFINITY;
-#pragma unroll
-    for (int cc = 0; cc < 4; ++cc) mx = fmaxf(mx, red[(g * 4 + cc) * 16 + r0 + h * 8]);
-    const float m_new = fmaxf(st.m[h], mx);
-    const float base = (m_new == -INFINITY) ? 0.f : m_new;
-    alpha[h] = exp2f(st.m[h] - base);
-    st.m[h] = m_new;
-    float sum = 0.f;
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      const float p0 = exp2f(s[j][2 * h] - base), p1 = exp2f(s[j][2 * h + 1] - base);
-      sum += p0 + p1;
-      *reinterpret_cast<uint32_t*>(ps + (g * 16 + r0 + h * 8) * P_PITCH + c * 16 + j * 8 + c0) = pack_bf16(p0, p1);
+    for (int u = 0; u < 4; ++u) {
+      uint32_t a0[4], a1[4], b[4];
+      ldsm_x4(a0, a.q[u] + j * 128);
+      ldsm_x4(a1, a.q[u] + 16 * ROW + j * 128);
+      ldsm_x4(b, kt + a.k[u] + j * 128);
+      mma_bf16(s[0][0], a0, b[0], b[1]);
+      mma_bf16(s[0][1], a0, b[2], b[3]);
+      mma_bf16(s[1][0], a1, b[0], b[1]);
+      mma_bf16(s[1][1], a1, b[2], b[3]);
     }
-    st.l[h] = st.l[h] * alpha[h] + sum;
   }
+  float* myred = red + q * 4 * 32;
 #pragma unroll
-  for (int nt = 0; nt < 16; ++nt) {
-    st.acc[nt][0] *= alpha[0]; st.acc[nt][1] *= alpha[0];
-    st.acc[nt][2] *= alpha[1]; st.acc[nt][3] *= alpha[1];
+  for (int m = 0; m < 2; ++m) {
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        s[m][nt][e] = (full || visible(c * 16 + nt * 8 + c0 + (e & 1), q * 32 + m * 16 + r0 + (e >> 1) * 8))
+                          ? s[m][nt][e] * scale : -INFINITY;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float mx = fmaxf(fmaxf(s[m][0][2 * h], s[m][0][2 * h + 1]), fmaxf(s[m][1][2 * h], s[m][1][2 * h + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      if ((lane & 3) == 0) myred[c * 32 + m * 16 + h * 8 + r0] = mx;
+    }
   }
-  __syncthreads();
-  const __nv_bfloat16* prow = ps + (g * 16 + (lane & 15)) * P_PITCH + (lane >> 4) * 8;
+  bar_named(1 + q, 128);
+  float alpha[2][2];
+  bool bump_any = false;
 #pragma unroll
-  for (int k4 = 0; k4 < BNW / 16; ++k4) {
-    uint32_t pa[4];
-    ldmatrix_x4(pa, prow + k4 * 16);
-    const int vrow = k4 * 16 + (mi & 1) * 8 + (lane & 7);
+  for (int m = 0; m < 2; ++m)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int rr = m * 16 + h * 8 + r0;
+      const float mx = fmaxf(fmaxf(myred[rr], myred[32 + rr]), fmaxf(myred[64 + rr], myred[96 + rr]));
+      const float m_old = st.m[m][h];
+      const bool bump = mx > m_old + RESCALE_SLACK;  // the same decision in all four warps of the row half
+      alpha[m][h] = bump ? exp2f(m_old - mx) : 1.f;
+      bump_any |= bump;
+      if (bump) st.m[m][h] = mx;
+      const float base = st.m[m][h] == -INFINITY ? 0.f : st.m[m][h];
+      float sum = 0.f;
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        const float p0 = exp2f(s[m][nt][2 * h] - base), p1 = exp2f(s[m][nt][2 * h + 1] - base);
+        sum += p0 + p1;
+        *reinterpret_cast<uint32_t*>(ps + (q * 32 + rr) * P_PITCH + c * 16 + nt * 8 + c0) = pack_bf16(p0, p1);
+      }
+      st.l[m][h] = st.l[m][h] * alpha[m][h] + sum;
+    }
+  if (__any_sync(0xffffffffu, bump_any)) {
+#pragma unroll
+    for (int m = 0; m < 2; ++m)
+#pragma unroll
+      for (int nt = 0; nt < 16; ++nt) {
+        st.acc[m][nt][0] *= alpha[m][0];
+        st.acc[m][nt][1] *= alpha[m][0];
+        st.acc[m][nt][2] *= alpha[m][1];
+        st.acc[m][nt][3] *= alpha[m][1];
+      }
+  }
+  bar_named(1 + q, 128);
+#pragma unroll
+  for (int k4 = 0; k4 < BN3 / 16; ++k4) {
+    uint32_t pa0[4], pa1[4];
+    ldsm_x4(pa0, a.p + k4 * 32);
+    ldsm_x4(pa1, a.p + 16 * P_PITCH * 2 + k4 * 32);
 #pragma unroll
     for (int np = 0; np < 8; ++np) {
       uint32_t b[4];
-      ldmatrix_x4_trans(b, vs + swz(vrow, c * 16 + np * 2 + (mi >> 1)));
-      mma_bf16(st.acc[2 * np], pa, b[0], b[1]);
-      mma_bf16(st.acc[2 * np + 1], pa, b[2], b[3]);
+      ldsm_x4_trans(b, vt + a.v[np & 3] + k4 * 16 * ROW + (np >> 2) * 128);
+      mma_bf16(st.acc[0][2 * np], pa0, b[0], b[1]);
+      mma_bf16(st.acc[0][2 * np + 1], pa0, b[2], b[3]);
+      mma_bf16(st.acc[1][2 * np], pa1, b[0], b[1]);
+      mma_bf16(st.acc[1][2 * np + 1], pa1, b[2], b[3]);
     }
   }
 }
 
 template <int BM, int STAGES>
-__global__ void __launch_bounds__(CfgW<BM, STAGES>::THREADS, 1) verify_wide_kernel(Params p) {
-  using C = CfgW<BM, STAGES>;
-  static_assert(STAGES >= 2, "the draft block needs two ring slots");
+__global__ void __launch_bounds__(Cfg3<STAGES>::THREADS, 1) verify_rows32_kernel(Params p) {
+  using C = Cfg3<STAGES>;
+  static_assert(BM == C::BM && STAGES >= 2, "rows32 tiles are 64 rows; the draft block needs two ring slots");
   extern __shared__ __align__(16) unsigned char smem[];
   __nv_bfloat16* qs = reinterpret_cast<__nv_bfloat16*>(smem);
   __nv_bfloat16* kring = reinterpret_cast<__nv_bfloat16*>(smem + C::Q_BYTES);
   __nv_bfloat16* ps = reinterpret_cast<__nv_bfloat16*>(smem + C::Q_BYTES + C::K_BYTES);
   float* red = reinterpret_cast<float*>(smem + C::Q_BYTES + C::K_BYTES + C::P_BYTES);
 
-  const int tile = blockIdx.x, split = blockIdx.y, b = blockIdx.z;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = warp >> 2, c = warp & 3;
-  const int64_t tok0 = load_qo(p, b);
-  int n_b = (int)(load_qo(p, b + 1) - tok0);
-  if (n_b > p.N) {
-    if (tid == 0 && tile == 0 && split == 0) atomicOr(p.status, KDT_FLAG_QO_INDPTR);
-    n_b = p.N;
-  }
-  if (n_b < 0) n_b = 0;
-  const int rows_b = n_b * p.H;
-  const int row0 = tile * BM;
-  if (row0 >= p.R) return;
-  const int64_t kv0 = p.kv_indptr[b];
-  const int L = p.kv_indptr[b + 1] - (int)kv0;
-  const bool draft = split == p.nsplit;
-  int kbeg = 0, kend = 0;
-  if (draft) {
-    kend = n_b;
-  } else {
-    int chunk = (L + p.nsplit - 1) / p.nsplit;
-    chunk = ((chunk + BN - 1) / BN) * BN;
-    if (chunk < MIN_SPLIT_TOKENS) chunk = MIN_SPLIT_TOKENS;
-    kbeg = split * chunk;
-    kend = min(L, kbeg + chunk);
-  }
-  const int64_t part0 = ((int64_t)b * (p.nsplit + 1) + split) * p.R;
-  if (kbeg >= kend) {
-    for (int r = tid; r < BM; r += C::THREADS)
-      if (row0 + r < p.R) p.lse_part[part0 + row0 + r] = -INFINITY;
-    return;
-  }
-  for (int idx = tid; idx < BM * CHUNKS; idx += C::THREADS) {
-    const int r = idx / CHUNKS, ch = idx % CHUNKS;
-    const int gr = row0 + r;
-    const bool ok = gr < rows_b;
-    const int i = ok ? gr / p.H : 0, h = ok ? gr % p.H : 0;
-    cp_async_16(qs + swz(r, ch), ok ? p.q + (tok0 + i) * p.q_st + (int64_t)h * p.q_sh + ch * 8 : p.q, ok);
-  }
-  WarpState st;
+  Work w;
+  if (!setup_work<C::BM, C::THREADS>(p, BN3, w)) return;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, q = warp >> 2, c = warp & 3;
+  auto swizzled = [](__nv_bfloat16* base) { return [base](int r, int ch) { return base + swz(r, ch); }; };
+  load_q_tile<C::BM, C::THREADS>(p, w, swizzled(qs));
+  const uint32_t ring = smem_u32(kring);
+  const Addr3 ad = make_addr3(smem_u32(qs), smem_u32(ps));
+  State3 st;
 #pragma unroll
-  for (int nt = 0; nt < 16; ++nt) st.acc[nt][0] = st.acc[nt][1] = st.acc[nt][2] = st.acc[nt][3] = 0.f;
-  st.m[0] = st.m[1] = -INFINITY;
-  st.l[0] = st.l[1] = 0.f;
-  auto node_of = [&](int row_in_group) { return (row0 + g * 16 + row_in_group) / p.H; };
+  for (int m = 0; m < 2; ++m) {
+#pragma unroll
+    for (int nt = 0; nt < 16; ++nt) st.acc[m][nt][0] = st.acc[m][nt][1] = st.acc[m][nt][2] = st.acc[m][nt][3] = 0.f;
+    st.m[m][0] = st.m[m][1] = -INFINITY;
+    st.l[m][0] = st.l[m][1] = 0.f;
+  }
 
-  if (!draft) {
-    const int ntiles = (kend - kbeg + BNW - 1) / BNW;
-    auto load_tile = [&](int t) {
-      __nv_bfloat16* dst = kring + (t % STAGES) * BNW * D_QK;
-      const int key0 = kbeg + t * BNW;
-      for (int idx = tid; idx < BNW * CHUNKS; idx += C::THREADS) {
-        const int r = idx / CHUNKS, ch = idx % CHUNKS;
-        const int key = key0 + r;
-        const bool ok = key < kend;
-        int64_t slot = ok ? p.kv_indices[kv0 + key] : 0;
-        if (slot < 0 || slot >= p.pool_rows) {
-          if (ch == 0) atomicOr(p.status, KDT_FLAG_INDEX_OUT_OF_POOL);
-          slot = 0;
-        }
-        cp_async_16(dst + swz(r, ch), p.kb + slot * p.kb_s + ch * 8, ok);
+  if (!w.draft) {
+    const int ntiles = (w.kend - w.kbeg + BN3 - 1) / BN3;
+    // Each warp loads 8 tile rows, 8 lanes per row and 128 contiguous bytes per lane group and instruction
+    // (whole L2 lines, whole 128-byte shared-memory rows): this thread loads chunks lch + 8k (k < 9) of rows
+    // lrow and lrow + 4. With the swizzle, chunk 8k + lch of row r sits at 8k + (lch ^ (r & 7)).
+    const int lch = lane & 7, lrow = warp * 8 + (lane >> 3);
+    const uint32_t dst[2] = {lrow * D_QK * 2 + ((lch ^ (lrow & 7)) << 4),
+                             (lrow + 4) * D_QK * 2 + ((lch ^ ((lrow + 4) & 7)) << 4)};
+    // Raw kv_indices entries of this thread's two rows of tile t (0 past the split): loaded a step before use
+    // and checked only then, so no compare waits on the load.
+    auto fetch = [&](int t, int i) -> int64_t {
+      const int key = w.kbeg + t * BN3 + lrow + 4 * i;
+      return key < w.kend ? p.kv_indices[w.kv0 + key] : 0;
+    };
+    auto load_tile = [&](int t, const int64_t (&raw)[2]) {
+      const uint32_t d = ring + (t % STAGES) * (BN3 * D_QK * 2);
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const bool ok = w.kbeg + t * BN3 + lrow + 4 * i < w.kend;
+        const int64_t slot = ok ? checked_slot(p, raw[i], lch == 0) : 0;
+        const char* src = reinterpret_cast<const char*>(p.kb + slot * p.kb_s) + lch * 16;
+#pragma unroll
+        for (int k = 0; k < CHUNKS / 8; ++k) cp_async_16s(d + dst[i] + k * 128, src + k * 128, ok ? 16 : 0);
       }
     };
 #pragma unroll
     for (int t = 0; t < STAGES - 1; ++t) {
-      if (t < ntiles) load_tile(t);
-      cp_async_commit();
+      if (t < ntiles) {
+        const int64_t raw[2] = {fetch(t, 0), fetch(t, 1)};
+        load_tile(t, raw);
+      }
+      cp_async_commit();  // group t (Q rides in group 0)
     }
+    int64_t pending[2] = {fetch(STAGES - 1, 0), fetch(STAGES - 1, 1)};  // the next tile to load
     for (int t = 0; t < ntiles; ++t) {
       cp_async_wait<STAGES - 2>();
       __syncthreads();
-      if (t + STAGES - 1 < ntiles) load_tile(t + STAGES - 1);
+      if (t + STAGES - 1 < ntiles) load_tile(t + STAGES - 1, pending);
       cp_async_commit();
-      const __nv_bfloat16* ks = kring + (t % STAGES) * BNW * D_QK;
-      const int key0 = kbeg + t * BNW;
-      step_wide<BM>(qs, ks, ks, ps, red, p.scale_pre, st, [&](int col, int) { return key0 + col < kend; });
+      pending[0] = fetch(t + STAGES, 0);  // consumed one step later: the index load overlaps this step
+      pending[1] = fetch(t + STAGES, 1);
+      const uint32_t kt = ring + (t % STAGES) * (BN3 * D_QK * 2);
+      const int key0 = w.kbeg + t * BN3;
+      step3(ad, kt, kt, ps, red, p.scale_pre, st, key0 + BN3 <= w.kend,
+            [&](int col, int) { return key0 + col < w.kend; });
     }
   } else {
     __nv_bfloat16* ks = kring;
-    __nv_bfloat16* vs = kring + BNW * D_QK;
-    const int64_t m0 = p.mask ? p.mask_indptr[b] : 0;
-    const int64_t mstride = (int64_t)L + n_b;
-    for (int key0 = 0; key0 < n_b; key0 += BNW) {
+    __nv_bfloat16* vs = kring + BN3 * D_QK;
+    const DraftMask dm = draft_mask(p, w);
+    for (int key0 = 0; key0 < w.n_b; key0 += BN3) {
       __syncthreads();
-      for (int idx = tid; idx < BNW * CHUNKS; idx += C::THREADS) {
-        const int r = idx / CHUNKS, ch = idx % CHUNKS;
-        const bool ok = key0 + r < n_b;
-        const int64_t tok = tok0 + (ok ? key0 + r : 0);
-        cp_async_16(ks + swz(r, ch), p.kx + tok * p.kx_s + ch * 8, ok);
-        if (ch < D_V / 8) cp_async_16(vs + swz(r, ch), p.vx + tok * p.vx_s + ch * 8, ok);
-      }
+      load_draft_tile<BN3, C::THREADS>(p, w, key0, swizzled(ks), swizzled(vs));
       cp_async_commit();
       cp_async_wait<0>();
       __syncthreads();
-      step_wide<BM>(qs, ks, vs, ps, red, p.scale_draft, st, [&](int col, int row_in_group) {
-        const int j = key0 + col;
-        if (j >= n_b) return false;
-        const int i = node_of(row_in_group);
-        if (i >= n_b) return false;
-        if (p.mask == nullptr) return j <= i;
-        return p.mask[m0 + (int64_t)i * mstride + L + j] != 0;
-      });
+      step3(ad, ring, ring + BN3 * D_QK * 2, ps, red, p.scale_draft, st, false,
+            [&](int col, int row) { return draft_visible(dm, (w.row0 + row) / p.H, key0 + col); });
     }
   }
   cp_async_wait<0>();
-  // Row sums: each warp holds the sum over its own 16 keys of every step; add the four warps of the group.
+  // Row sums: each warp holds the sums over its own 16 keys of every step; add the four warps of its row half.
   __syncthreads();
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float l = st.l[h];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    if ((lane & 3) == 0) red[(g * 4 + c) * 16 + (lane >> 2) + h * 8] = l;
-  }
+  for (int m = 0; m < 2; ++m)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float l = st.l[m][h];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      if ((lane & 3) == 0) red[(q * 4 + c) * 32 + m * 16 + h * 8 + (lane >> 2)] = l;
+    }
   __syncthreads();
-  const float vscale = draft ? 1.f : p.v_scale;
+  const float vscale = w.draft ? 1.f : p.v_scale;
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int rr = (lane >> 2) + h * 8;
-    float l = 0.f;
+  for (int m = 0; m < 2; ++m)
 #pragma unroll
-    for (int cc = 0; cc < 4; ++cc) l += red[(g * 4 + cc) * 16 + rr];
-    const int gr = row0 + g * 16 + rr;
-    if (gr >= p.R) continue;
-    const float inv = l > 0.f ? vscale / l : 0.f;
-    const int64_t prow = part0 + gr;
-    if (c == 0 && (lane & 3) == 0) p.lse_part[prow] = l > 0.f ? st.m[h] + log2f(l) : -INFINITY;
-    float* dst = p.o_part + prow * D_V + c * 128 + (lane & 3) * 2;
-#pragma unroll
-    for (int nt = 0; nt < 16; ++nt)
-      *reinterpret_cast<float2*>(dst + nt * 8) = make_float2(st.acc[nt][2 * h] * inv, st.acc[nt][2 * h + 1] * inv);
-  }
+    for (int h = 0; h < 2; ++h) {
+      const int rr = m * 16 + h * 8 + (lane >> 2);
+      const float* rs = red + q * 4 * 32 + rr;
+      const float l = rs[0] + rs[32] + rs[64] + rs[96];
+      const int gr = w.row0 + q * 32 + rr;
+      if (gr < p.R)
+        write_partial_row<16>(p, w.part0 + gr, st.m[m][h], l, vscale, c == 0 && (lane & 3) == 0, c * 128,
+                              st.acc[m], h);
+    }
 }
 
-// Merge the nsplit + 1 partials of one row (b, r = i*H + h) and write bf16 o. 128 threads x 4 columns.
+// Merge the nsplit + 1 partials of row r = i*H + h of request b and write bf16 o. One CTA of 4 warps per
+// (row, 128-column quarter): every warp finds the largest LSE and the weight sum over all splits (lanes stride
+// the splits), warp w accumulates splits w, w + 4, ... for its lane's 4 columns, and the four sums meet in
+// shared memory. An empty split (LSE -inf) is skipped, never read.
 __global__ void __launch_bounds__(128) verify_reduce_kernel(Params p) {
-  const int r = blockIdx.x, b = blockIdx.y;
+  const int r = blockIdx.x >> 2, quarter = blockIdx.x & 3, b = blockIdx.y;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t tok0 = load_qo(p, b);
-  int n_b = (int)(load_qo(p, b + 1) - tok0);
-  n_b = max(0, min(n_b, p.N));
+  const int n_b = max(0, min((int)(load_qo(p, b + 1) - tok0), p.N));
   if (r >= n_b * p.H) return;
-  const int i = r / p.H, h = r % p.H;
   const int S = p.nsplit + 1;
   const int64_t part0 = (int64_t)b * S * p.R + r;
+  const float* lse = p.lse_part + part0;
   float m = -INFINITY;
-  for (int s = 0; s < S; ++s) m = fmaxf(m, p.lse_part[part0 + (int64_t)s * p.R]);
-  const int col = threadIdx.x * 4;
-  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  for (int s = lane; s < S; s += 32) m = fmaxf(m, lse[(int64_t)s * p.R]);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
   float wsum = 0.f;
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  const int col = quarter * 128 + lane * 4;
   if (m != -INFINITY) {
-    for (int s = 0; s < S; ++s) {
-      const float lse = p.lse_part[part0 + (int64_t)s * p.R];
-      if (lse == -INFINITY) continue;
-      const float w = exp2f(lse - m);
-      wsum += w;
+    for (int s = lane; s < S; s += 32) wsum += exp2f(lse[(int64_t)s * p.R] - m);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) wsum += __shfl_xor_sync(0xffffffffu, wsum, o);
+#pragma unroll 4
+    for (int s = warp; s < S; s += 4) {
+      const float x = lse[(int64_t)s * p.R];
+      if (x == -INFINITY) continue;
+      const float wt = exp2f(x - m);
       const float4 v = *reinterpret_cast<const float4*>(p.o_part + (part0 + (int64_t)s * p.R) * D_V + col);
-      acc[0] += w * v.x; acc[1] += w * v.y; acc[2] += w * v.z; acc[3] += w * v.w;
+      acc.x += wt * v.x; acc.y += wt * v.y; acc.z += wt * v.z; acc.w += wt * v.w;
     }
   }
+  __shared__ float4 sums[4][32];
+  sums[warp][lane] = acc;
+  __syncthreads();
+  if (warp != 0) return;
   const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
+  const float4 a = sums[0][lane], b1 = sums[1][lane], c2 = sums[2][lane], d3 = sums[3][lane];
+  const int i = r / p.H, h = r % p.H;
   __nv_bfloat16* dst = p.o + (tok0 + i) * p.o_st + (int64_t)h * p.o_sh + col;
-#pragma unroll
-  for (int e = 0; e < 4; ++e) dst[e] = __float2bfloat16(acc[e] * inv);
+  dst[0] = __float2bfloat16((a.x + b1.x + c2.x + d3.x) * inv);
+  dst[1] = __float2bfloat16((a.y + b1.y + c2.y + d3.y) * inv);
+  dst[2] = __float2bfloat16((a.z + b1.z + c2.z + d3.z) * inv);
+  dst[3] = __float2bfloat16((a.w + b1.w + c2.w + d3.w) * inv);
 }
 
 struct ConfigEntry {
   kdt_config cfg;
+  const char* name;
   void (*kernel)(Params);
 };
 
 template <int BM, int STAGES>
 constexpr ConfigEntry make_entry() {
   return ConfigEntry{{BM, STAGES, Cfg<BM, STAGES>::THREADS, Cfg<BM, STAGES>::SMEM, BN},
+                     BM == 64 ? "verify_split_kernel<64,3>" : "verify_split_kernel<32,2>",
                      &verify_split_kernel<BM, STAGES>};
 }
 
-template <int BM, int STAGES>
-constexpr ConfigEntry make_wide_entry() {
-  return ConfigEntry{{BM, STAGES, CfgW<BM, STAGES>::THREADS, CfgW<BM, STAGES>::SMEM, BNW},
-                     &verify_wide_kernel<BM, STAGES>};
+template <int STAGES>
+constexpr ConfigEntry make_rows32_entry() {
+  return ConfigEntry{{Cfg3<STAGES>::BM, STAGES, Cfg3<STAGES>::THREADS, Cfg3<STAGES>::SMEM, BN3},
+                     "verify_rows32_kernel<64,2>", &verify_rows32_kernel<Cfg3<STAGES>::BM, STAGES>};
 }
 
-// Automatic selection takes the first entry that fits the device's opt-in shared memory; the wide kernel is
-// listed last (reachable through kdtree_verify_force_config) until it has been proven on a GPU.
-const ConfigEntry kConfigs[] = {make_entry<64, 3>(), make_entry<32, 2>(), make_wide_entry<64, 2>()};
-constexpr int kNumAutoConfigs = 2;
+// Automatic selection takes the first entry that fits the device's opt-in shared memory per block: v3 (rows32)
+// on Hopper-sized shared memory (227 KB), the narrow kernel on sm_120's 99 KB. kdtree_verify_force_config picks
+// any of them (benchmarks time the sm_120 configuration on a Hopper GPU that way).
+const ConfigEntry kConfigs[] = {make_rows32_entry<2>(), make_entry<64, 3>(), make_entry<32, 2>()};
 constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
 
 constexpr int kMaxDevices = 64;
@@ -638,8 +751,12 @@ int kdtree_verify_config(int index, kdt_config* out) {
   return KDT_OK;
 }
 
+const char* kdtree_verify_config_name(int index) {
+  return index >= 0 && index < kNumConfigs ? kConfigs[index].name : nullptr;
+}
+
 int kdtree_verify_select_config(int smem_optin_bytes) {
-  for (int i = 0; i < kNumAutoConfigs; ++i)
+  for (int i = 0; i < kNumConfigs; ++i)
     if (kConfigs[i].cfg.dynamic_smem <= smem_optin_bytes) return i;
   return -1;
 }
@@ -732,7 +849,7 @@ int kdtree_verify_attn_flash_paged_cg(
   const dim3 grid((p.R + ce.cfg.block_m - 1) / ce.cfg.block_m, nsplit + 1, bs);
   ce.kernel<<<grid, ce.cfg.threads, ce.cfg.dynamic_smem, s>>>(p);
   if (cudaGetLastError() != cudaSuccess) return KDT_ERR_LAUNCH;
-  verify_reduce_kernel<<<dim3(p.R, bs), 128, 0, s>>>(p);
+  verify_reduce_kernel<<<dim3(p.R * 4, bs), 128, 0, s>>>(p);
   if (cudaGetLastError() != cudaSuccess) return KDT_ERR_LAUNCH;
   return KDT_OK;
 }

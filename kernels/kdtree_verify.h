@@ -16,7 +16,7 @@
 extern "C" {
 #endif
 
-#define KDT_ABI_VERSION 2
+#define KDT_ABI_VERSION 3
 
 #if defined(__GNUC__)
 #define KDT_API __attribute__((visibility("default")))
@@ -71,11 +71,12 @@ typedef struct {
   int stages;           // KV tile pipeline depth
   int threads;          // threads per CTA
   int dynamic_smem;     // bytes of dynamic shared memory per CTA
-  int block_n;          // keys per pipeline step (16: the narrow kernel, 64: the wide one)
+  int block_n;          // keys per pipeline step (16: the narrow kernel, 64: the wide and rows32 ones)
 } kdt_config;
 
 KDT_API int kdtree_verify_num_configs(void);
 KDT_API int kdtree_verify_config(int index, kdt_config* out);           // the configs compiled in
+KDT_API const char* kdtree_verify_config_name(int index);               // its kernel, e.g. "verify_rows32_kernel<64,2>"
 KDT_API int kdtree_verify_select_config(int smem_optin_bytes);          // index chosen for a device with this limit
 KDT_API const char* kdtree_verify_strerror(int status);
 // Tests and benchmarks: force config `index` for every later call in this process (-1 = automatic again).

@@ -55,6 +55,7 @@ def test_config_selection(lib):
     assert lib.lib.kdtree_verify_select_config(232_448) == 0  # H200: the largest config
     idx = lib.lib.kdtree_verify_select_config(101_376)  # sm_120
     assert idx >= 0 and cfgs[idx]["dynamic_smem"] <= 101_376
+    assert cfgs[idx]["kernel"] == loader.CUDA_IMPLS["cuda_narrow"]
     assert lib.lib.kdtree_verify_select_config(1000) == -1
 
 
@@ -63,7 +64,7 @@ def test_force_config_range(lib):
     assert lib.lib.kdtree_verify_force_config(n) == 2 and lib.lib.kdtree_verify_force_config(-2) == 2
     assert lib.lib.kdtree_verify_force_config(n - 1) == 0 and lib.lib.kdtree_verify_force_config(-1) == 0
     kernels = [c["kernel"] for c in lib.configs()]
-    assert kernels[-1].startswith("verify_wide_kernel") and all(k.startswith("verify_split") for k in kernels[:2])
+    assert kernels == ["verify_rows32_kernel<64,2>", "verify_split_kernel<64,3>", "verify_split_kernel<32,2>"]
 
 
 def test_loader_refuses_library_without_the_gpu_arch(lib):

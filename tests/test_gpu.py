@@ -28,12 +28,12 @@ def test_cuda_500_random_cases():
     assert len(report.results) == 500 and report.ok, report.summary()
 
 
-def test_wide_kernel_edge_grid_and_random():
-    """The experimental wide kernel (BN = 64, QK split over keys), forced: the same grid as the default one."""
+def test_narrow_kernel_edge_grid_and_random():
+    """The configuration sm_120 selects (verify_split_kernel<32,2>), forced on this GPU: the same grid."""
     cases = parity.edge_cases(max_prefix=200_000, max_batch=48, heads=HEADS, big_n=64)
     cases += parity.random_cases(300, np.random.default_rng(99), max_prefix=200_000, max_batch=8, max_draft=64,
                                  heads=HEADS, budget_tokens=100_000_000)
-    report = parity.run_parity("cuda_wide", cases, "cuda")
+    report = parity.run_parity("cuda_narrow", cases, "cuda")
     assert report.ok, report.summary()
 
 

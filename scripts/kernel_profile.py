@@ -1,0 +1,135 @@
+"""Kernel lab (GPU): per-configuration correctness smoke and a split/reduce time breakdown.
+
+For every kernel configuration in the built library (forced one at a time): a short parity run against the fp64
+oracle, then, per shape and split count, the CUDA time of each kernel (the split kernel and the reduce) from the
+PyTorch profiler, averaged over rotated inputs. Writes JSON to --out. A development tool for kernel work; the
+benchmark of record is ``kdtree-lab bench``.
+
+    python3 scripts/kernel_profile.py --out $OUT/profile.json [--configs 0,2] [--nsplit 66,132,264]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import numpy as np
+import torch
+
+from kdtree_lab import loader, parity
+from kdtree_lab.bench import Shape, _batches, _copies, measure_ceilings
+from kdtree_lab.oracle import compare, reference
+
+SHAPES = {"headline": Shape(1, 200_000, 16, 8), "deploy": Shape(8, 200_000, 16, 8),
+          "mem": Shape(1, 200_000, 4, 8), "b48": Shape(48, 32_768, 16, 8), "big": Shape(1, 200_000, 64, 128)}
+
+
+def smoke(index: int, count: int) -> dict:
+    cases = parity.edge_cases(max_prefix=4096, max_batch=48, heads=(8, 16, 128), big_n=64)
+    cases += parity.random_cases(count, np.random.default_rng(index + 1), max_prefix=70_000, max_batch=8,
+                                 max_draft=64, heads=(8, 16, 64, 128), budget_tokens=20_000_000)
+    bad = []
+    for case in cases:
+        batch = case.build("cuda")
+        loader.force_config(index)
+        try:
+            out, flags = _run(batch, case)
+        finally:
+            loader.force_config(None)
+        rows = batch.live_bs * batch.max_extend_len
+        err = compare(out[:rows], reference(batch)[:rows])
+        if not (parity.within_tolerance(err) and flags == 0):
+            bad.append({"case": parity.case_dict(case), "err": err, "flags": flags})
+    return {"cases": len(cases), "failed": len(bad), "first_failures": bad[:5]}
+
+
+def _run(batch, case):
+    ws = loader.alloc_workspace(batch.bs, batch.max_extend_len, batch.num_heads, case.nsplit, batch.q.device)
+    out = loader.verify(batch, ws, case.nsplit)
+    torch.cuda.synchronize()
+    return out, loader.read_status(ws)
+
+
+def breakdown(index: int, shape: Shape, nsplit: int, iters: int = 10) -> dict:
+    copies = _copies(shape)
+    batches = _batches(shape, copies)
+    ws = loader.alloc_workspace(shape.batch, shape.draft, shape.heads, nsplit)
+    loader.force_config(index)
+    try:
+        for i in range(3):
+            loader.verify(batches[i % copies], ws, nsplit)
+        torch.cuda.synchronize()
+        acts = [torch.profiler.ProfilerActivity.CUDA]
+        with torch.profiler.profile(activities=acts) as prof:
+            for i in range(iters):
+                loader.verify(batches[i % copies], ws, nsplit)
+            torch.cuda.synchronize()
+    finally:
+        loader.force_config(None)
+    times = {}
+    for evt in prof.key_averages():
+        if "verify" in evt.key:
+            us = getattr(evt, "device_time_total", None) or getattr(evt, "cuda_time_total", 0)
+            times[evt.key.split("(")[0][:60]] = round(us / max(1, evt.count), 2)
+    total = sum(times.values())
+    return {"config": index, "B": shape.batch, "L": shape.prefix, "N": shape.draft, "H": shape.heads,
+            "nsplit": nsplit, "kernels_us": times, "total_us": round(total, 2)}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--configs", default="all")
+    ap.add_argument("--shapes", default="headline,deploy,mem,b48,big")
+    ap.add_argument("--nsplit", default="auto", help="comma list, or auto (the loader's default)")
+    ap.add_argument("--waves", default="", help="instead of --nsplit: CTA waves per shape, e.g. 0.5,1,2")
+    ap.add_argument("--smoke", type=int, default=40, help="random parity cases per config (0: none)")
+    ap.add_argument("--smoke-configs", default="all", help="configs to smoke-test (comma list or all)")
+    ap.add_argument("--plain", type=int, default=0, help="just call the kernel this many times (for ncu)")
+    a = ap.parse_args(argv)
+    if a.plain:
+        s = SHAPES[a.shapes.split(",")[0]]
+        ns = int(a.nsplit.split(",")[0])
+        b = _batches(s, 1)[0]
+        ws = loader.alloc_workspace(s.batch, s.draft, s.heads, ns)
+        loader.force_config(int(a.configs.split(",")[0]))
+        for _ in range(a.plain):
+            loader.verify(b, ws, ns)
+        torch.cuda.synchronize()
+        return 0
+    lib = loader.library()
+    configs = lib.configs()
+    idx = [c["index"] for c in configs] if a.configs == "all" else [int(x) for x in a.configs.split(",")]
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    optin = torch.cuda.get_device_properties(0).shared_memory_per_block_optin
+    result = {"gpu": torch.cuda.get_device_name(0), "configs": configs, "ceilings": measure_ceilings().__dict__,
+              "smoke": {}, "rows": []}
+    for i in idx:
+        if configs[i]["dynamic_smem"] > optin:
+            continue
+        if a.smoke and (a.smoke_configs == "all" or str(i) in a.smoke_configs.split(",")):
+            result["smoke"][i] = smoke(i, a.smoke)
+            print("smoke", configs[i]["kernel"], result["smoke"][i]["failed"], "failed of",
+                  result["smoke"][i]["cases"], flush=True)
+        for name in a.shapes.split(","):
+            s = SHAPES[name]
+            tiles = s.batch * -(-s.draft * s.heads // configs[i]["block_m"])
+            if a.waves:
+                splits = sorted({max(1, round(float(x) * sms / tiles)) for x in a.waves.split(",")})
+            elif a.nsplit == "auto":
+                splits = [loader.default_nsplit(s.batch, s.draft, s.heads, sms, configs[i]["block_m"])]
+            else:
+                splits = [int(x) for x in a.nsplit.split(",")]
+            for ns in splits:
+                row = breakdown(i, s, ns)
+                row["shape"] = name
+                result["rows"].append(row)
+                print(json.dumps(row), flush=True)
+    with open(a.out, "w") as f:
+        json.dump(result, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
