@@ -168,11 +168,12 @@ def library(archs: tuple[str, ...] | None = None) -> KernelLibrary:
 
 
 def default_nsplit(bs: int, num_draft: int, num_heads: int, num_sms: int, block_m: int = 64) -> int:
-    """Prefix splits for a launch: enough CTAs for about two waves, a pure function of host integers
-    (so a captured graph's grid is fixed by its batch size). The kernel still skips splits a short prefix
-    does not need (each split covers at least 128 tokens)."""
+    """Prefix splits for a launch: CTAs for one wave of 64-row work per SM (one wave of rows32 CTAs, two of the
+    32-row narrow kernel; measured best on the H200, data/results/h200/2026-11-29-v3-kernel), a pure function of
+    host integers (so a captured graph's grid is fixed by its batch size). The kernel still skips splits a short
+    prefix does not need (each split covers at least 128 tokens)."""
     row_tiles = math.ceil(num_draft * num_heads / block_m)
-    return max(1, min(MAX_NSPLIT, math.ceil(2 * num_sms / max(1, bs * row_tiles))))
+    return max(1, min(MAX_NSPLIT, math.ceil(num_sms * 64 / max(1, bs * row_tiles * block_m))))
 
 
 def _check_meta(q, k_extend, v_extend, o, k_buffer, qo_indptr, kv_indptr, kv_indices, custom_mask, mask_indptr,

@@ -2,7 +2,7 @@
 # One device call on the H200: install the carried wheels, build, GPU tests, compute-sanitizer, the notebook
 # sequence under the h200 profile; everything lands in $OUT (results.tar.gz + session.log).
 # Usage (from the repo root on the device machine): bash scripts/h200_session.sh [pytest -k expression]
-# Switches: SKIP_GPU_TESTS=1, GPU_TESTS="tests/...", SANITIZERS="memcheck racecheck synccheck initcheck",
+# Switches: SKIP_GPU_TESTS=1, GPU_TESTS="tests/...", SANITIZERS="memcheck racecheck synccheck initcheck" ("" for none),
 # SANITIZE_IMPLS=cuda,cuda_wide, SKIP_NOTEBOOKS=1, NOTEBOOKS=00,05 (a subset), BENCH=quick|issue, BENCH_IMPLS=cuda,...
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -31,7 +31,7 @@ step "GPU tests"
 [ -n "${SKIP_GPU_TESTS:-}" ] || python3 -m pytest -q -m gpu ${GPU_TESTS:-tests/test_gpu.py tests/test_gpu_graphs.py tests/test_gpu_sglang_hook.py} ${1:+-k "$1"} --junitxml="$OUT/work/gpu-tests.xml" -p no:cacheprovider 2>&1 | tail -40
 
 step "compute-sanitizer on small cases"
-for tool in ${SANITIZERS:-memcheck racecheck synccheck initcheck}; do
+for tool in ${SANITIZERS-memcheck racecheck synccheck initcheck}; do
   # initcheck: every kernel instrumented (a kernel filter leaves torch's writes untracked, so reads of its
   # outputs look uninitialised), and only two cases with the CUDA kernel, as it is slow.
   quick=""; filter="--kernel-name kns=verify_"

@@ -73,6 +73,7 @@ def test_loader_refuses_library_without_the_gpu_arch(lib):
 
 
 def test_default_nsplit_is_a_pure_function_of_host_ints():
-    assert loader.default_nsplit(1, 16, 8, 132) == 132
-    assert loader.default_nsplit(48, 16, 8, 132) == 3
+    assert loader.default_nsplit(1, 16, 8, 132) == 66  # two 64-row tiles: one wave of 132 CTAs
+    assert loader.default_nsplit(1, 16, 8, 132, block_m=32) == 66  # four 32-row tiles: two waves
+    assert loader.default_nsplit(48, 16, 8, 132) == 2
     assert 1 <= loader.default_nsplit(1000, 64, 128, 188) <= loader.MAX_NSPLIT
