@@ -10,9 +10,11 @@ max(bytes / copy bandwidth, FLOPs / GEMM rate).
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Callable
 
 import torch
@@ -250,7 +252,10 @@ def preset(name: str) -> list[tuple[Shape, list[str]]]:
     raise ValueError(f"unknown bench preset {name!r}: expected quick or issue")
 
 
-def run_preset(name: str, impls: list[str] | None = None, progress: bool = True) -> dict:
+def run_preset(name: str, impls: list[str] | None = None, progress: bool = True,
+               checkpoint: Path | None = None) -> dict:
+    """Time preset ``name`` (ceilings first). ``checkpoint``: rewrite this JSON file after every shape, so that an
+    interrupted run keeps what it measured."""
     ceilings = measure_ceilings()
     rows, have = [], sglang_available()
     items = preset(name)
@@ -258,7 +263,10 @@ def run_preset(name: str, impls: list[str] | None = None, progress: bool = True)
         from tqdm.auto import tqdm
 
         items = tqdm(items, desc=f"bench {name}", unit="shape")
+    result = {"preset": name, "ceilings": asdict(ceilings), "sglang": have, "rows": rows}
     for shape, shape_impls in items:
         chosen = [i for i in shape_impls if impls is None or i in impls]
         rows += run_grid([shape], chosen, ceilings, progress=False)["rows"]
-    return {"preset": name, "ceilings": asdict(ceilings), "sglang": have, "rows": rows}
+        if checkpoint is not None:
+            Path(checkpoint).write_text(json.dumps(result, indent=1))
+    return result

@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 PKGS=(papermill nbclient nbformat ipykernel ipython jupyter_client jupyter_core traitlets pyzmq tornado comm
       debugpy matplotlib-inline nest-asyncio2 jedi parso pexpect ptyprocess prompt_toolkit wcwidth stack_data
       asttokens executing pure_eval ipython_pygments_lexers fastjsonschema jsonschema jsonschema-specifications
-      referencing rpds-py platformdirs entrypoints tenacity pyelftools tzdata
+      referencing rpds-py platformdirs entrypoints tenacity pyelftools tzdata ipywidgets widgetsnbextension
+      jupyterlab_widgets
       sglang==0.5.23 orjson pybase64 starlette msgspec pydantic pydantic_core annotated_types typing_inspection)
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_34_x86_64 --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
