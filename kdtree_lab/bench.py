@@ -1,7 +1,10 @@
 """Benchmarks: our CUDA kernel, the Triton twin and SGLang's own Triton kernels on identical verify buffers.
 
 Timing is a median over CUDA-event samples after warm-up; inputs rotate over several pool copies so that a call
-does not find its latent KV in L2 (as in a model, where each layer has its own KV); the reduce is included.
+does not find its latent KV in L2 (as in a model, where each layer has its own KV); the reduce is included. By
+default each sample is the replay of a CUDA graph that captured one call (how SGLang runs verify, and the GPU time
+alone); ``method="eager"`` times eager calls instead, which adds the host's launch overhead (for our CUDA kernel
+~0.1 ms of Python dispatch and metadata checks, visible on small shapes).
 Ceilings (device-to-device copy bandwidth, bf16 GEMM rate) are measured in the same run.
 
 Floors per shape: bytes = B*L*576*2 (the latent KV read once), FLOPs = 2*(576+512)*B*N*H*(L+N); the floor is
@@ -56,6 +59,7 @@ class Timing:
     ms: float
     ms_samples: int
     nsplit: int | None = None
+    method: str = "eager"  # how it was timed: "graph" (replays of a captured call) or "eager"
 
     def row(self, ceilings: Ceilings) -> dict:
         s = self.shape
@@ -67,7 +71,7 @@ class Timing:
                 "ms": round(self.ms, 4), "GB/s": round(s.kv_bytes / t / 1e9, 1),
                 "TFLOP/s": round(s.flops / t / 1e12, 2), "floor_ms": round(floor * 1e3, 4),
                 "bound": "memory" if t_mem >= t_cmp else "compute", "of_roofline": round(floor / t, 3),
-                "nsplit": self.nsplit}
+                "nsplit": self.nsplit, "timing": self.method}
 
 
 def median_ms(fn: Callable[[int], None], copies: int, warmup: int = 3, iters: int = 20) -> tuple[float, int]:
@@ -84,6 +88,38 @@ def median_ms(fn: Callable[[int], None], copies: int, warmup: int = 3, iters: in
         end.synchronize()
         samples.append(start.elapsed_time(end))
     return statistics.median(samples), len(samples)
+
+
+def graph_median_ms(fn: Callable[[int], None], copies: int, warmup: int = 3,
+                    iters: int = 20) -> tuple[float, int]:
+    """Median CUDA-event time (ms) of replaying a CUDA graph that holds one ``fn(i)`` (one graph per input copy):
+    the GPU time of a call as SGLang runs verify, without the host's launch overhead."""
+    for i in range(max(warmup, copies)):  # JIT compilation, kernel attributes, allocator warm-up
+        fn(i % copies)
+    torch.cuda.synchronize()
+    graphs = []
+    for i in range(copies):
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            fn(i)
+        graphs.append(g)
+    torch.cuda.synchronize()
+    return median_ms(lambda i: graphs[i].replay(), copies, warmup=1, iters=iters)
+
+
+def timed(fn: Callable[[int], None], copies: int, method: str = "graph", warmup: int = 3,
+          iters: int = 20) -> tuple[float, int, str]:
+    """(median ms, samples, method used). ``method`` "graph" falls back to eager timing, and says so, when a
+    call cannot be captured."""
+    if method not in ("graph", "eager"):
+        raise ValueError(f"timing method: expected graph or eager, got {method!r}")
+    if method == "graph":
+        try:
+            return (*graph_median_ms(fn, copies, warmup, iters), "graph")
+        except Exception as exc:  # noqa: BLE001 - any capture failure: time eagerly and record why
+            torch.cuda.synchronize()
+            return (*median_ms(fn, copies, warmup, iters), f"eager (capture failed: {type(exc).__name__})")
+    return (*median_ms(fn, copies, warmup, iters), "eager")
 
 
 def measure_ceilings(copy_bytes: int = 2 << 30, gemm_n: int = 8192) -> Ceilings:
@@ -119,7 +155,7 @@ def sglang_available() -> str | None:
         return None
 
 
-def time_ours(impl: str, shape: Shape, nsplit: int | None = None) -> Timing:
+def time_ours(impl: str, shape: Shape, nsplit: int | None = None, method: str = "graph") -> Timing:
     """Median time of our CUDA kernel (``cuda`` or ``cuda_narrow``, see loader.CUDA_IMPLS) or the Triton twin
     (split + reduce) on ``shape``."""
     from . import loader, triton_verify
@@ -131,17 +167,17 @@ def time_ours(impl: str, shape: Shape, nsplit: int | None = None) -> Timing:
         with loader.impl_config(impl) as cfg:
             ns = nsplit or loader.default_nsplit(shape.batch, shape.draft, shape.heads, sms, cfg["block_m"])
             ws = loader.alloc_workspace(shape.batch, shape.draft, shape.heads, ns)
-            ms, n = median_ms(lambda i: loader.verify(batches[i], ws, ns), copies)
+            ms, n, how = timed(lambda i: loader.verify(batches[i], ws, ns), copies, method)
     elif impl == "triton":
         ns = nsplit or loader.default_nsplit(shape.batch, shape.draft, shape.heads, sms, 32)
         ws = triton_verify.alloc_workspace(shape.batch, shape.draft, shape.heads, ns, "cuda")
-        ms, n = median_ms(lambda i: triton_verify.verify(batches[i], ws, ns), copies)
+        ms, n, how = timed(lambda i: triton_verify.verify(batches[i], ws, ns), copies, method)
     else:
         raise ValueError(f"impl: expected cuda, cuda_narrow or triton, got {impl!r}")
-    return Timing(impl, shape, ms, n, ns)
+    return Timing(impl, shape, ms, n, ns, how)
 
 
-def time_sglang_extend(shape: Shape, iters: int = 5) -> Timing:
+def time_sglang_extend(shape: Shape, iters: int = 5, method: str = "graph") -> Timing:
     """SGLang 0.5.23's ``extend_attention_fwd`` as TritonAttnBackend calls it for MLA target verify."""
     from sglang.kernels.ops.attention.extend_attention import extend_attention_fwd
 
@@ -154,11 +190,11 @@ def time_sglang_extend(shape: Shape, iters: int = 5) -> Timing:
                              b.kv_indices, b.custom_mask, True, b.mask_indptr, b.max_extend_len, 1.0, 1.0,
                              sm_scale=b.sm_scale)
 
-    ms, n = median_ms(run, copies, warmup=1, iters=iters)
-    return Timing("sglang_extend", shape, ms, n)
+    ms, n, how = timed(run, copies, method, warmup=1, iters=iters)
+    return Timing("sglang_extend", shape, ms, n, method=how)
 
 
-def time_sglang_decode(shape: Shape, max_kv_splits: int = 256) -> Timing:
+def time_sglang_decode(shape: Shape, max_kv_splits: int = 256, method: str = "graph") -> Timing:
     """SGLang's split-K ``decode_attention_fwd`` (grouped MLA) for one token per request: the reference point a
     tree verify should match. Split counts come from SGLang's own ``get_num_kv_splits_triton``."""
     import triton
@@ -182,13 +218,14 @@ def time_sglang_decode(shape: Shape, max_kv_splits: int = 256) -> Timing:
         decode_attention_fwd(b.q, b.k_buffer, b.v_buffer, b.o, b.kv_indptr, b.kv_indices, logits, lse, splits,
                              max_kv_splits, b.sm_scale, 1.0, 1.0, has_mla=True, use_pdl=True)
 
-    ms, n = median_ms(run, copies)
-    return Timing("sglang_decode_1tok", shape, ms, n)
+    ms, n, how = timed(run, copies, method)
+    return Timing("sglang_decode_1tok", shape, ms, n, method=how)
 
 
 def run_grid(shapes: list[Shape], impls: list[str], ceilings: Ceilings | None = None,
-             progress: bool = True) -> dict:
-    """Time every impl on every shape; returns ceilings and one row per (impl, shape) with floors and speedups."""
+             progress: bool = True, method: str = "graph") -> dict:
+    """Time every impl on every shape (``method``: graph replays, the default, or eager calls); returns ceilings
+    and one row per (impl, shape) with floors and speedups."""
     ceilings = ceilings or measure_ceilings()
     rows = []
     it = shapes
@@ -203,11 +240,11 @@ def run_grid(shapes: list[Shape], impls: list[str], ceilings: Ceilings | None = 
             if impl.startswith("sglang") and not have_sglang:
                 continue
             if impl in OURS:
-                timings[impl] = time_ours(impl, shape)
+                timings[impl] = time_ours(impl, shape, method=method)
             elif impl == "sglang_extend":
-                timings[impl] = time_sglang_extend(shape)
+                timings[impl] = time_sglang_extend(shape, method=method)
             elif impl == "sglang_decode":
-                timings[impl] = time_sglang_decode(shape)
+                timings[impl] = time_sglang_decode(shape, method=method)
             torch.cuda.empty_cache()
         base = timings.get("sglang_extend")
         dec = timings.get("sglang_decode")
@@ -218,7 +255,7 @@ def run_grid(shapes: list[Shape], impls: list[str], ceilings: Ceilings | None = 
             if dec and impl in OURS:
                 row["vs_sglang_decode_1tok"] = round(dec.ms / t.ms, 3)
             rows.append(row)
-    return {"ceilings": asdict(ceilings), "sglang": have_sglang, "rows": rows}
+    return {"ceilings": asdict(ceilings), "sglang": have_sglang, "timing": method, "rows": rows}
 
 
 ALL_IMPLS = [*OURS, "sglang_extend", "sglang_decode"]
@@ -253,20 +290,24 @@ def preset(name: str) -> list[tuple[Shape, list[str]]]:
 
 
 def run_preset(name: str, impls: list[str] | None = None, progress: bool = True,
-               checkpoint: Path | None = None) -> dict:
+               checkpoint: Path | None = None, method: str = "graph", resume: dict | None = None) -> dict:
     """Time preset ``name`` (ceilings first). ``checkpoint``: rewrite this JSON file after every shape, so that an
-    interrupted run keeps what it measured."""
+    interrupted run keeps what it measured. ``resume``: an earlier (partial) result of this preset; its rows are
+    kept and its shapes skipped."""
     ceilings = measure_ceilings()
-    rows, have = [], sglang_available()
-    items = preset(name)
+    done = {(r["B"], r["L"], r["N"], r["H"]) for r in resume["rows"]} if resume else set()
+    rows, have = list(resume["rows"]) if resume else [], sglang_available()
+    items = [(s, i) for s, i in preset(name) if (s.batch, s.prefix, s.draft, s.heads) not in done]
     if progress:
         from tqdm.auto import tqdm
 
         items = tqdm(items, desc=f"bench {name}", unit="shape")
-    result = {"preset": name, "ceilings": asdict(ceilings), "sglang": have, "rows": rows}
+    result = {"preset": name, "ceilings": asdict(ceilings), "sglang": have, "timing": method, "rows": rows}
+    if resume:
+        result["resumed_from"] = {"rows": len(resume["rows"]), "ceilings": resume.get("ceilings")}
     for shape, shape_impls in items:
         chosen = [i for i in shape_impls if impls is None or i in impls]
-        rows += run_grid([shape], chosen, ceilings, progress=False)["rows"]
+        rows += run_grid([shape], chosen, ceilings, progress=False, method=method)["rows"]
         if checkpoint is not None:
             Path(checkpoint).write_text(json.dumps(result, indent=1))
     return result

@@ -97,7 +97,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from .record import jsonable
 
     impls = args.impl.split(",") if args.impl else None
-    result = run_preset(args.preset, impls, progress=not args.json)
+    out = Path(args.out) if args.out else None
+    resume = json.loads(Path(args.resume).read_text()) if args.resume else None
+    result = run_preset(args.preset, impls, progress=not args.json, method=args.timing,
+                        checkpoint=out.with_suffix(".partial.json") if out else None, resume=resume)
     result["provenance"] = provenance()
     if args.out:
         Path(args.out).write_text(json.dumps(jsonable(result), indent=2) + "\n")
@@ -229,7 +232,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
 
     p = sub.add_parser("bench", help="time the CUDA kernel, the Triton twin and SGLang's kernels (GPU only)")
     p.add_argument("--preset", choices=["quick", "issue"], default="quick", help="shape grid")
-    p.add_argument("--impl", help="comma-separated subset of cuda,triton,sglang_extend,sglang_decode")
-    p.add_argument("--out", help="write the JSON result (with provenance) to this file")
+    p.add_argument("--impl", help="comma-separated subset of cuda,cuda_narrow,triton,sglang_extend,sglang_decode")
+    p.add_argument("--timing", choices=["graph", "eager"], default="graph",
+                   help="graph: replays of a captured call (GPU time, as SGLang runs verify); eager: CUDA events "
+                        "around each call, host launch overhead included")
+    p.add_argument("--out", help="write the JSON result (with provenance) to this file; FILE.partial.json is "
+                                 "rewritten after every shape")
+    p.add_argument("--resume", metavar="PARTIAL_JSON",
+                   help="keep the rows of an interrupted run of the same preset and time only the missing shapes")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_bench)

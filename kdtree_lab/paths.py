@@ -13,3 +13,8 @@ RUNS = ROOT / "runs"
 PROFILES = DATA / "profiles"
 CONTRACTS = DATA / "contracts"
 RESULTS = DATA / "results"
+
+# The H200 results of record (data/results/h200/README.md indexes every folder and the command behind it).
+H200_V3 = RESULTS / "h200" / "2026-11-29-v3-kernel"
+H200_BENCH = H200_V3 / "bench-issue.json"  # the issue grid, eager CUDA-event timing
+H200_GRAPHS = H200_V3 / "notebook-05" / "05_cuda_graphs.json"  # workspace and graph-pool bytes, replay parity

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import platform
 import shlex
 import subprocess
@@ -20,6 +21,30 @@ def _git_commit() -> str | None:
         return commit if len(commit) == 40 else None
     except (OSError, subprocess.SubprocessError):
         return None
+
+
+def _git_dirty() -> bool | None:
+    """Whether tracked files differ from HEAD (a copied work tree with a stale .git shows up here too)."""
+    from .paths import ROOT
+
+    try:
+        out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                             capture_output=True, text=True, timeout=10)
+        return bool(out.stdout.strip()) if out.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def source_digest() -> str:
+    """sha256 of the CUDA kernel source and every kdtree_lab module: identifies the code that ran even where the
+    repository's git metadata is missing or stale."""
+    from .paths import KERNELS, ROOT
+
+    h = hashlib.sha256()
+    for path in sorted([*KERNELS.glob("*.cu"), *KERNELS.glob("*.h"), *(ROOT / "kdtree_lab").glob("*.py")]):
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
 
 
 def _command_line() -> str:
@@ -42,6 +67,8 @@ def provenance(command: str | None = None) -> dict[str, Any]:
         "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "host": platform.node(),
         "git_commit": _git_commit(),
+        "git_dirty": _git_dirty(),
+        "source_sha256": source_digest(),
         "python": env.python,
         "torch": env.torch,
         "triton": env.triton,

@@ -4,14 +4,16 @@
 // of BM rows. Grid = (row_tiles, nsplit + 1, bs): splits 0..nsplit-1 cover the prefix (ranges computed on the
 // device from kv_indptr), split `nsplit` is the N x N draft block read from k_extend / v_extend under the tree
 // mask. Row tiles are the fastest grid dimension so the CTAs sharing one prefix range run together and read the
-// latent KV from DRAM once. Each CTA keeps its Q tile in shared memory and streams BN = 16 key rows per step
-// through a cp.async ring; one 576-wide key row serves QK (576 dims) and PV (its first 512 dims).
+// latent KV from DRAM once. Each CTA keeps its Q tile in shared memory and streams key rows through a cp.async
+// ring; one 576-wide key row serves QK (576 dims) and PV (its first 512 dims).
 //
-// Warps: warp w owns row group g = w / 4 (16 rows) and quarter c = w % 4. For QK it multiplies its 16 rows by
-// the 16 keys over dims [144c, 144c + 144); the four partial S tiles are summed through shared memory. For PV it
-// owns output columns [128c, 128c + 128). All four warps of a row group hold identical softmax state.
-//
-// A second kernel merges the nsplit + 1 partial results of each row with their log-sum-exps and writes bf16 o.
+// Two kernels share that frame (and the prologue helpers below):
+// - verify_split_kernel (v1, "narrow"; BM = 64 or 32, 16 keys per step): fits sm_120's 99 KB. Warp w owns row
+//   group w / 4 (16 rows) and quarter w % 4 of the dims for QK (partial S summed through shared memory) and of
+//   the 512 output columns for PV.
+// - verify_rows32_kernel (v3; BM = 64, 64 keys per step, 231 KB): the Hopper configuration, described at its
+//   definition.
+// A third kernel merges the nsplit + 1 partial results of each row with their log-sum-exps and writes bf16 o.
 #include "kdtree_verify.h"
 
 #include <cuda_bf16.h>

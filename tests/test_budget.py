@@ -8,7 +8,7 @@ import pytest
 
 from kdtree_lab import budget
 from kdtree_lab.budget import BudgetInputError, BudgetInputs, compute
-from kdtree_lab.paths import RESULTS
+from kdtree_lab.paths import H200_GRAPHS
 
 MIB, GIB = budget.MIB, budget.GIB
 
@@ -116,7 +116,7 @@ def test_parse_sglang_log_and_calibrate():
 
 
 def test_calibration_against_committed_h200_graph_results():
-    data = json.loads((RESULTS / "h200" / "2026-11-29-graphs" / "05_cuda_graphs.json").read_text())
+    data = json.loads(H200_GRAPHS.read_text())
     rows = budget.calibration_rows(data)
     assert {r["quantity"] for r in rows} == {"workspace", "graph_pool"}
     assert all(abs(r["ratio"] - 1) <= 0.10 for r in rows), rows

@@ -3,7 +3,7 @@
 import re
 
 from kdtree_lab.paths import ROOT
-from kdtree_lab.readme_tables import render
+from kdtree_lab.readme_tables import BLOCKS, FILES, render
 
 
 def test_readme_has_exactly_two_setup_commands():
@@ -14,6 +14,10 @@ def test_readme_has_exactly_two_setup_commands():
 
 
 def test_readme_tables_are_generated_from_committed_results():
-    text = (ROOT / "README.md").read_text()
-    assert render(text) == text, "run: python -m kdtree_lab.readme_tables"
-    assert "<!-- BEGIN bench -->\n<!-- END bench -->" not in text
+    for path in FILES:  # README.md and docs/performance.md
+        text = path.read_text()
+        assert render(text) == text, f"{path.name} is stale: run python -m kdtree_lab.readme_tables"
+        for name in BLOCKS:
+            assert f"<!-- BEGIN {name} -->\n<!-- END {name} -->" not in text, f"{path.name}: empty {name} block"
+    readme = (ROOT / "README.md").read_text()
+    assert all(f"<!-- BEGIN {name} -->" in readme for name in ("bench", "targets", "versions"))
