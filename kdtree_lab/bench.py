@@ -26,7 +26,8 @@ from .batch import D_QK, D_V, VerifyBatch, build_verify_batch
 
 L2_ROTATE_BYTES = 256 << 20  # rotate inputs until this many KV bytes separate two uses of one copy
 MAX_COPIES = 16
-OURS = ("cuda", "cuda_narrow", "triton")  # our implementations (loader.CUDA_IMPLS and the Triton twin)
+OURS = ("cuda", "cuda_narrow", "triton")  # what the presets time of ours
+TIMEABLE = (*OURS, "cuda_wgmma")  # also the experimental wgmma kernel, when asked for (--impl)
 
 
 @dataclass(frozen=True)
@@ -173,7 +174,7 @@ def time_ours(impl: str, shape: Shape, nsplit: int | None = None, method: str = 
         ws = triton_verify.alloc_workspace(shape.batch, shape.draft, shape.heads, ns, "cuda")
         ms, n, how = timed(lambda i: triton_verify.verify(batches[i], ws, ns), copies, method)
     else:
-        raise ValueError(f"impl: expected cuda, cuda_narrow or triton, got {impl!r}")
+        raise ValueError(f"impl: expected one of {TIMEABLE}, got {impl!r}")
     return Timing(impl, shape, ms, n, ns, how)
 
 
@@ -239,7 +240,7 @@ def run_grid(shapes: list[Shape], impls: list[str], ceilings: Ceilings | None = 
         for impl in impls:
             if impl.startswith("sglang") and not have_sglang:
                 continue
-            if impl in OURS:
+            if impl in TIMEABLE:
                 timings[impl] = time_ours(impl, shape, method=method)
             elif impl == "sglang_extend":
                 timings[impl] = time_sglang_extend(shape, method=method)
@@ -252,7 +253,7 @@ def run_grid(shapes: list[Shape], impls: list[str], ceilings: Ceilings | None = 
             row = t.row(ceilings)
             if base and impl != "sglang_extend":
                 row["speedup_vs_sglang_verify"] = round(base.ms / t.ms, 1)
-            if dec and impl in OURS:
+            if dec and impl in TIMEABLE:
                 row["vs_sglang_decode_1tok"] = round(dec.ms / t.ms, 3)
             rows.append(row)
     return {"ceilings": asdict(ceilings), "sglang": have_sglang, "timing": method, "rows": rows}
@@ -291,7 +292,9 @@ def preset(name: str) -> list[tuple[Shape, list[str]]]:
 
 def run_preset(name: str, impls: list[str] | None = None, progress: bool = True,
                checkpoint: Path | None = None, method: str = "graph", resume: dict | None = None) -> dict:
-    """Time preset ``name`` (ceilings first). ``checkpoint``: rewrite this JSON file after every shape, so that an
+    """Time preset ``name`` (ceilings first). ``impls`` filters the implementations the preset names per shape;
+    a CUDA kernel configuration it names that the preset does not (cuda_narrow, cuda_wgmma) is timed wherever
+    the preset times ``cuda``. ``checkpoint``: rewrite this JSON file after every shape, so that an
     interrupted run keeps what it measured. ``resume``: an earlier (partial) result of this preset; its rows are
     kept and its shapes skipped."""
     ceilings = measure_ceilings()
@@ -307,6 +310,7 @@ def run_preset(name: str, impls: list[str] | None = None, progress: bool = True,
         result["resumed_from"] = {"rows": len(resume["rows"]), "ceilings": resume.get("ceilings")}
     for shape, shape_impls in items:
         chosen = [i for i in shape_impls if impls is None or i in impls]
+        chosen += [i for i in impls or [] if i not in shape_impls and i in TIMEABLE and "cuda" in shape_impls]
         rows += run_grid([shape], chosen, ceilings, progress=False, method=method)["rows"]
         if checkpoint is not None:
             Path(checkpoint).write_text(json.dumps(result, indent=1))

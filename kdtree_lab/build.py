@@ -20,7 +20,7 @@ from pathlib import Path
 from .doctor import find_cuda_tool, find_nvcc
 from .paths import BUILD, KERNELS
 
-SOURCES = ("kdtree_verify.cu", "kdtree_verify.h")
+SOURCES = ("kdtree_verify.cu", "kdtree_verify.h", "kdtree_verify_sm90.cuh")
 LIB_STEM = "libkdtree_verify"
 DEFAULT_ARCHS = ("sm_120a", "sm_90a")
 REQUIRED_SYMBOLS = (
@@ -82,7 +82,7 @@ class KernelResources:
     static_smem: int
     local_bytes: int  # local memory per thread (spills and stack arrays)
     stack: int
-    hmma: int = 0  # HMMA instructions in this kernel's SASS
+    hmma: int = 0  # tensor-core MMA instructions in this kernel's SASS (HMMA: mma.sync; HGMMA: wgmma)
 
 
 @dataclass
@@ -207,7 +207,7 @@ def kernel_resources(library: Path) -> list[KernelResources]:
             if m:
                 current = _short(m.group(1))
                 counts.setdefault(current, 0)
-            elif current and "HMMA" in line:
+            elif current and ("HMMA" in line or "HGMMA" in line):
                 counts[current] += 1
         for r in res:
             if r.arch == arch_name:

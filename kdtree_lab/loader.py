@@ -95,8 +95,9 @@ def force_config(index: int | None) -> None:
 
 
 # Implementation names of the CUDA kernel: "cuda" lets the library choose (rows32 on Hopper-sized shared memory,
-# the narrow kernel on sm_120); "cuda_narrow" forces the configuration sm_120 runs, to time that path on any GPU.
-CUDA_IMPLS = {"cuda": None, "cuda_narrow": "verify_split_kernel<32,2>"}
+# the narrow kernel on sm_120); "cuda_narrow" forces the configuration sm_120 runs, to time that path on any GPU;
+# "cuda_wgmma" forces the experimental sm_90a wgmma kernel (v4; compute capability 9.x only, not yet proven).
+CUDA_IMPLS = {"cuda": None, "cuda_narrow": "verify_split_kernel<32,2>", "cuda_wgmma": "verify_wgmma_kernel<64,2>"}
 
 
 @contextmanager

@@ -19,7 +19,7 @@ import torch
 from .batch import VerifyBatch, build_verify_batch
 from .oracle import compare, reference
 
-Impl = Literal["cuda", "cuda_narrow", "triton"]
+Impl = Literal["cuda", "cuda_narrow", "cuda_wgmma", "triton"]
 REL_L2_TOL = 1e-2
 MAX_ABS_ULPS = 2.0 ** -6
 
@@ -151,8 +151,9 @@ def random_cases(count: int, rng: np.random.Generator, max_prefix: int = 4096, m
 
 def runner_for(impl: Impl) -> Callable[[VerifyBatch, int], tuple[torch.Tensor, int]]:
     """A function (batch, nsplit) -> (output, device status flags) for the chosen implementation."""
-    if impl in ("cuda", "cuda_narrow"):
-        from . import loader
+    from . import loader
+
+    if impl in loader.CUDA_IMPLS:
 
         def run_cuda(batch: VerifyBatch, nsplit: int):
             ws = loader.alloc_workspace(batch.bs, batch.max_extend_len, batch.num_heads, nsplit, batch.q.device)
@@ -171,7 +172,7 @@ def runner_for(impl: Impl) -> Callable[[VerifyBatch, int], tuple[torch.Tensor, i
             return out, int(ws[:4].view(torch.int32).item())
 
         return run_triton
-    raise ValueError(f"impl: expected 'cuda', 'cuda_narrow' or 'triton', got {impl!r}")
+    raise ValueError(f"impl: expected 'cuda', 'cuda_narrow', 'cuda_wgmma' or 'triton', got {impl!r}")
 
 
 def run_case(impl: Impl, case: Case, device: str | torch.device) -> CaseResult:

@@ -573,8 +573,8 @@ __global__ void __launch_bounds__(Cfg3<STAGES>::THREADS, 1) verify_rows32_kernel
     // (whole L2 lines, whole 128-byte shared-memory rows): this thread loads chunks lch + 8k (k < 9) of rows
     // lrow and lrow + 4. With the swizzle, chunk 8k + lch of row r sits at 8k + (lch ^ (r & 7)).
     const int lch = lane & 7, lrow = warp * 8 + (lane >> 3);
-    const uint32_t dst[2] = {lrow * D_QK * 2 + ((lch ^ (lrow & 7)) << 4),
-                             (lrow + 4) * D_QK * 2 + ((lch ^ ((lrow + 4) & 7)) << 4)};
+    const uint32_t dst[2] = {(uint32_t)(lrow * D_QK * 2 + ((lch ^ (lrow & 7)) << 4)),
+                             (uint32_t)((lrow + 4) * D_QK * 2 + ((lch ^ ((lrow + 4) & 7)) << 4))};
     // Raw kv_indices entries of this thread's two rows of tile t (0 past the split): loaded a step before use
     // and checked only then, so no compare waits on the load.
     auto fetch = [&](int t, int i) -> int64_t {
@@ -655,6 +655,12 @@ __global__ void __launch_bounds__(Cfg3<STAGES>::THREADS, 1) verify_rows32_kernel
     }
 }
 
+}  // namespace
+
+#include "kdtree_verify_sm90.cuh"  // v4: the experimental sm_90a wgmma kernel
+
+namespace {
+
 // Merge the nsplit + 1 partials of row r = i*H + h of request b and write bf16 o. One CTA of 4 warps per
 // (row, 128-column quarter): every warp finds the largest LSE and the weight sum over all splits (lanes stride
 // the splits), warp w accumulates splits w, w + 4, ... for its lane's 4 columns, and the four sums meet in
@@ -716,15 +722,25 @@ constexpr ConfigEntry make_entry() {
 }
 
 template <int STAGES>
+constexpr ConfigEntry make_wgmma_entry() {
+  return ConfigEntry{{Cfg4<STAGES>::BM, STAGES, Cfg4<STAGES>::THREADS, Cfg4<STAGES>::SMEM, BN4},
+                     "verify_wgmma_kernel<64,2>", &verify_wgmma_kernel<Cfg4<STAGES>::BM, STAGES>};
+}
+
+template <int STAGES>
 constexpr ConfigEntry make_rows32_entry() {
   return ConfigEntry{{Cfg3<STAGES>::BM, STAGES, Cfg3<STAGES>::THREADS, Cfg3<STAGES>::SMEM, BN3},
                      "verify_rows32_kernel<64,2>", &verify_rows32_kernel<Cfg3<STAGES>::BM, STAGES>};
 }
 
-// Automatic selection takes the first entry that fits the device's opt-in shared memory per block: v3 (rows32)
-// on Hopper-sized shared memory (227 KB), the narrow kernel on sm_120's 99 KB. kdtree_verify_force_config picks
-// any of them (benchmarks time the sm_120 configuration on a Hopper GPU that way).
-const ConfigEntry kConfigs[] = {make_rows32_entry<2>(), make_entry<64, 3>(), make_entry<32, 2>()};
+// Automatic selection takes the first of the first kNumAutoConfigs entries that fits the device's opt-in shared
+// memory per block: v3 (rows32) on Hopper-sized shared memory (227 KB), the narrow kernel on sm_120's 99 KB.
+// kdtree_verify_force_config picks any entry (benchmarks time the sm_120 configuration on a Hopper GPU that way);
+// the wgmma kernel (v4, sm_90a only) is reachable only so, until it has been proven on a GPU.
+const ConfigEntry kConfigs[] = {make_rows32_entry<2>(), make_entry<64, 3>(), make_entry<32, 2>(),
+                                make_wgmma_entry<2>()};
+constexpr int kNumAutoConfigs = 3;
+constexpr int kWgmmaConfig = 3;  // needs compute capability 9.x (sm_90a)
 constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
 
 constexpr int kMaxDevices = 64;
@@ -758,7 +774,7 @@ const char* kdtree_verify_config_name(int index) {
 }
 
 int kdtree_verify_select_config(int smem_optin_bytes) {
-  for (int i = 0; i < kNumConfigs; ++i)
+  for (int i = 0; i < kNumAutoConfigs; ++i)
     if (kConfigs[i].cfg.dynamic_smem <= smem_optin_bytes) return i;
   return -1;
 }
@@ -820,6 +836,11 @@ int kdtree_verify_attn_flash_paged_cg(
     g_config_of_device[dev] = auto_idx + 1;
   }
   const int idx = g_forced_config >= 0 ? g_forced_config : g_config_of_device[dev] - 1;
+  if (idx == kWgmmaConfig) {  // wgmma exists on sm_90a only; elsewhere the kernel body is a trap
+    int major = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess || major != 9)
+      return KDT_ERR_DEVICE;
+  }
   if (!(g_attr_set[dev] & (1u << idx))) {
     if (cudaFuncSetAttribute(reinterpret_cast<const void*>(kConfigs[idx].kernel),
                              cudaFuncAttributeMaxDynamicSharedMemorySize, kConfigs[idx].cfg.dynamic_smem) !=

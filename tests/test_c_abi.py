@@ -64,7 +64,10 @@ def test_force_config_range(lib):
     assert lib.lib.kdtree_verify_force_config(n) == 2 and lib.lib.kdtree_verify_force_config(-2) == 2
     assert lib.lib.kdtree_verify_force_config(n - 1) == 0 and lib.lib.kdtree_verify_force_config(-1) == 0
     kernels = [c["kernel"] for c in lib.configs()]
-    assert kernels == ["verify_rows32_kernel<64,2>", "verify_split_kernel<64,3>", "verify_split_kernel<32,2>"]
+    assert kernels == ["verify_rows32_kernel<64,2>", "verify_split_kernel<64,3>", "verify_split_kernel<32,2>",
+                       "verify_wgmma_kernel<64,2>"]
+    # the experimental wgmma kernel is never chosen automatically, whatever the shared memory
+    assert lib.lib.kdtree_verify_select_config(10 << 20) == 0
 
 
 def test_loader_refuses_library_without_the_gpu_arch(lib):

@@ -1,0 +1,302 @@
+// kdtree-lab verify, v4 (experimental, not selected automatically): the sm_90a path with warpgroup MMA (wgmma).
+// Included by kdtree_verify.cu after its shared helpers. The wgmma code is compiled for sm_90a only; on every other
+// arch the kernel body is a trap, and the launcher refuses to run it on a GPU that is not compute capability 9.x.
+//
+// CTA: 64 rows, two warpgroups (256 threads), 64 keys per step, two KV stages (231 KB of shared memory). Every
+// tile is stored as wgmma's 128-byte-swizzle atoms: for a 64-row tile of 576 dims, atom a (dims 64a..64a+63) is 64
+// rows of 128 bytes (8 KB, 1024-byte aligned), and 16-byte chunk x of row r sits at chunk x ^ (r & 7), the XOR of
+// address bits 4-6 with bits 7-9 that the hardware applies.
+// QK: warpgroup g computes S[64 rows x keys 32g..32g+31] = Q K^T with 36 wgmma m64n32k16 (Q and K K-major).
+// Softmax: the two halves' row maxima meet in shared memory, so both warpgroups keep the same reference maximum per
+// row (the lazy rescale of v3); P (bf16) of both halves goes to one 64 x 64 swizzled tile.
+// PV: warpgroup g computes O[64 rows x columns 256g..256g+255] += P V with 4 wgmma m64n256k16: P K-major, V read
+// from the first 512 dims of the same KV tile as an N-major operand (64-column atoms 8 KB apart, 8-key groups 1 KB
+// apart). 128 fp32 accumulators per thread; the tensor cores read both operands from shared memory, so the
+// ldmatrix traffic that bounds v3 disappears.
+#pragma once
+
+namespace {
+
+constexpr int BN4 = 64;
+constexpr int ATOM4 = 64 * 128;  // bytes of one 64-row x 64-dim swizzle atom
+
+template <int STAGES>
+struct Cfg4 {
+  static constexpr int BM = 64, THREADS = 256;
+  static constexpr int TILE_BYTES = (D_QK / 64) * ATOM4;  // 72 KB: a 64-row tile of 576 dims
+  static constexpr int Q_BYTES = TILE_BYTES;
+  static constexpr int K_BYTES = STAGES * TILE_BYTES;
+  static constexpr int P_BYTES = ATOM4;  // 64 rows x 64 keys bf16
+  static constexpr int R_BYTES = 2 * 64 * 4;
+  static constexpr int SMEM = Q_BYTES + K_BYTES + P_BYTES + R_BYTES + 1024;  // + slack to align atoms to 1 KB
+};
+
+// Byte offset of 16-byte chunk `chunk` (0..71) of row `row` (0..63) in a swizzled 64-row tile.
+__device__ __forceinline__ uint32_t atom_off(int row, int chunk) {
+  return (chunk >> 3) * ATOM4 + row * 128 + (((chunk & 7) ^ (row & 7)) << 4);
+}
+
+// wgmma shared-memory descriptor, 128-byte swizzle: start address, leading and stride byte offsets (PTX ISA,
+// "Matrix Descriptor Format"); the base offset stays 0 because every atom starts on a 1024-byte boundary.
+__device__ __forceinline__ uint64_t desc_sw128(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+  return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)((lbo & 0x3FFFF) >> 4) << 16) |
+         ((uint64_t)((sbo & 0x3FFFF) >> 4) << 32) | (1ull << 62);
+}
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// Make shared-memory writes of the generic proxy (st.shared, cp.async) visible to wgmma's async proxy.
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// Keep the compiler from moving accesses of accumulator registers across wgmma issue and wait.
+template <int N>
+__device__ __forceinline__ void fence_regs(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+
+// S[64 x 32] = (accumulate ? S : 0) + A[64 x 16] B[16 x 32]; A and B K-major in shared memory (descriptors).
+__device__ __forceinline__ void wgmma_qk(float (&d)[16], uint64_t da, uint64_t db, int accumulate) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+      "}, %16, %17, p, 1, 1, 0, 0;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "l"(da), "l"(db), "r"(accumulate));
+}
+
+// O[64 x 256] += A[64 x 16] B[16 x 256]; A K-major, B N-major (transposed) in shared memory.
+__device__ __forceinline__ void wgmma_pv(float (&d)[128], uint64_t da, uint64_t db) {
+  asm volatile(
+      "{\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+      "}, %128, %129, 1, 1, 1, 0, 1;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(da), "l"(db));
+}
+
+#endif  // sm_90a
+
+// visible(col, row): may tile row `row` (0..63) see key column `col` (0..63) of this step?
+template <typename Visible>
+__device__ __forceinline__ void step4(uint32_t qt, uint32_t kt, uint32_t vt, uint32_t pt, __nv_bfloat16* ps,
+                                      float* red, float scale, float (&o)[32][4], float (&m)[2], float (&l)[2],
+                                      bool full, Visible visible) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = warp >> 2, wq = warp & 3;
+  const int r0 = wq * 16 + (lane >> 2), c0 = (lane & 3) * 2;  // rows r0 and r0 + 8; columns c0, c0 + 1 of each n8
+  float s[16];
+  fence_regs(s);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < D_QK / 16; ++kk) {
+    const uint32_t koff = (kk >> 2) * ATOM4 + (kk & 3) * 32;
+    wgmma_qk(s, desc_sw128(qt + koff, 16, 1024), desc_sw128(kt + koff + g * 32 * 128, 16, 1024), kk > 0);
+  }
+  wgmma_commit();
+  wgmma_wait_all();
+  fence_regs(s);
+  float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int col = g * 32 + j * 8 + c0 + (e & 1), row = r0 + (e >> 1) * 8;
+      s[4 * j + e] = (full || visible(col, row)) ? s[4 * j + e] * scale : -INFINITY;
+      mx[e >> 1] = fmaxf(mx[e >> 1], s[4 * j + e]);
+    }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+    if ((lane & 3) == 0) red[g * 64 + r0 + h * 8] = mx[h];
+  }
+  __syncthreads();
+  float alpha[2];
+  bool bump_any = false;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float both = fmaxf(mx[h], red[(1 - g) * 64 + r0 + h * 8]);
+    const bool bump = both > m[h] + RESCALE_SLACK;  // the same decision in both warpgroups
+    alpha[h] = bump ? exp2f(m[h] - both) : 1.f;
+    bump_any |= bump;
+    if (bump) m[h] = both;
+  }
+  float sum[2] = {0.f, 0.f};
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float base = m[h] == -INFINITY ? 0.f : m[h];
+      const float p0 = exp2f(s[4 * j + 2 * h] - base), p1 = exp2f(s[4 * j + 2 * h + 1] - base);
+      sum[h] += p0 + p1;
+      const int row = r0 + h * 8, col = g * 32 + j * 8 + c0;
+      *reinterpret_cast<uint32_t*>(reinterpret_cast<unsigned char*>(ps) + row * 128 +
+                                   ((((col >> 3) ^ (row & 7))) << 4) + (col & 7) * 2) = pack_bf16(p0, p1);
+    }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) l[h] = l[h] * alpha[h] + sum[h];
+  if (__any_sync(0xffffffffu, bump_any)) {
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+      o[j][0] *= alpha[0];
+      o[j][1] *= alpha[0];
+      o[j][2] *= alpha[1];
+      o[j][3] *= alpha[1];
+    }
+  }
+  fence_proxy_async();
+  __syncthreads();  // both halves of P written; red read by both warpgroups
+  float(&acc)[128] = reinterpret_cast<float(&)[128]>(o);
+  fence_regs(acc);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < BN4 / 16; ++kk)
+    wgmma_pv(acc, desc_sw128(pt + kk * 32, 16, 1024), desc_sw128(vt + 4 * g * ATOM4 + kk * 16 * 128, ATOM4, 1024));
+  wgmma_commit();
+  wgmma_wait_all();
+  fence_regs(acc);
+#else
+  __trap();
+#endif
+}
+
+template <int BM, int STAGES>
+__global__ void __launch_bounds__(Cfg4<STAGES>::THREADS, 1) verify_wgmma_kernel(Params p) {
+  using C = Cfg4<STAGES>;
+  static_assert(BM == C::BM && STAGES >= 2, "wgmma tiles are 64 rows; the draft block needs two ring slots");
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  unsigned char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);  // atoms on 1 KB boundaries
+  unsigned char* qs = smem;
+  unsigned char* kring = smem + C::Q_BYTES;
+  __nv_bfloat16* ps = reinterpret_cast<__nv_bfloat16*>(smem + C::Q_BYTES + C::K_BYTES);
+  float* red = reinterpret_cast<float*>(smem + C::Q_BYTES + C::K_BYTES + C::P_BYTES);
+
+  Work w;
+  if (!setup_work<C::BM, C::THREADS>(p, BN4, w)) return;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = warp >> 2, wq = warp & 3;
+  auto tiled = [](unsigned char* base) {
+    return [base](int r, int ch) { return reinterpret_cast<__nv_bfloat16*>(base + atom_off(r, ch)); };
+  };
+  load_q_tile<C::BM, C::THREADS>(p, w, tiled(qs));
+  const uint32_t qt = smem_u32(qs), ring = smem_u32(kring), pt = smem_u32(ps);
+  float o[32][4];
+#pragma unroll
+  for (int j = 0; j < 32; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+
+  if (!w.draft) {
+    const int ntiles = (w.kend - w.kbeg + BN4 - 1) / BN4;
+    // As in v3: 8 lanes per tile row, 128 contiguous bytes per lane group and instruction; this thread loads
+    // chunks lch + 8k of rows lrow and lrow + 4, which land in atom k of the tile.
+    const int lch = lane & 7, lrow = warp * 8 + (lane >> 3);
+    const uint32_t dst[2] = {atom_off(lrow, lch), atom_off(lrow + 4, lch)};
+    auto fetch = [&](int t, int i) -> int64_t {
+      const int key = w.kbeg + t * BN4 + lrow + 4 * i;
+      return key < w.kend ? p.kv_indices[w.kv0 + key] : 0;
+    };
+    auto load_tile = [&](int t, const int64_t (&raw)[2]) {
+      const uint32_t d = ring + (t % STAGES) * C::TILE_BYTES;
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const bool ok = w.kbeg + t * BN4 + lrow + 4 * i < w.kend;
+        const int64_t slot = ok ? checked_slot(p, raw[i], lch == 0) : 0;
+        const char* src = reinterpret_cast<const char*>(p.kb + slot * p.kb_s) + lch * 16;
+#pragma unroll
+        for (int k = 0; k < CHUNKS / 8; ++k) cp_async_16s(d + dst[i] + k * ATOM4, src + k * 128, ok ? 16 : 0);
+      }
+    };
+#pragma unroll
+    for (int t = 0; t < STAGES - 1; ++t) {
+      if (t < ntiles) {
+        const int64_t raw[2] = {fetch(t, 0), fetch(t, 1)};
+        load_tile(t, raw);
+      }
+      cp_async_commit();  // group t (Q rides in group 0)
+    }
+    int64_t pending[2] = {fetch(STAGES - 1, 0), fetch(STAGES - 1, 1)};
+    for (int t = 0; t < ntiles; ++t) {
+      cp_async_wait<STAGES - 2>();
+      fence_proxy_async();
+      __syncthreads();
+      if (t + STAGES - 1 < ntiles) load_tile(t + STAGES - 1, pending);
+      cp_async_commit();
+      pending[0] = fetch(t + STAGES, 0);
+      pending[1] = fetch(t + STAGES, 1);
+      const uint32_t kt = ring + (t % STAGES) * C::TILE_BYTES;
+      const int key0 = w.kbeg + t * BN4;
+      step4(qt, kt, kt, pt, ps, red, p.scale_pre, o, m, l, key0 + BN4 <= w.kend,
+            [&](int col, int) { return key0 + col < w.kend; });
+    }
+  } else {
+    unsigned char* ks = kring;
+    unsigned char* vs = kring + C::TILE_BYTES;
+    const DraftMask dm = draft_mask(p, w);
+    for (int key0 = 0; key0 < w.n_b; key0 += BN4) {
+      __syncthreads();
+      load_draft_tile<BN4, C::THREADS>(p, w, key0, tiled(ks), tiled(vs));
+      cp_async_commit();
+      cp_async_wait<0>();
+      fence_proxy_async();
+      __syncthreads();
+      step4(qt, ring, ring + C::TILE_BYTES, pt, ps, red, p.scale_draft, o, m, l, false,
+            [&](int col, int row) { return draft_visible(dm, (w.row0 + row) / p.H, key0 + col); });
+    }
+  }
+  cp_async_wait<0>();
+  // Row sums: each warpgroup holds the sums over its own 32 keys of every step; add the two.
+  __syncthreads();
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float s = l[h];
+    s += __shfl_xor_sync(0xffffffffu, s, 1);
+    s += __shfl_xor_sync(0xffffffffu, s, 2);
+    if ((lane & 3) == 0) red[g * 64 + wq * 16 + (lane >> 2) + h * 8] = s;
+  }
+  __syncthreads();
+  const float vscale = w.draft ? 1.f : p.v_scale;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int rr = wq * 16 + (lane >> 2) + h * 8;
+    const float lsum = red[rr] + red[64 + rr];
+    const int gr = w.row0 + rr;
+    if (gr < p.R)
+      write_partial_row<32>(p, w.part0 + gr, m[h], lsum, vscale, g == 0 && (lane & 3) == 0, g * 256, o, h);
+  }
+#else
+  __trap();
+#endif
+}
+
+}  // namespace

@@ -1,0 +1,34 @@
+"""GPU tests of the experimental sm_90a wgmma kernel (v4, impl ``cuda_wgmma``), kept in their own file: run it
+on its own (``pytest -m gpu tests/test_gpu_wgmma.py``) until the kernel is proven, so that a fault in it cannot
+take the other GPU tests' CUDA context with it. Needs compute capability 9.x; elsewhere the launcher refuses it."""
+
+import numpy as np
+import pytest
+import torch
+
+from kdtree_lab import loader, parity
+from kdtree_lab.batch import build_verify_batch
+from kdtree_lab.oracle import compare, reference
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9,
+                                 reason="the wgmma kernel runs on compute capability 9.x (sm_90a) only")]
+
+
+def test_wgmma_small_case_first():
+    """One small case, checked before the grid: a wrong descriptor shows up here with a readable error."""
+    b = build_verify_batch([300], 16, 8, seed=5, device="cuda")
+    ws = loader.alloc_workspace(1, 16, 8, 4)
+    with loader.impl_config("cuda_wgmma"):
+        out = loader.verify(b, ws, 4)
+    torch.cuda.synchronize()
+    err = compare(out, reference(b))
+    assert parity.within_tolerance(err), err
+
+
+def test_wgmma_edge_grid_and_random():
+    cases = parity.edge_cases(max_prefix=200_000, max_batch=48, heads=(8, 16, 64, 128), big_n=64)
+    cases += parity.random_cases(200, np.random.default_rng(404), max_prefix=200_000, max_batch=8, max_draft=64,
+                                 heads=(8, 16, 64, 128), budget_tokens=100_000_000)
+    report = parity.run_parity("cuda_wgmma", cases, "cuda")
+    assert report.ok, report.summary()
