@@ -373,6 +373,56 @@ __global__ void __launch_bounds__(Cfg<BM, STAGES>::THREADS, 1) verify_split_kern
 // stays conflict-free without the padding that a 231 KB budget has no room for.
 __device__ __forceinline__ int swz(int row, int chunk) { return row * D_QK + ((chunk ^ (row & 7)) << 3); }
 
+// The prefix loop of the 64-key kernels (v3, v4): a STAGES-deep cp.async ring of 64-key tiles of TILE_BYTES each,
+// loaded by 8 warps, each 8 tile rows with 8 lanes per row, so that every lane group moves 128 contiguous bytes
+// per instruction (whole L2 lines, whole 128-byte shared-memory rows). This thread loads 16-byte chunks lch + 8k
+// (k < 9) of rows lrow and lrow + 4 to row_off(row, lch) + k * GROUP_STRIDE. The kv_indices of the tile after
+// next are loaded during the current step and checked only when used, so no compare waits on the load.
+// ASYNC_PROXY: fence the cp.async writes for wgmma's async proxy before the barrier. step(kt, key0) consumes the
+// tile at shared address kt whose first key is key0.
+template <int STAGES, int BNK, int TILE_BYTES, int GROUP_STRIDE, bool ASYNC_PROXY, typename RowOff, typename Step>
+__device__ __forceinline__ void prefix_pipeline(const Params& p, const Work& w, uint32_t ring, RowOff row_off,
+                                                Step step) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int lch = lane & 7, lrow = warp * 8 + (lane >> 3);
+  const int ntiles = (w.kend - w.kbeg + BNK - 1) / BNK;
+  const uint32_t dst[2] = {row_off(lrow, lch), row_off(lrow + 4, lch)};
+  auto fetch = [&](int t, int i) -> int64_t {  // raw kv_indices entry (0 past the split) of row lrow + 4i of tile t
+    const int key = w.kbeg + t * BNK + lrow + 4 * i;
+    return key < w.kend ? p.kv_indices[w.kv0 + key] : 0;
+  };
+  auto load_tile = [&](int t, const int64_t (&raw)[2]) {
+    const uint32_t d = ring + (t % STAGES) * TILE_BYTES;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const bool ok = w.kbeg + t * BNK + lrow + 4 * i < w.kend;
+      const int64_t slot = ok ? checked_slot(p, raw[i], lch == 0) : 0;
+      const char* src = reinterpret_cast<const char*>(p.kb + slot * p.kb_s) + lch * 16;
+#pragma unroll
+      for (int k = 0; k < CHUNKS / 8; ++k) cp_async_16s(d + dst[i] + k * GROUP_STRIDE, src + k * 128, ok ? 16 : 0);
+    }
+  };
+#pragma unroll
+  for (int t = 0; t < STAGES - 1; ++t) {
+    if (t < ntiles) {
+      const int64_t raw[2] = {fetch(t, 0), fetch(t, 1)};
+      load_tile(t, raw);
+    }
+    cp_async_commit();  // group t (Q rides in group 0)
+  }
+  int64_t pending[2] = {fetch(STAGES - 1, 0), fetch(STAGES - 1, 1)};  // the next tile to load
+  for (int t = 0; t < ntiles; ++t) {
+    cp_async_wait<STAGES - 2>();
+    if (ASYNC_PROXY) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncthreads();
+    if (t + STAGES - 1 < ntiles) load_tile(t + STAGES - 1, pending);
+    cp_async_commit();
+    pending[0] = fetch(t + STAGES, 0);  // consumed one step later: the index load overlaps this step
+    pending[1] = fetch(t + STAGES, 1);
+    step(ring + (t % STAGES) * TILE_BYTES, w.kbeg + t * BNK);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // v3, 32-row warp tiles (the sm_90 default): BM = 64 rows, BN = 64 keys per step, 8 warps of up to 255 registers.
 // Warp (q, c) = (warp / 4, warp % 4) owns rows [32q, 32q + 32) of the tile. QK: its rows x keys [16c, 16c + 16)
@@ -568,51 +618,12 @@ __global__ void __launch_bounds__(Cfg3<STAGES>::THREADS, 1) verify_rows32_kernel
   }
 
   if (!w.draft) {
-    const int ntiles = (w.kend - w.kbeg + BN3 - 1) / BN3;
-    // Each warp loads 8 tile rows, 8 lanes per row and 128 contiguous bytes per lane group and instruction
-    // (whole L2 lines, whole 128-byte shared-memory rows): this thread loads chunks lch + 8k (k < 9) of rows
-    // lrow and lrow + 4. With the swizzle, chunk 8k + lch of row r sits at 8k + (lch ^ (r & 7)).
-    const int lch = lane & 7, lrow = warp * 8 + (lane >> 3);
-    const uint32_t dst[2] = {(uint32_t)(lrow * D_QK * 2 + ((lch ^ (lrow & 7)) << 4)),
-                             (uint32_t)((lrow + 4) * D_QK * 2 + ((lch ^ ((lrow + 4) & 7)) << 4))};
-    // Raw kv_indices entries of this thread's two rows of tile t (0 past the split): loaded a step before use
-    // and checked only then, so no compare waits on the load.
-    auto fetch = [&](int t, int i) -> int64_t {
-      const int key = w.kbeg + t * BN3 + lrow + 4 * i;
-      return key < w.kend ? p.kv_indices[w.kv0 + key] : 0;
-    };
-    auto load_tile = [&](int t, const int64_t (&raw)[2]) {
-      const uint32_t d = ring + (t % STAGES) * (BN3 * D_QK * 2);
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const bool ok = w.kbeg + t * BN3 + lrow + 4 * i < w.kend;
-        const int64_t slot = ok ? checked_slot(p, raw[i], lch == 0) : 0;
-        const char* src = reinterpret_cast<const char*>(p.kb + slot * p.kb_s) + lch * 16;
-#pragma unroll
-        for (int k = 0; k < CHUNKS / 8; ++k) cp_async_16s(d + dst[i] + k * 128, src + k * 128, ok ? 16 : 0);
-      }
-    };
-#pragma unroll
-    for (int t = 0; t < STAGES - 1; ++t) {
-      if (t < ntiles) {
-        const int64_t raw[2] = {fetch(t, 0), fetch(t, 1)};
-        load_tile(t, raw);
-      }
-      cp_async_commit();  // group t (Q rides in group 0)
-    }
-    int64_t pending[2] = {fetch(STAGES - 1, 0), fetch(STAGES - 1, 1)};  // the next tile to load
-    for (int t = 0; t < ntiles; ++t) {
-      cp_async_wait<STAGES - 2>();
-      __syncthreads();
-      if (t + STAGES - 1 < ntiles) load_tile(t + STAGES - 1, pending);
-      cp_async_commit();
-      pending[0] = fetch(t + STAGES, 0);  // consumed one step later: the index load overlaps this step
-      pending[1] = fetch(t + STAGES, 1);
-      const uint32_t kt = ring + (t % STAGES) * (BN3 * D_QK * 2);
-      const int key0 = w.kbeg + t * BN3;
-      step3(ad, kt, kt, ps, red, p.scale_pre, st, key0 + BN3 <= w.kend,
-            [&](int col, int) { return key0 + col < w.kend; });
-    }
+    prefix_pipeline<STAGES, BN3, BN3 * D_QK * 2, 128, false>(
+        p, w, ring, [](int r, int lch) { return (uint32_t)(r * D_QK * 2 + ((lch ^ (r & 7)) << 4)); },
+        [&](uint32_t kt, int key0) {
+          step3(ad, kt, kt, ps, red, p.scale_pre, st, key0 + BN3 <= w.kend,
+                [&](int col, int) { return key0 + col < w.kend; });
+        });
   } else {
     __nv_bfloat16* ks = kring;
     __nv_bfloat16* vs = kring + BN3 * D_QK;

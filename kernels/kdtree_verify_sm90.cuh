@@ -217,48 +217,12 @@ __global__ void __launch_bounds__(Cfg4<STAGES>::THREADS, 1) verify_wgmma_kernel(
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 
   if (!w.draft) {
-    const int ntiles = (w.kend - w.kbeg + BN4 - 1) / BN4;
-    // As in v3: 8 lanes per tile row, 128 contiguous bytes per lane group and instruction; this thread loads
-    // chunks lch + 8k of rows lrow and lrow + 4, which land in atom k of the tile.
-    const int lch = lane & 7, lrow = warp * 8 + (lane >> 3);
-    const uint32_t dst[2] = {atom_off(lrow, lch), atom_off(lrow + 4, lch)};
-    auto fetch = [&](int t, int i) -> int64_t {
-      const int key = w.kbeg + t * BN4 + lrow + 4 * i;
-      return key < w.kend ? p.kv_indices[w.kv0 + key] : 0;
-    };
-    auto load_tile = [&](int t, const int64_t (&raw)[2]) {
-      const uint32_t d = ring + (t % STAGES) * C::TILE_BYTES;
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const bool ok = w.kbeg + t * BN4 + lrow + 4 * i < w.kend;
-        const int64_t slot = ok ? checked_slot(p, raw[i], lch == 0) : 0;
-        const char* src = reinterpret_cast<const char*>(p.kb + slot * p.kb_s) + lch * 16;
-#pragma unroll
-        for (int k = 0; k < CHUNKS / 8; ++k) cp_async_16s(d + dst[i] + k * ATOM4, src + k * 128, ok ? 16 : 0);
-      }
-    };
-#pragma unroll
-    for (int t = 0; t < STAGES - 1; ++t) {
-      if (t < ntiles) {
-        const int64_t raw[2] = {fetch(t, 0), fetch(t, 1)};
-        load_tile(t, raw);
-      }
-      cp_async_commit();  // group t (Q rides in group 0)
-    }
-    int64_t pending[2] = {fetch(STAGES - 1, 0), fetch(STAGES - 1, 1)};
-    for (int t = 0; t < ntiles; ++t) {
-      cp_async_wait<STAGES - 2>();
-      fence_proxy_async();
-      __syncthreads();
-      if (t + STAGES - 1 < ntiles) load_tile(t + STAGES - 1, pending);
-      cp_async_commit();
-      pending[0] = fetch(t + STAGES, 0);
-      pending[1] = fetch(t + STAGES, 1);
-      const uint32_t kt = ring + (t % STAGES) * C::TILE_BYTES;
-      const int key0 = w.kbeg + t * BN4;
-      step4(qt, kt, kt, pt, ps, red, p.scale_pre, o, m, l, key0 + BN4 <= w.kend,
-            [&](int col, int) { return key0 + col < w.kend; });
-    }
+    prefix_pipeline<STAGES, BN4, C::TILE_BYTES, ATOM4, true>(
+        p, w, ring, [](int r, int lch) { return atom_off(r, lch); },
+        [&](uint32_t kt, int key0) {
+          step4(qt, kt, kt, pt, ps, red, p.scale_pre, o, m, l, key0 + BN4 <= w.kend,
+                [&](int col, int) { return key0 + col < w.kend; });
+        });
   } else {
     unsigned char* ks = kring;
     unsigned char* vs = kring + C::TILE_BYTES;

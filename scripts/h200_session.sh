@@ -3,7 +3,8 @@
 # sequence under the h200 profile; everything lands in $OUT (results.tar.gz + session.log).
 # Usage (from the repo root on the device machine): bash scripts/h200_session.sh [pytest -k expression]
 # Switches: SKIP_GPU_TESTS=1, GPU_TESTS="tests/...", SANITIZERS="memcheck racecheck synccheck initcheck" ("" for none),
-# SANITIZE_IMPLS=cuda,cuda_wide, SKIP_NOTEBOOKS=1, NOTEBOOKS=00,05 (a subset), BENCH=quick|issue, BENCH_IMPLS=cuda,...
+# SANITIZE_IMPLS=cuda,cuda_narrow, SKIP_NOTEBOOKS=1, NOTEBOOKS=00,05 (a subset), BENCH=quick|issue, BENCH_IMPLS=cuda,...,
+# BENCH_TIMING=graph|eager, WGMMA_TESTS=1 (the experimental wgmma kernel's GPU tests, in a process of their own).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT/work"
@@ -30,6 +31,11 @@ python3 -m kdtree_lab build --json > "$OUT/work/build.json"; echo "build rc=$?"
 step "GPU tests"
 [ -n "${SKIP_GPU_TESTS:-}" ] || python3 -m pytest -q -m gpu ${GPU_TESTS:-tests/test_gpu.py tests/test_gpu_graphs.py tests/test_gpu_sglang_hook.py} ${1:+-k "$1"} --junitxml="$OUT/work/gpu-tests.xml" -p no:cacheprovider 2>&1 | tail -40
 
+if [ -n "${WGMMA_TESTS:-}" ]; then
+  step "wgmma kernel GPU tests (own process)"
+  python3 -m pytest -q -m gpu tests/test_gpu_wgmma.py --junitxml="$OUT/work/gpu-tests-wgmma.xml" -p no:cacheprovider 2>&1 | tail -30
+fi
+
 step "compute-sanitizer on small cases"
 for tool in ${SANITIZERS-memcheck racecheck synccheck initcheck}; do
   # initcheck: every kernel instrumented (a kernel filter leaves torch's writes untracked, so reads of its
@@ -46,7 +52,8 @@ step "notebooks under the h200 profile"
 
 if [ -n "${BENCH:-}" ]; then
   step "benchmark preset $BENCH"
-  python3 -m kdtree_lab bench --preset "$BENCH" ${BENCH_IMPLS:+--impl "$BENCH_IMPLS"} --out "$OUT/work/bench-$BENCH.json"
+  python3 -m kdtree_lab bench --preset "$BENCH" ${BENCH_IMPLS:+--impl "$BENCH_IMPLS"} --timing "${BENCH_TIMING:-graph}" \
+    --out "$OUT/work/bench-$BENCH.json"
   echo "bench rc=$?"
 fi
 
