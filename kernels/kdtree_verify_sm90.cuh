@@ -32,9 +32,45 @@ struct Cfg4 {
 };
 
 // Byte offset of 16-byte chunk `chunk` (0..71) of row `row` (0..63) in a swizzled 64-row tile.
-__device__ __forceinline__ uint32_t atom_off(int row, int chunk) {
+__host__ __device__ constexpr uint32_t atom_off(int row, int chunk) {
   return (chunk >> 3) * ATOM4 + row * 128 + (((chunk & 7) ^ (row & 7)) << 4);
 }
+
+// Compile-time check of the writers against the PTX ISA's canonical wgmma layouts ("Shared Memory Matrix Layout",
+// 128-byte swizzle = Swizzle<3,4,3>: address bits 4-6 XOR bits 7-9), for the descriptors step4 builds.
+__host__ __device__ constexpr uint32_t sw128(uint32_t byte) { return byte ^ (((byte >> 7) & 7) << 4); }
+// K-major ((8,m),(T,2k)):((8T,SBO),(1,T)), T = 8 bf16: element (row, k) of the operand that starts at `start`.
+constexpr uint32_t kmajor_addr(uint32_t start, uint32_t sbo, int row, int k) {
+  return sw128(start + (row % 8) * 128 + (row / 8) * sbo + (k % 8) * 2 + (k / 8) * 16);
+}
+// MN-major ((T,8,m),(8,k)):((1,T,LBO),(8T,SBO)): element (n, k) of the operand that starts at `start`.
+constexpr uint32_t mnmajor_addr(uint32_t start, uint32_t lbo, uint32_t sbo, int n, int k) {
+  return sw128(start + (n % 8) * 2 + ((n / 8) % 8) * 16 + (n / 64) * lbo + (k % 8) * 128 + (k / 8) * sbo);
+}
+// Where the cp.async / st.shared writers put element (row, col) of a 64-row tile.
+__host__ __device__ constexpr uint32_t tile_addr(int row, int col) { return atom_off(row, col / 8) + (col % 8) * 2; }
+
+constexpr bool layouts_agree() {
+  for (int kk = 0; kk < D_QK / 16; ++kk)      // QK: A = Q (64 rows), B = K (32 keys from key 32g), K-major, SBO 1 KB
+    for (int row = 0; row < 64; ++row)
+      for (int k = 0; k < 16; ++k) {
+        const uint32_t start = (kk >> 2) * ATOM4 + (kk & 3) * 32;
+        if (kmajor_addr(start, 1024, row, k) != tile_addr(row, kk * 16 + k)) return false;
+        if (kmajor_addr(start + (row / 32) * 32 * 128, 1024, row % 32, k) != tile_addr(row, kk * 16 + k)) return false;
+      }
+  for (int g = 0; g < 2; ++g)                 // PV: B = V (keys x 512 dims), N-major, LBO 8 KB, SBO 1 KB
+    for (int kk = 0; kk < BN4 / 16; ++kk)
+      for (int n = 0; n < 256; ++n)
+        for (int k = 0; k < 16; ++k)
+          if (mnmajor_addr(4 * g * ATOM4 + kk * 16 * 128, ATOM4, 1024, n, k) != tile_addr(kk * 16 + k, 256 * g + n))
+            return false;
+  for (int kk = 0; kk < BN4 / 16; ++kk)       // PV: A = P (rows x 64 keys, one atom), K-major
+    for (int row = 0; row < 64; ++row)
+      for (int k = 0; k < 16; ++k)
+        if (kmajor_addr(kk * 32, 1024, row, k) != tile_addr(row, kk * 16 + k)) return false;
+  return true;
+}
+static_assert(layouts_agree(), "a v4 shared-memory writer disagrees with the wgmma descriptor that reads it");
 
 // wgmma shared-memory descriptor, 128-byte swizzle: start address, leading and stride byte offsets (PTX ISA,
 // "Matrix Descriptor Format"); the base offset stays 0 because every atom starts on a 1024-byte boundary.
@@ -161,8 +197,7 @@ __device__ __forceinline__ void step4(uint32_t qt, uint32_t kt, uint32_t vt, uin
       const float p0 = exp2f(s[4 * j + 2 * h] - base), p1 = exp2f(s[4 * j + 2 * h + 1] - base);
       sum[h] += p0 + p1;
       const int row = r0 + h * 8, col = g * 32 + j * 8 + c0;
-      *reinterpret_cast<uint32_t*>(reinterpret_cast<unsigned char*>(ps) + row * 128 +
-                                   ((((col >> 3) ^ (row & 7))) << 4) + (col & 7) * 2) = pack_bf16(p0, p1);
+      *reinterpret_cast<uint32_t*>(reinterpret_cast<unsigned char*>(ps) + tile_addr(row, col)) = pack_bf16(p0, p1);
     }
 #pragma unroll
   for (int h = 0; h < 2; ++h) l[h] = l[h] * alpha[h] + sum[h];
