@@ -57,24 +57,29 @@ __device__ __forceinline__ uint32_t smem_u32(const void* ptr) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(ptr));
 }
 
-__device__ __forceinline__ void cp_async_16(void* dst, const void* src, bool valid) {
-  const int bytes = valid ? 16 : 0;  // 0 bytes read => the 16 destination bytes are zero-filled
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src), "r"(bytes));
-}
 __device__ __forceinline__ void cp_async_16s(uint32_t dst, const void* src, int bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
 }
+__device__ __forceinline__ void cp_async_16(void* dst, const void* src, bool valid) {
+  cp_async_16s(smem_u32(dst), src, valid ? 16 : 0);  // 0 bytes read => the 16 destination bytes are zero-filled
+}
+// Make shared-memory writes of the generic proxy (st.shared, cp.async) visible to wgmma's async proxy.
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* ptr) {
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_u32(ptr)));
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
 }
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* ptr) {
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_u32(ptr)));
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* ptr) { ldsm_x4(r, smem_u32(ptr)); }
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* ptr) {
+  ldsm_x4_trans(r, smem_u32(ptr));
 }
 __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
@@ -142,15 +147,24 @@ __device__ __forceinline__ void load_q_tile(const Params& p, const Work& w, Addr
   }
 }
 
-// Draft keys [key0, key0 + ROWS): K rows from k_extend at kaddr(row, chunk), V rows from v_extend at vaddr.
-template <int ROWS, int THREADS, typename KAddr, typename VAddr>
-__device__ __forceinline__ void load_draft_tile(const Params& p, const Work& w, int key0, KAddr kaddr, VAddr vaddr) {
-  for (int idx = threadIdx.x; idx < ROWS * CHUNKS; idx += THREADS) {
-    const int r = idx / CHUNKS, ch = idx % CHUNKS;
-    const bool ok = key0 + r < w.n_b;
-    const int64_t tok = w.tok0 + (ok ? key0 + r : 0);
-    cp_async_16(kaddr(r, ch), p.kx + tok * p.kx_s + ch * 8, ok);
-    if (ch < D_V / 8) cp_async_16(vaddr(r, ch), p.vx + tok * p.vx_s + ch * 8, ok);
+// The draft block, ROWS keys per step: K rows from k_extend to kaddr(row, chunk), V rows from v_extend to
+// vaddr(row, chunk), then step(key0). ASYNC_PROXY: fence the cp.async writes for wgmma before the barrier.
+template <int ROWS, int THREADS, bool ASYNC_PROXY, typename KAddr, typename VAddr, typename Step>
+__device__ __forceinline__ void draft_pipeline(const Params& p, const Work& w, KAddr kaddr, VAddr vaddr, Step step) {
+  for (int key0 = 0; key0 < w.n_b; key0 += ROWS) {
+    __syncthreads();  // the previous step is done with the tiles
+    for (int idx = threadIdx.x; idx < ROWS * CHUNKS; idx += THREADS) {
+      const int r = idx / CHUNKS, ch = idx % CHUNKS;
+      const bool ok = key0 + r < w.n_b;
+      const int64_t tok = w.tok0 + (ok ? key0 + r : 0);
+      cp_async_16(kaddr(r, ch), p.kx + tok * p.kx_s + ch * 8, ok);
+      if (ch < D_V / 8) cp_async_16(vaddr(r, ch), p.vx + tok * p.vx_s + ch * 8, ok);
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
+    if constexpr (ASYNC_PROXY) fence_proxy_async();
+    __syncthreads();
+    step(key0);
   }
 }
 
@@ -343,16 +357,11 @@ __global__ void __launch_bounds__(Cfg<BM, STAGES>::THREADS, 1) verify_split_kern
     __nv_bfloat16* ks = kring;
     __nv_bfloat16* vs = kring + BN * ROW_ELEMS;
     const DraftMask dm = draft_mask(p, w);
-    for (int key0 = 0; key0 < w.n_b; key0 += BN) {
-      __syncthreads();  // previous step done with ks / vs / sred
-      load_draft_tile<BN, C::THREADS>(p, w, key0, padded(ks), padded(vs));
-      cp_async_commit();
-      cp_async_wait<0>();
-      __syncthreads();
+    draft_pipeline<BN, C::THREADS, false>(p, w, padded(ks), padded(vs), [&](int key0) {
       step<BM>(qs, ks, vs, sred, p.scale_draft, st, [&](int col, int row_in_group) {
         return draft_visible(dm, (w.row0 + g * 16 + row_in_group) / p.H, key0 + col);
       });
-    }
+    });
   }
   cp_async_wait<0>();
 
@@ -413,7 +422,7 @@ __device__ __forceinline__ void prefix_pipeline(const Params& p, const Work& w, 
   int64_t pending[2] = {fetch(STAGES - 1, 0), fetch(STAGES - 1, 1)};  // the next tile to load
   for (int t = 0; t < ntiles; ++t) {
     cp_async_wait<STAGES - 2>();
-    if (ASYNC_PROXY) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    if constexpr (ASYNC_PROXY) fence_proxy_async();
     __syncthreads();
     if (t + STAGES - 1 < ntiles) load_tile(t + STAGES - 1, pending);
     cp_async_commit();
@@ -475,14 +484,6 @@ __device__ __forceinline__ Addr3 make_addr3(uint32_t qs, uint32_t ps) {
   return a;
 }
 
-__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-}
-__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-}
 
 __device__ __forceinline__ void bar_named(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
@@ -628,15 +629,10 @@ __global__ void __launch_bounds__(Cfg3<STAGES>::THREADS, 1) verify_rows32_kernel
     __nv_bfloat16* ks = kring;
     __nv_bfloat16* vs = kring + BN3 * D_QK;
     const DraftMask dm = draft_mask(p, w);
-    for (int key0 = 0; key0 < w.n_b; key0 += BN3) {
-      __syncthreads();
-      load_draft_tile<BN3, C::THREADS>(p, w, key0, swizzled(ks), swizzled(vs));
-      cp_async_commit();
-      cp_async_wait<0>();
-      __syncthreads();
+    draft_pipeline<BN3, C::THREADS, false>(p, w, swizzled(ks), swizzled(vs), [&](int key0) {
       step3(ad, ring, ring + BN3 * D_QK * 2, ps, red, p.scale_draft, st, false,
             [&](int col, int row) { return draft_visible(dm, (w.row0 + row) / p.H, key0 + col); });
-    }
+    });
   }
   cp_async_wait<0>();
   // Row sums: each warp holds the sums over its own 16 keys of every step; add the four warps of its row half.

@@ -83,8 +83,6 @@ __device__ __forceinline__ uint64_t desc_sw128(uint32_t addr, uint32_t lbo, uint
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
-// Make shared-memory writes of the generic proxy (st.shared, cp.async) visible to wgmma's async proxy.
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 // Keep the compiler from moving accesses of accumulator registers across wgmma issue and wait.
 template <int N>
 __device__ __forceinline__ void fence_regs(float (&r)[N]) {
@@ -262,16 +260,10 @@ __global__ void __launch_bounds__(Cfg4<STAGES>::THREADS, 1) verify_wgmma_kernel(
     unsigned char* ks = kring;
     unsigned char* vs = kring + C::TILE_BYTES;
     const DraftMask dm = draft_mask(p, w);
-    for (int key0 = 0; key0 < w.n_b; key0 += BN4) {
-      __syncthreads();
-      load_draft_tile<BN4, C::THREADS>(p, w, key0, tiled(ks), tiled(vs));
-      cp_async_commit();
-      cp_async_wait<0>();
-      fence_proxy_async();
-      __syncthreads();
+    draft_pipeline<BN4, C::THREADS, true>(p, w, tiled(ks), tiled(vs), [&](int key0) {
       step4(qt, ring, ring + C::TILE_BYTES, pt, ps, red, p.scale_draft, o, m, l, false,
             [&](int col, int row) { return draft_visible(dm, (w.row0 + row) / p.H, key0 + col); });
-    }
+    });
   }
   cp_async_wait<0>();
   // Row sums: each warpgroup holds the sums over its own 32 keys of every step; add the two.
