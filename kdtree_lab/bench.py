@@ -23,11 +23,12 @@ from typing import Callable
 import torch
 
 from .batch import D_QK, D_V, VerifyBatch, build_verify_batch
+from .loader import CUDA_IMPLS
 
 L2_ROTATE_BYTES = 256 << 20  # rotate inputs until this many KV bytes separate two uses of one copy
 MAX_COPIES = 16
 OURS = ("cuda", "cuda_narrow", "triton")  # what the presets time of ours
-TIMEABLE = (*OURS, "cuda_wgmma")  # also the experimental wgmma kernel, when asked for (--impl)
+TIMEABLE = (*CUDA_IMPLS, "triton")  # also the experimental wgmma kernel (cuda_wgmma), when asked for (--impl)
 
 
 @dataclass(frozen=True)
@@ -157,14 +158,14 @@ def sglang_available() -> str | None:
 
 
 def time_ours(impl: str, shape: Shape, nsplit: int | None = None, method: str = "graph") -> Timing:
-    """Median time of our CUDA kernel (``cuda`` or ``cuda_narrow``, see loader.CUDA_IMPLS) or the Triton twin
+    """Median time of our CUDA kernel (a configuration named in loader.CUDA_IMPLS) or the Triton twin
     (split + reduce) on ``shape``."""
     from . import loader, triton_verify
 
     copies = _copies(shape)
     batches = _batches(shape, copies)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    if impl in loader.CUDA_IMPLS:
+    if impl in CUDA_IMPLS:
         with loader.impl_config(impl) as cfg:
             ns = nsplit or loader.default_nsplit(shape.batch, shape.draft, shape.heads, sms, cfg["block_m"])
             ws = loader.alloc_workspace(shape.batch, shape.draft, shape.heads, ns)

@@ -102,8 +102,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     result = run_preset(args.preset, impls, progress=not args.json, method=args.timing,
                         checkpoint=out.with_suffix(".partial.json") if out else None, resume=resume)
     result["provenance"] = provenance()
-    if args.out:
-        Path(args.out).write_text(json.dumps(jsonable(result), indent=2) + "\n")
+    if out:
+        out.write_text(json.dumps(jsonable(result), indent=2) + "\n")
     c = result["ceilings"]
     text = (f"ceilings: copy {c['copy_gbps']:.0f} GB/s, bf16 GEMM {c['gemm_tflops']:.0f} TFLOP/s; "
             f"SGLang: {result['sglang'] or 'not importable'}\n" + markdown_table(result["rows"]))

@@ -8,9 +8,9 @@ the SGLang contract first (that audit syncs, so it is for eager runs and tests).
 from __future__ import annotations
 
 import ctypes
-from contextlib import contextmanager
 import math
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,9 +106,10 @@ def impl_config(impl: str):
     if impl not in CUDA_IMPLS:
         raise ValueError(f"impl: expected one of {sorted(CUDA_IMPLS)}, got {impl!r}")
     name = CUDA_IMPLS[impl]
-    force_config(config_index(name) if name else None)
+    index = config_index(name) if name else None
+    force_config(index)
     try:
-        yield library().configs()[config_index(name)] if name else library().selected_config()
+        yield library().configs()[index] if name else library().selected_config()
     finally:
         force_config(None)
 

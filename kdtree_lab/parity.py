@@ -149,6 +149,14 @@ def random_cases(count: int, rng: np.random.Generator, max_prefix: int = 4096, m
     return out
 
 
+def gpu_grid(random_count: int, seed: int, heads: tuple[int, ...] = (8, 16, 64, 128)) -> list[Case]:
+    """The GPU grid the tests run per implementation: the edge grid at full size (prefixes up to 200k tokens,
+    batch 48, N up to 64) plus ``random_count`` random draws (B <= 8, N <= 64, B*L*N*H <= 1e8)."""
+    cases = edge_cases(max_prefix=200_000, max_batch=48, heads=heads, big_n=64)
+    return cases + random_cases(random_count, np.random.default_rng(seed), max_prefix=200_000, max_batch=8,
+                                max_draft=64, heads=heads, budget_tokens=100_000_000)
+
+
 def runner_for(impl: Impl) -> Callable[[VerifyBatch, int], tuple[torch.Tensor, int]]:
     """A function (batch, nsplit) -> (output, device status flags) for the chosen implementation."""
     from . import loader
@@ -172,7 +180,7 @@ def runner_for(impl: Impl) -> Callable[[VerifyBatch, int], tuple[torch.Tensor, i
             return out, int(ws[:4].view(torch.int32).item())
 
         return run_triton
-    raise ValueError(f"impl: expected 'cuda', 'cuda_narrow', 'cuda_wgmma' or 'triton', got {impl!r}")
+    raise ValueError(f"impl: expected one of {[*loader.CUDA_IMPLS, 'triton']}, got {impl!r}")
 
 
 def run_case(impl: Impl, case: Case, device: str | torch.device) -> CaseResult:

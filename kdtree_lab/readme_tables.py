@@ -10,6 +10,7 @@ import json
 import re
 from pathlib import Path
 
+from .bench import Shape
 from .paths import H200_BENCH, H200_V3, ROOT
 
 PROFILE_V3 = H200_V3 / "profile-v3.json"
@@ -133,11 +134,10 @@ def floors_table() -> str:
     for key in [(1, 200_000, 16, 8), (8, 200_000, 16, 8), (1, 200_000, 4, 8), (48, 32_768, 16, 8),
                 (1, 200_000, 64, 128), (48, 200_000, 64, 128)]:
         b, length, n, h = key
-        r = by_shape[key]["cuda"]
-        kv = b * length * 576 * 2
-        t_mem = kv / (c["copy_gbps"] * 1e9) * 1e6
-        t_cmp = 2 * (576 + 512) * b * n * h * (length + n) / (c["gemm_tflops"] * 1e12) * 1e6
-        lines.append(f"| {b}, {length}, {n}, {h} | {kv / 1e6:.0f} MB | {t_mem:.0f} us | {t_cmp:.0f} us | "
+        r, shape = by_shape[key]["cuda"], Shape(b, length, n, h)
+        t_mem = shape.kv_bytes / (c["copy_gbps"] * 1e9) * 1e6
+        t_cmp = shape.flops / (c["gemm_tflops"] * 1e12) * 1e6
+        lines.append(f"| {b}, {length}, {n}, {h} | {shape.kv_bytes / 1e6:.0f} MB | {t_mem:.0f} us | {t_cmp:.0f} us | "
                      f"{max(t_mem, t_cmp):.0f} us | {r['bound']} | {r['ms']} ms | {r['of_roofline']:.1%} |")
     return "\n".join(lines)
 

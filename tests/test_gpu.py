@@ -30,18 +30,12 @@ def test_cuda_500_random_cases():
 
 def test_narrow_kernel_edge_grid_and_random():
     """The configuration sm_120 selects (verify_split_kernel<32,2>), forced on this GPU: the same grid."""
-    cases = parity.edge_cases(max_prefix=200_000, max_batch=48, heads=HEADS, big_n=64)
-    cases += parity.random_cases(300, np.random.default_rng(99), max_prefix=200_000, max_batch=8, max_draft=64,
-                                 heads=HEADS, budget_tokens=100_000_000)
-    report = parity.run_parity("cuda_narrow", cases, "cuda")
+    report = parity.run_parity("cuda_narrow", parity.gpu_grid(300, seed=99, heads=HEADS), "cuda")
     assert report.ok, report.summary()
 
 
 def test_triton_gpu_edge_grid_and_random():
-    cases = parity.edge_cases(max_prefix=200_000, max_batch=48, heads=HEADS, big_n=64)
-    cases += parity.random_cases(100, np.random.default_rng(7), max_prefix=200_000, max_batch=8, max_draft=64,
-                                 heads=HEADS, budget_tokens=100_000_000)
-    report = parity.run_parity("triton", cases, "cuda")
+    report = parity.run_parity("triton", parity.gpu_grid(100, seed=7, heads=HEADS), "cuda")
     assert report.ok, report.summary()
 
 
