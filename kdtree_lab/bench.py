@@ -28,7 +28,7 @@ from .loader import CUDA_IMPLS
 L2_ROTATE_BYTES = 256 << 20  # rotate inputs until this many KV bytes separate two uses of one copy
 MAX_COPIES = 16
 OURS = ("cuda", "cuda_narrow", "triton")  # what the presets time of ours
-TIMEABLE = (*CUDA_IMPLS, "triton")  # also the experimental wgmma kernel (cuda_wgmma), when asked for (--impl)
+TIMEABLE = (*CUDA_IMPLS, "triton")  # also a forced configuration (cuda_rows32, cuda_wgmma), when asked for (--impl)
 
 
 @dataclass(frozen=True)
@@ -294,7 +294,7 @@ def preset(name: str) -> list[tuple[Shape, list[str]]]:
 def run_preset(name: str, impls: list[str] | None = None, progress: bool = True,
                checkpoint: Path | None = None, method: str = "graph", resume: dict | None = None) -> dict:
     """Time preset ``name`` (ceilings first). ``impls`` filters the implementations the preset names per shape;
-    a CUDA kernel configuration it names that the preset does not (cuda_narrow, cuda_wgmma) is timed wherever
+    a CUDA kernel configuration it names that the preset does not (cuda_rows32, cuda_wgmma) is timed wherever
     the preset times ``cuda``. ``checkpoint``: rewrite this JSON file after every shape, so that an
     interrupted run keeps what it measured. ``resume``: an earlier (partial) result of this preset; its rows are
     kept and its shapes skipped."""

@@ -133,7 +133,10 @@ def build_library(archs: tuple[str, ...] | list[str] = DEFAULT_ARCHS, out_dir: P
     out_dir.mkdir(parents=True, exist_ok=True)
     lib = out_dir / f"{LIB_STEM}-{digest}.so"
     log_path = lib.with_suffix(".ptxas.log")
-    cmd = [nvcc, *NVCC_FLAGS, *[x for a in archs for x in _gencode(a)], "-o", str(lib), str(KERNELS / SOURCES[0])]
+    # the launcher may choose the wgmma kernel automatically only when its sm_90a code is in the library
+    defines = ["-DKDT_SM90A_BUILT"] if "sm_90a" in archs else []
+    cmd = [nvcc, *NVCC_FLAGS, *defines, *[x for a in archs for x in _gencode(a)], "-o", str(lib),
+           str(KERNELS / SOURCES[0])]
     if lib.exists() and log_path.exists() and not force:
         return BuildResult(lib, archs, True, 0.0, version, cmd, log_path.read_text())
     t0 = time.perf_counter()

@@ -232,7 +232,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
 
     p = sub.add_parser("bench", help="time the CUDA kernel, the Triton twin and SGLang's kernels (GPU only)")
     p.add_argument("--preset", choices=["quick", "issue"], default="quick", help="shape grid")
-    p.add_argument("--impl", help="comma-separated subset of cuda,cuda_narrow,triton,sglang_extend,sglang_decode")
+    p.add_argument("--impl", help="comma-separated subset of cuda,cuda_narrow,cuda_rows32,cuda_wgmma,triton,"
+                                  "sglang_extend,sglang_decode")
     p.add_argument("--timing", choices=["graph", "eager"], default="graph",
                    help="graph: replays of a captured call (GPU time, as SGLang runs verify); eager: CUDA events "
                         "around each call, host launch overhead included")

@@ -18,7 +18,7 @@ import torch
 
 from .batch import D_QK, D_V
 
-ABI_VERSION = 3
+ABI_VERSION = 4
 KV_BF16 = 0
 FLAG_INDEX_OUT_OF_POOL = 1
 FLAG_QO_INDPTR = 2
@@ -52,10 +52,12 @@ class KernelLibrary:
         return library_configs(self.path)
 
     def selected_config(self, device: torch.device | int | None = None) -> dict:
-        """The configuration a call on ``device`` uses (chosen by its opt-in shared memory per block)."""
+        """The configuration a call on ``device`` uses (chosen by its compute capability and opt-in shared memory
+        per block, as the launcher chooses)."""
         dev = torch.device("cuda", device) if isinstance(device, int) else torch.device(device or "cuda")
-        optin = torch.cuda.get_device_properties(dev).shared_memory_per_block_optin
-        idx = self.lib.kdtree_verify_select_config(int(optin))
+        props = torch.cuda.get_device_properties(dev)
+        optin = props.shared_memory_per_block_optin
+        idx = self.lib.kdtree_verify_select_config(int(optin), props.major * 10 + props.minor)
         if idx < 0:
             raise KernelLoadError(f"no kernel configuration fits {optin} B of shared memory per block")
         return self.configs()[idx]
@@ -67,7 +69,7 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.kdtree_verify_workspace_bytes.argtypes = [c_int, c_int, c_int, c_int]
     lib.kdtree_verify_strerror.restype = ctypes.c_char_p
     lib.kdtree_verify_strerror.argtypes = [c_int]
-    lib.kdtree_verify_select_config.argtypes = [c_int]
+    lib.kdtree_verify_select_config.argtypes = [c_int, c_int]
     lib.kdtree_verify_abi_version.restype = c_int
     lib.kdtree_verify_force_config.argtypes = [c_int]
     lib.kdtree_verify_attn_flash_paged_cg.restype = c_int
@@ -94,10 +96,12 @@ def force_config(index: int | None) -> None:
         raise KernelCallError(f"kdtree_verify_force_config({index}): {library().strerror(status)}")
 
 
-# Implementation names of the CUDA kernel: "cuda" lets the library choose (rows32 on Hopper-sized shared memory,
-# the narrow kernel on sm_120); "cuda_narrow" forces the configuration sm_120 runs, to time that path on any GPU;
-# "cuda_wgmma" forces the experimental sm_90a wgmma kernel (v4; compute capability 9.x only, not yet proven).
-CUDA_IMPLS = {"cuda": None, "cuda_narrow": "verify_split_kernel<32,2>", "cuda_wgmma": "verify_wgmma_kernel<64,2>"}
+# Implementation names of the CUDA kernel: "cuda" lets the library choose (the wgmma kernel v4 on sm_90a, the
+# narrow mma.sync kernel on sm_120); "cuda_narrow" forces the configuration sm_120 runs, to time and test that path
+# on any GPU; "cuda_rows32" forces the Hopper-sized mma.sync kernel (v3); "cuda_wgmma" forces v4 (compute
+# capability 9.x only).
+CUDA_IMPLS = {"cuda": None, "cuda_narrow": "verify_split_kernel<32,2>", "cuda_rows32": "verify_rows32_kernel<64,2>",
+              "cuda_wgmma": "verify_wgmma_kernel<64,2>"}
 
 
 @contextmanager
@@ -169,13 +173,29 @@ def library(archs: tuple[str, ...] | None = None) -> KernelLibrary:
     return _LIBRARY
 
 
-def default_nsplit(bs: int, num_draft: int, num_heads: int, num_sms: int, block_m: int = 64) -> int:
-    """Prefix splits for a launch: CTAs for one wave of 64-row work per SM (one wave of rows32 CTAs, two of the
-    32-row narrow kernel; measured best on the H200, data/results/h200/2026-11-29-v3-kernel), a pure function of
-    host integers (so a captured graph's grid is fixed by its batch size). The kernel still skips splits a short
-    prefix does not need (each split covers at least 128 tokens)."""
-    row_tiles = math.ceil(num_draft * num_heads / block_m)
-    return max(1, min(MAX_NSPLIT, math.ceil(num_sms * 64 / max(1, bs * row_tiles * block_m))))
+def default_nsplit(bs: int, num_draft: int, num_heads: int, num_sms: int, block_m: int = 64,
+                   cta_overhead: float = 0.002, draft_tail: float = 0.001) -> int:
+    """Prefix splits for a launch, a pure function of host integers (so a captured graph's grid is fixed by its
+    batch size). The grid has ``tiles = bs * row_tiles`` CTAs per split and ``nsplit`` prefix splits plus one
+    draft-block split, over ``num_sms * 64 // block_m`` slots (one 64-row CTA per SM: one wave of v3/v4 CTAs,
+    two of the 32-row narrow kernel). Costs are in units of one CTA walking a whole long prefix: a prefix CTA
+    takes ``1 / nsplit`` of it plus ``cta_overhead`` (its Q tile, its fp32 partial, its share of the reduce);
+    the short draft-block CTAs (launched last) add ``draft_tail`` when they do not fit beside the last wave.
+    The choice minimises ``waves * (1 / nsplit + cta_overhead) (+ draft_tail)``: the headline (B=1, N=16, H=8)
+    gets 65 splits (130 prefix + 2 draft CTAs: one wave of 132), B=8 gets 8 splits (one wave of 128 prefix
+    CTAs) rather than 9 and a second wave of 12. Splits beyond about 4 waves are not considered (they would
+    grow the fp32 partials, i.e. the workspace, for little gain). The kernel still skips splits a short prefix
+    does not need (each split covers at least 128 tokens)."""
+    tiles = max(1, bs * math.ceil(num_draft * num_heads / block_m))
+    slots = max(1, num_sms * 64 // block_m)
+    top = min(MAX_NSPLIT, math.ceil(4 * slots / tiles))
+
+    def cost(n: int) -> float:
+        waves = math.ceil(tiles * n / slots)
+        return waves * (1 / n + cta_overhead) + (draft_tail if tiles * (n + 1) > waves * slots else 0.0)
+
+    costs = {n: cost(n) for n in range(1, top + 1)}
+    return min(costs, key=lambda n: (costs[n], n))
 
 
 def _check_meta(q, k_extend, v_extend, o, k_buffer, qo_indptr, kv_indptr, kv_indices, custom_mask, mask_indptr,

@@ -19,7 +19,7 @@ import torch
 from .batch import VerifyBatch, build_verify_batch
 from .oracle import compare, reference
 
-Impl = Literal["cuda", "cuda_narrow", "cuda_wgmma", "triton"]
+Impl = Literal["cuda", "cuda_narrow", "cuda_rows32", "cuda_wgmma", "triton"]
 REL_L2_TOL = 1e-2
 MAX_ABS_ULPS = 2.0 ** -6
 

@@ -740,14 +740,20 @@ constexpr ConfigEntry make_rows32_entry() {
                      "verify_rows32_kernel<64,2>", &verify_rows32_kernel<Cfg3<STAGES>::BM, STAGES>};
 }
 
-// Automatic selection takes the first of the first kNumAutoConfigs entries that fits the device's opt-in shared
-// memory per block: v3 (rows32) on Hopper-sized shared memory (227 KB), the narrow kernel on sm_120's 99 KB.
-// kdtree_verify_force_config picks any entry (benchmarks time the sm_120 configuration on a Hopper GPU that way);
-// the wgmma kernel (v4, sm_90a only) is reachable only so, until it has been proven on a GPU.
+// Automatic selection (kdtree_verify_select_config): on compute capability 9.x, when the library holds sm_90a code
+// (KDT_SM90A_BUILT, set by the build when sm_90a is among its archs) and the device's opt-in shared memory per
+// block fits it, the wgmma kernel (v4); otherwise the first of the first kNumAutoConfigs portable mma.sync entries
+// that fits: v3 (rows32) on Hopper-sized shared memory (227 KB), the narrow kernel on sm_120's 99 KB.
+// kdtree_verify_force_config picks any entry (benchmarks time the sm_120 configuration on a Hopper GPU that way).
 const ConfigEntry kConfigs[] = {make_rows32_entry<2>(), make_entry<64, 3>(), make_entry<32, 2>(),
                                 make_wgmma_entry<2>()};
 constexpr int kNumAutoConfigs = 3;
 constexpr int kWgmmaConfig = 3;  // needs compute capability 9.x (sm_90a)
+#ifdef KDT_SM90A_BUILT
+constexpr bool kHasSm90a = true;
+#else
+constexpr bool kHasSm90a = false;
+#endif
 constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
 
 constexpr int kMaxDevices = 64;
@@ -780,7 +786,10 @@ const char* kdtree_verify_config_name(int index) {
   return index >= 0 && index < kNumConfigs ? kConfigs[index].name : nullptr;
 }
 
-int kdtree_verify_select_config(int smem_optin_bytes) {
+int kdtree_verify_select_config(int smem_optin_bytes, int compute_capability) {
+  if (kHasSm90a && compute_capability >= 90 && compute_capability < 100 &&
+      kConfigs[kWgmmaConfig].cfg.dynamic_smem <= smem_optin_bytes)
+    return kWgmmaConfig;
   for (int i = 0; i < kNumAutoConfigs; ++i)
     if (kConfigs[i].cfg.dynamic_smem <= smem_optin_bytes) return i;
   return -1;
@@ -834,11 +843,13 @@ int kdtree_verify_attn_flash_paged_cg(
 
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) return KDT_ERR_DEVICE;
-  int optin = 0;
+  int optin = 0, cc_major = 0, cc_minor = 0;
   if (g_config_of_device[dev] == 0) {
-    if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
+    if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&cc_minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
       return KDT_ERR_DEVICE;
-    const int auto_idx = kdtree_verify_select_config(optin);
+    const int auto_idx = kdtree_verify_select_config(optin, cc_major * 10 + cc_minor);
     if (auto_idx < 0) return KDT_ERR_DEVICE;
     g_config_of_device[dev] = auto_idx + 1;
   }

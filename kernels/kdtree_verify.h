@@ -16,7 +16,7 @@
 extern "C" {
 #endif
 
-#define KDT_ABI_VERSION 3
+#define KDT_ABI_VERSION 4
 
 #if defined(__GNUC__)
 #define KDT_API __attribute__((visibility("default")))
@@ -77,7 +77,8 @@ typedef struct {
 KDT_API int kdtree_verify_num_configs(void);
 KDT_API int kdtree_verify_config(int index, kdt_config* out);           // the configs compiled in
 KDT_API const char* kdtree_verify_config_name(int index);               // its kernel, e.g. "verify_rows32_kernel<64,2>"
-KDT_API int kdtree_verify_select_config(int smem_optin_bytes);          // index chosen for a device with this limit
+// Index chosen for a device with this opt-in shared memory per block (bytes) and compute capability (major*10+minor).
+KDT_API int kdtree_verify_select_config(int smem_optin_bytes, int compute_capability);
 KDT_API const char* kdtree_verify_strerror(int status);
 // Tests and benchmarks: force config `index` for every later call in this process (-1 = automatic again).
 KDT_API int kdtree_verify_force_config(int index);

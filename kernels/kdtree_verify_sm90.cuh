@@ -29,6 +29,7 @@ struct Cfg4 {
   static constexpr int P_BYTES = ATOM4;  // 64 rows x 64 keys bf16
   static constexpr int R_BYTES = 2 * 64 * 4;
   static constexpr int SMEM = Q_BYTES + K_BYTES + P_BYTES + R_BYTES + 1024;  // + slack to align atoms to 1 KB
+  static_assert(SMEM <= (1 << 18), "desc_advance needs every shared address below 256 KB");
 };
 
 // Byte offset of 16-byte chunk `chunk` (0..71) of row `row` (0..63) in a swizzled 64-row tile.
@@ -78,6 +79,9 @@ __device__ __forceinline__ uint64_t desc_sw128(uint32_t addr, uint32_t lbo, uint
   return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)((lbo & 0x3FFFF) >> 4) << 16) |
          ((uint64_t)((sbo & 0x3FFFF) >> 4) << 32) | (1ull << 62);
 }
+// The descriptor of the operand `bytes` further on: the start-address field (bits 0-13, address / 16) cannot carry
+// into the next field because every shared address of the CTA is below 256 KB (checked on Cfg4).
+__device__ __forceinline__ uint64_t desc_advance(uint64_t desc, uint32_t bytes) { return desc + (bytes >> 4); }
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -152,10 +156,13 @@ __device__ __forceinline__ void step4(uint32_t qt, uint32_t kt, uint32_t vt, uin
   float s[16];
   fence_regs(s);
   wgmma_fence();
+  // Descriptors are built once per step; the unrolled slices add their byte offset / 16 to the start-address
+  // field (desc_advance), an immediate add instead of rebuilding every field.
+  const uint64_t dq = desc_sw128(qt, 16, 1024), dk = desc_sw128(kt + g * 32 * 128, 16, 1024);
 #pragma unroll
   for (int kk = 0; kk < D_QK / 16; ++kk) {
     const uint32_t koff = (kk >> 2) * ATOM4 + (kk & 3) * 32;
-    wgmma_qk(s, desc_sw128(qt + koff, 16, 1024), desc_sw128(kt + koff + g * 32 * 128, 16, 1024), kk > 0);
+    wgmma_qk(s, desc_advance(dq, koff), desc_advance(dk, koff), kk > 0);
   }
   wgmma_commit();
   wgmma_wait_all();
@@ -213,9 +220,9 @@ __device__ __forceinline__ void step4(uint32_t qt, uint32_t kt, uint32_t vt, uin
   float(&acc)[128] = reinterpret_cast<float(&)[128]>(o);
   fence_regs(acc);
   wgmma_fence();
+  const uint64_t dp = desc_sw128(pt, 16, 1024), dv = desc_sw128(vt + 4 * g * ATOM4, ATOM4, 1024);
 #pragma unroll
-  for (int kk = 0; kk < BN4 / 16; ++kk)
-    wgmma_pv(acc, desc_sw128(pt + kk * 32, 16, 1024), desc_sw128(vt + 4 * g * ATOM4 + kk * 16 * 128, ATOM4, 1024));
+  for (int kk = 0; kk < BN4 / 16; ++kk) wgmma_pv(acc, desc_advance(dp, kk * 32), desc_advance(dv, kk * 16 * 128));
   wgmma_commit();
   wgmma_wait_all();
   fence_regs(acc);

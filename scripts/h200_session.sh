@@ -3,8 +3,9 @@
 # sequence under the h200 profile; everything lands in $OUT (results.tar.gz + session.log).
 # Usage (from the repo root on the device machine): bash scripts/h200_session.sh [pytest -k expression]
 # Switches: SKIP_GPU_TESTS=1, GPU_TESTS="tests/...", SANITIZERS="memcheck racecheck synccheck initcheck" ("" for none),
-# SANITIZE_IMPLS=cuda,cuda_narrow, SKIP_NOTEBOOKS=1, NOTEBOOKS=00,05 (a subset), BENCH=quick|issue, BENCH_IMPLS=cuda,...,
-# BENCH_TIMING=graph|eager, WGMMA_TESTS=1 (the experimental wgmma kernel's GPU tests, in a process of their own).
+# SANITIZE_IMPLS=cuda,cuda_narrow, SANITIZE_TIMEOUT=240 (seconds per tool), SKIP_NOTEBOOKS=1, NOTEBOOKS=00,05 (a subset),
+# BENCH=quick|issue, BENCH_IMPLS=cuda,..., BENCH_TIMING=graph|eager,
+# EXTRA='command' (run after the benchmark, before packing; write under $OUT/work).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT/work"
@@ -29,12 +30,7 @@ step "build"
 python3 -m kdtree_lab build --json > "$OUT/work/build.json"; echo "build rc=$?"
 
 step "GPU tests"
-[ -n "${SKIP_GPU_TESTS:-}" ] || python3 -m pytest -q -m gpu ${GPU_TESTS:-tests/test_gpu.py tests/test_gpu_graphs.py tests/test_gpu_sglang_hook.py} ${1:+-k "$1"} --junitxml="$OUT/work/gpu-tests.xml" -p no:cacheprovider 2>&1 | tail -40
-
-if [ -n "${WGMMA_TESTS:-}" ]; then
-  step "wgmma kernel GPU tests (own process)"
-  python3 -m pytest -q -m gpu tests/test_gpu_wgmma.py --junitxml="$OUT/work/gpu-tests-wgmma.xml" -p no:cacheprovider 2>&1 | tail -30
-fi
+[ -n "${SKIP_GPU_TESTS:-}" ] || python3 -m pytest -q -m gpu ${GPU_TESTS:-tests/test_gpu.py tests/test_gpu_wgmma.py tests/test_gpu_graphs.py tests/test_gpu_sglang_hook.py} ${1:+-k "$1"} --junitxml="$OUT/work/gpu-tests.xml" -p no:cacheprovider 2>&1 | tail -40
 
 step "compute-sanitizer on small cases"
 for tool in ${SANITIZERS-memcheck racecheck synccheck initcheck}; do
@@ -42,7 +38,7 @@ for tool in ${SANITIZERS-memcheck racecheck synccheck initcheck}; do
   # outputs look uninitialised), and only two cases with the CUDA kernel, as it is slow.
   quick=""; filter="--kernel-name kns=verify_"
   [ "$tool" = initcheck ] && quick="--quick" && filter=""
-  timeout 240 compute-sanitizer --tool $tool $filter --error-exitcode 9 \
+  timeout ${SANITIZE_TIMEOUT:-240} compute-sanitizer --tool $tool $filter --error-exitcode 9 \
     python3 -m kdtree_lab.sanitize_cases $quick ${SANITIZE_IMPLS:+--impl "$SANITIZE_IMPLS"} > "$OUT/work/sanitizer-$tool.log" 2>&1
   echo "$tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/work/sanitizer-$tool.log" | tail -1)"
 done
@@ -55,6 +51,11 @@ if [ -n "${BENCH:-}" ]; then
   python3 -m kdtree_lab bench --preset "$BENCH" ${BENCH_IMPLS:+--impl "$BENCH_IMPLS"} --timing "${BENCH_TIMING:-graph}" \
     --out "$OUT/work/bench-$BENCH.json"
   echo "bench rc=$?"
+fi
+
+if [ -n "${EXTRA:-}" ]; then
+  step "extra: $EXTRA"
+  bash -c "$EXTRA"; echo "extra rc=$?"
 fi
 
 step "pack"

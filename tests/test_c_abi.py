@@ -52,11 +52,16 @@ def test_bad_input_returns_a_status_not_a_crash(lib, over, code):
 
 def test_config_selection(lib):
     cfgs = lib.configs()
-    assert lib.lib.kdtree_verify_select_config(232_448) == 0  # H200: the largest config
-    idx = lib.lib.kdtree_verify_select_config(101_376)  # sm_120
-    assert idx >= 0 and cfgs[idx]["dynamic_smem"] <= 101_376
-    assert cfgs[idx]["kernel"] == loader.CUDA_IMPLS["cuda_narrow"]
-    assert lib.lib.kdtree_verify_select_config(1000) == -1
+    sel = lib.lib.kdtree_verify_select_config
+    wgmma = [c["kernel"] for c in cfgs].index(loader.CUDA_IMPLS["cuda_wgmma"])
+    assert "sm_90a" in lib.archs and sel(232_448, 90) == wgmma  # H200 with sm_90a code: the wgmma kernel (v4)
+    assert cfgs[sel(232_448, 80)]["kernel"] == loader.CUDA_IMPLS["cuda_rows32"]  # A100-sized smem, no wgmma
+    assert cfgs[sel(232_448, 100)]["kernel"] == loader.CUDA_IMPLS["cuda_rows32"]  # wgmma is sm_90a only
+    for cc in (120, 90):  # sm_120's 99 KB; a 9.x part with too little shared memory for v4 gets a portable one
+        idx = sel(101_376, cc)
+        assert idx >= 0 and cfgs[idx]["dynamic_smem"] <= 101_376
+        assert cfgs[idx]["kernel"] == loader.CUDA_IMPLS["cuda_narrow"]
+    assert sel(1000, 120) == -1
 
 
 def test_force_config_range(lib):
@@ -66,8 +71,7 @@ def test_force_config_range(lib):
     kernels = [c["kernel"] for c in lib.configs()]
     assert kernels == ["verify_rows32_kernel<64,2>", "verify_split_kernel<64,3>", "verify_split_kernel<32,2>",
                        "verify_wgmma_kernel<64,2>"]
-    # the experimental wgmma kernel is never chosen automatically, whatever the shared memory
-    assert lib.lib.kdtree_verify_select_config(10 << 20) == 0
+    assert all(name in kernels for name in loader.CUDA_IMPLS.values() if name)
 
 
 def test_loader_refuses_library_without_the_gpu_arch(lib):
@@ -76,7 +80,11 @@ def test_loader_refuses_library_without_the_gpu_arch(lib):
 
 
 def test_default_nsplit_is_a_pure_function_of_host_ints():
-    assert loader.default_nsplit(1, 16, 8, 132) == 66  # two 64-row tiles: one wave of 132 CTAs
-    assert loader.default_nsplit(1, 16, 8, 132, block_m=32) == 66  # four 32-row tiles: two waves
-    assert loader.default_nsplit(48, 16, 8, 132) == 2
-    assert 1 <= loader.default_nsplit(1000, 64, 128, 188) <= loader.MAX_NSPLIT
+    assert loader.default_nsplit(1, 16, 8, 132) == 65  # two 64-row tiles: 130 prefix + 2 draft CTAs, one wave
+    assert loader.default_nsplit(1, 16, 8, 132, block_m=32) == 65  # four 32-row tiles: two waves
+    assert loader.default_nsplit(8, 16, 8, 132) == 8  # 128 CTAs in one wave, not 9 splits and a 12-CTA second wave
+    assert loader.default_nsplit(48, 16, 8, 132) == 4  # 96 tiles: 384 CTAs, 2.9 waves (2 splits: 1.45 waves)
+    assert loader.default_nsplit(1, 64, 128, 132) == 1  # 128 tiles already fill the GPU; more splits add a wave
+    for bs, n, h, sms in ((1000, 64, 128, 188), (1, 1, 1, 1), (3, 7, 5, 60)):
+        ns = loader.default_nsplit(bs, n, h, sms)
+        assert 1 <= ns <= loader.MAX_NSPLIT and ns == loader.default_nsplit(bs, n, h, sms)

@@ -34,6 +34,14 @@ def test_narrow_kernel_edge_grid_and_random():
     assert report.ok, report.summary()
 
 
+def test_rows32_kernel_edge_grid_and_random():
+    """The Hopper-sized mma.sync kernel (v3, verify_rows32_kernel<64,2>), forced: the same grid."""
+    if torch.cuda.get_device_properties(0).shared_memory_per_block_optin < 231_424:
+        pytest.skip("verify_rows32_kernel<64,2> needs 231,424 B of shared memory per block")
+    report = parity.run_parity("cuda_rows32", parity.gpu_grid(300, seed=31, heads=HEADS), "cuda")
+    assert report.ok, report.summary()
+
+
 def test_triton_gpu_edge_grid_and_random():
     report = parity.run_parity("triton", parity.gpu_grid(100, seed=7, heads=HEADS), "cuda")
     assert report.ok, report.summary()

@@ -1,6 +1,6 @@
-"""GPU tests of the experimental sm_90a wgmma kernel (v4, impl ``cuda_wgmma``), kept in their own file: run it
-on its own (``pytest -m gpu tests/test_gpu_wgmma.py``) until the kernel is proven, so that a fault in it cannot
-take the other GPU tests' CUDA context with it. Needs compute capability 9.x; elsewhere the launcher refuses it."""
+"""GPU tests of the sm_90a wgmma kernel (v4, impl ``cuda_wgmma``), forced, so that they test it wherever the
+automatic choice falls (it is the default on compute capability 9.x when the library holds sm_90a code, and
+tests/test_gpu.py covers it there as ``cuda``). Needs compute capability 9.x; elsewhere the launcher refuses it."""
 
 import pytest
 import torch
