@@ -62,6 +62,7 @@ class Timing:
     ms_samples: int
     nsplit: int | None = None
     method: str = "eager"  # how it was timed: "graph" (replays of a captured call) or "eager"
+    kernel: str | None = None  # the CUDA kernel configuration that ran (ours only)
 
     def row(self, ceilings: Ceilings) -> dict:
         s = self.shape
@@ -73,7 +74,7 @@ class Timing:
                 "ms": round(self.ms, 4), "GB/s": round(s.kv_bytes / t / 1e9, 1),
                 "TFLOP/s": round(s.flops / t / 1e12, 2), "floor_ms": round(floor * 1e3, 4),
                 "bound": "memory" if t_mem >= t_cmp else "compute", "of_roofline": round(floor / t, 3),
-                "nsplit": self.nsplit, "timing": self.method}
+                "nsplit": self.nsplit, "timing": self.method, **({"kernel": self.kernel} if self.kernel else {})}
 
 
 def median_ms(fn: Callable[[int], None], copies: int, warmup: int = 3, iters: int = 20) -> tuple[float, int]:
@@ -170,7 +171,8 @@ def time_ours(impl: str, shape: Shape, nsplit: int | None = None, method: str = 
             ns = nsplit or loader.default_nsplit(shape.batch, shape.draft, shape.heads, sms, cfg["block_m"])
             ws = loader.alloc_workspace(shape.batch, shape.draft, shape.heads, ns)
             ms, n, how = timed(lambda i: loader.verify(batches[i], ws, ns), copies, method)
-    elif impl == "triton":
+        return Timing(impl, shape, ms, n, ns, how, cfg["kernel"])
+    if impl == "triton":
         ns = nsplit or loader.default_nsplit(shape.batch, shape.draft, shape.heads, sms, 32)
         ws = triton_verify.alloc_workspace(shape.batch, shape.draft, shape.heads, ns, "cuda")
         ms, n, how = timed(lambda i: triton_verify.verify(batches[i], ws, ns), copies, method)

@@ -15,6 +15,7 @@ CONTRACTS = DATA / "contracts"
 RESULTS = DATA / "results"
 
 # The H200 results of record (data/results/h200/README.md indexes every folder and the command behind it).
-H200_V3 = RESULTS / "h200" / "2026-11-29-v3-kernel"
-H200_BENCH = H200_V3 / "bench-issue.json"  # the issue grid, eager CUDA-event timing
-H200_GRAPHS = H200_V3 / "notebook-05" / "05_cuda_graphs.json"  # workspace and graph-pool bytes, replay parity
+H200_V3 = RESULTS / "h200" / "2026-11-29-v3-kernel"  # kernel v3 (mma.sync), eager timing, every earlier version
+H200_V4 = RESULTS / "h200" / "2026-11-29-v4-wgmma"  # kernel v4 (wgmma), the sm_90a default
+H200_BENCH = H200_V4 / "bench-issue.json"  # the issue grid, CUDA-graph replay timing
+H200_GRAPHS = H200_V4 / "notebook-05" / "05_cuda_graphs.json"  # workspace and graph-pool bytes, replay parity

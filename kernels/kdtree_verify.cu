@@ -7,12 +7,14 @@
 // latent KV from DRAM once. Each CTA keeps its Q tile in shared memory and streams key rows through a cp.async
 // ring; one 576-wide key row serves QK (576 dims) and PV (its first 512 dims).
 //
-// Two kernels share that frame (and the prologue helpers below):
+// Three kernels share that frame (and the prologue and pipeline helpers below):
 // - verify_split_kernel (v1, "narrow"; BM = 64 or 32, 16 keys per step): fits sm_120's 99 KB. Warp w owns row
 //   group w / 4 (16 rows) and quarter w % 4 of the dims for QK (partial S summed through shared memory) and of
 //   the 512 output columns for PV.
-// - verify_rows32_kernel (v3; BM = 64, 64 keys per step, 231 KB): the Hopper configuration, described at its
-//   definition.
+// - verify_rows32_kernel (v3; BM = 64, 64 keys per step, 231 KB): the mma.sync kernel for Hopper-sized shared
+//   memory, described at its definition.
+// - verify_wgmma_kernel (v4; kdtree_verify_sm90.cuh): the same tiles with sm_90a warpgroup MMA, the default on
+//   compute capability 9.x.
 // A third kernel merges the nsplit + 1 partial results of each row with their log-sum-exps and writes bf16 o.
 #include "kdtree_verify.h"
 
@@ -433,7 +435,7 @@ __device__ __forceinline__ void prefix_pipeline(const Params& p, const Work& w, 
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// v3, 32-row warp tiles (the sm_90 default): BM = 64 rows, BN = 64 keys per step, 8 warps of up to 255 registers.
+// v3, 32-row warp tiles (the portable Hopper-sized kernel): BM = 64 rows, BN = 64 keys per step, 8 warps of up to 255 registers.
 // Warp (q, c) = (warp / 4, warp % 4) owns rows [32q, 32q + 32) of the tile. QK: its rows x keys [16c, 16c + 16)
 // over all 576 dims, so each K fragment serves two 16-row A fragments. PV: its rows x output columns
 // [128c, 128c + 128) over all 64 keys (128 fp32 accumulators per thread), so each V fragment serves both row

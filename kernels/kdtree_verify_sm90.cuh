@@ -1,6 +1,7 @@
-// kdtree-lab verify, v4 (experimental, not selected automatically): the sm_90a path with warpgroup MMA (wgmma).
+// kdtree-lab verify, v4: the sm_90a path with warpgroup MMA (wgmma), the default on compute capability 9.x.
 // Included by kdtree_verify.cu after its shared helpers. The wgmma code is compiled for sm_90a only; on every other
-// arch the kernel body is a trap, and the launcher refuses to run it on a GPU that is not compute capability 9.x.
+// arch the kernel body is a trap, and the launcher refuses to run it on a GPU that is not compute capability 9.x
+// (it selects it there only when the library was built with sm_90a code: KDT_SM90A_BUILT).
 //
 // CTA: 64 rows, two warpgroups (256 threads), 64 keys per step, two KV stages (231 KB of shared memory). Every
 // tile is stored as wgmma's 128-byte-swizzle atoms: for a 64-row tile of 576 dims, atom a (dims 64a..64a+63) is 64
