@@ -226,6 +226,27 @@ def time_sglang_decode(shape: Shape, max_kv_splits: int = 256, method: str = "gr
     return Timing("sglang_decode_1tok", shape, ms, n, method=how)
 
 
+def streaming_fits(rows: list[dict], ceilings: dict, impl: str = "cuda", short: int = 32_768,
+                   long: int = 200_000) -> list[dict]:
+    """Per (B, N, H) series of ``impl`` timed at prefix lengths ``short`` and ``long`` (tokens): the streaming rates
+    (KV bytes and FLOPs added over the time added: GB/s, TFLOP/s, and as fractions of the ceilings) and the
+    intercept (ms), the part of a call's time the prefix length does not explain; a straight line through the two
+    points. Separates a kernel's per-token speed from its fixed cost per call."""
+    ms = {(r["B"], r["L"], r["N"], r["H"]): r["ms"] for r in rows if r["impl"] == impl}
+    out = []
+    for (b, length, n, h), t2 in sorted(ms.items()):
+        t1 = ms.get((b, short, n, h))
+        if length != long or t1 is None or t2 <= t1:
+            continue
+        s1, s2 = Shape(b, short, n, h), Shape(b, long, n, h)
+        dt = (t2 - t1) * 1e-3
+        gbps, tflops = (s2.kv_bytes - s1.kv_bytes) / dt / 1e9, (s2.flops - s1.flops) / dt / 1e12
+        out.append({"B": b, "N": n, "H": h, "GB/s": round(gbps, 1), "of_copy": round(gbps / ceilings["copy_gbps"], 3),
+                    "TFLOP/s": round(tflops, 2), "of_gemm": round(tflops / ceilings["gemm_tflops"], 3),
+                    "intercept_ms": round(t1 - s1.kv_bytes / (gbps * 1e9) * 1e3, 4)})
+    return out
+
+
 def run_grid(shapes: list[Shape], impls: list[str], ceilings: Ceilings | None = None,
              progress: bool = True, method: str = "graph") -> dict:
     """Time every impl on every shape (``method``: graph replays, the default, or eager calls); returns ceilings

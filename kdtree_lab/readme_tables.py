@@ -10,7 +10,7 @@ import json
 import re
 from pathlib import Path
 
-from .bench import Shape
+from .bench import Shape, streaming_fits
 from .paths import H200_BENCH, H200_V3, H200_V4, ROOT
 
 PROFILE_V3 = H200_V3 / "profile-v3.json"
@@ -103,23 +103,6 @@ def versions_table() -> str:
     return "\n".join(lines)
 
 
-def streaming_fits(by_shape: dict) -> dict[tuple[int, int, int], dict]:
-    """Per (B, N, H) of our kernel: the streaming rates between L = 32k and L = 200k (KV bytes and FLOPs added over
-    the time added: GB/s, TFLOP/s) and the intercept (ms), the part of a call's time that the prefix length does
-    not explain; a straight line through the two measured points."""
-    fits = {}
-    for (b, length, n, h), d in by_shape.items():
-        if length != 200_000 or (b, 32_768, n, h) not in by_shape:
-            continue
-        t1, t2 = by_shape[(b, 32_768, n, h)]["cuda"]["ms"], d["cuda"]["ms"]
-        s1, s2 = Shape(b, 32_768, n, h), Shape(b, 200_000, n, h)
-        dt = (t2 - t1) * 1e-3
-        gbps = (s2.kv_bytes - s1.kv_bytes) / dt / 1e9
-        fits[(b, n, h)] = {"GB/s": gbps, "TFLOP/s": (s2.flops - s1.flops) / dt / 1e12,
-                           "intercept_ms": t1 - s1.kv_bytes / (gbps * 1e9) * 1e3}
-    return fits
-
-
 def _span(values: list[float], fmt: str) -> str:
     return f"{min(values):{fmt}} to {max(values):{fmt}}"
 
@@ -127,7 +110,7 @@ def _span(values: list[float], fmt: str) -> str:
 def targets_table() -> str:
     data, by_shape = _bench()
     c = data["ceilings"]
-    fits = streaming_fits(by_shape)
+    fits = {(f["B"], f["N"], f["H"]): f for f in streaming_fits(data["rows"], c)}
     mem, comp, b48, b48_miss_bound = [], [], [], []
     for (b, length, n, h), d in by_shape.items():
         r = d["cuda"]
@@ -139,9 +122,9 @@ def targets_table() -> str:
             b48.append(r["speedup_vs_sglang_verify"])
             if r["speedup_vs_sglang_verify"] < 15:  # the most any kernel could reach: SGLang's time / our floor
                 b48_miss_bound.append(d["sglang_extend"]["ms"] / r["floor_ms"])
-    mem_fit = [f["GB/s"] / c["copy_gbps"] for (b, n, h), f in fits.items() if n * h <= 64]
+    mem_fit = [f["of_copy"] for (b, n, h), f in fits.items() if n * h <= 64]
     mem_icpt = [f["intercept_ms"] * 1e3 for (b, n, h), f in fits.items() if n * h <= 64]
-    comp_fit = [f["TFLOP/s"] / c["gemm_tflops"] for (b, n, h), f in fits.items() if n * h >= 128]
+    comp_fit = [f["of_gemm"] for (b, n, h), f in fits.items() if n * h >= 128]
     head = by_shape[HEADLINE]
     ours, dec, ext = head["cuda"], head["sglang_decode_1tok"], head["sglang_extend"]
     met = lambda ok: "met" if ok else "**not met**"  # noqa: E731

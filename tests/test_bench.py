@@ -1,0 +1,56 @@
+"""The benchmark module's arithmetic (no GPU): floors, roofline fractions, shape grids and the streaming fit."""
+
+import pytest
+
+from kdtree_lab import bench
+from kdtree_lab.bench import Ceilings, Shape, Timing
+
+CEIL = Ceilings(copy_gbps=4000.0, gemm_tflops=800.0)
+
+
+def test_shape_bytes_and_flops():
+    s = Shape(2, 1000, 16, 8)
+    assert s.kv_bytes == 2 * 1000 * 576 * 2
+    assert s.flops == 2.0 * (576 + 512) * 2 * 16 * 8 * (1000 + 16)
+
+
+def test_timing_row_floor_bound_and_fraction():
+    mem = Shape(1, 200_000, 4, 8)  # 1.89 x 32 FLOP/byte: memory-bound at these ceilings
+    t_mem = mem.kv_bytes / (CEIL.copy_gbps * 1e9) * 1e3  # ms
+    row = Timing("cuda", mem, ms=2 * t_mem, ms_samples=20, nsplit=7, method="graph", kernel="k").row(CEIL)
+    assert row["bound"] == "memory" and row["of_roofline"] == pytest.approx(0.5, abs=1e-3)
+    assert row["floor_ms"] == pytest.approx(t_mem, rel=1e-3) and row["kernel"] == "k" and row["timing"] == "graph"
+    comp = Shape(1, 200_000, 64, 128)
+    row = Timing("triton", comp, ms=10.0, ms_samples=20).row(CEIL)
+    assert row["bound"] == "compute" and "kernel" not in row
+    assert row["TFLOP/s"] == pytest.approx(comp.flops / 1e-2 / 1e12, rel=1e-3)
+
+
+def test_issue_grid_has_every_shape_once():
+    shapes = [s for s, _ in bench.preset("issue")]
+    assert len(shapes) == len(set(shapes)) == 4 * 3 * 3 * 3
+    assert all("cuda" in impls and "triton" in impls for _, impls in bench.preset("issue"))
+    with pytest.raises(ValueError, match="preset"):
+        bench.preset("nope")
+
+
+def test_streaming_fit_recovers_rate_and_fixed_cost():
+    """Rows made from t = t0 + bytes / BW give back BW and t0; series without both lengths are left out."""
+    bw, t0 = 3000e9, 0.025  # bytes per second, ms
+    rows = []
+    for b, n, h in ((1, 4, 8), (8, 16, 8)):
+        for length in (32_768, 200_000):
+            s = Shape(b, length, n, h)
+            rows.append({"impl": "cuda", "B": b, "L": length, "N": n, "H": h, "ms": t0 + s.kv_bytes / bw * 1e3})
+    rows.append({"impl": "cuda", "B": 48, "L": 200_000, "N": 4, "H": 8, "ms": 1.0})  # no 32k point
+    rows.append({"impl": "triton", "B": 1, "L": 32_768, "N": 4, "H": 8, "ms": 9.0})  # another impl
+    fits = bench.streaming_fits(rows, {"copy_gbps": 4000.0, "gemm_tflops": 800.0})
+    assert [(f["B"], f["N"], f["H"]) for f in fits] == [(1, 4, 8), (8, 16, 8)]
+    for f in fits:
+        assert f["GB/s"] == pytest.approx(3000, rel=1e-3) and f["of_copy"] == pytest.approx(0.75, abs=1e-3)
+        assert f["intercept_ms"] == pytest.approx(t0, abs=1e-4)
+
+
+def test_timed_rejects_an_unknown_method():
+    with pytest.raises(ValueError, match="timing method"):
+        bench.timed(lambda i: None, 1, method="wall")
