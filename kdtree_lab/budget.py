@@ -52,6 +52,7 @@ class GpuPreset:
     memory_mib: int
     sms: int
     bandwidth_gbps: float
+    row_tile: int  # rows per CTA of the kernel configuration this GPU selects (kdtree_verify_select_config)
     sources: dict[str, str]
 
 
@@ -79,7 +80,7 @@ class BudgetInputs:
     draft_tokens: int = 16  # N
     topk: int = 1
     spec_steps: int = 3
-    nsplit: int = 16
+    nsplit: int = 0  # prefix splits; 0 = the kernel's own rule (loader.default_nsplit), as the SGLang hook runs it
     partial_bytes: int = 4  # fp32 split partials
     context: int = 200_000
     concurrency: int = 8
@@ -191,6 +192,18 @@ def kdtree_workspace_bytes(max_bs: int, draft_tokens: int, heads: int, nsplit: i
     return 256 + rows * 512 * partial_bytes + math.ceil(rows * 4 / 256) * 256
 
 
+def hook_workspace_bytes(max_bs: int, draft_tokens: int, heads: int, sms: int, row_tile: int, nsplit: int = 0,
+                         partial_bytes: int = 4) -> int:
+    """Bytes of workspace the SGLang hook allocates (sglang_hook.VerifyHook): the largest over batch sizes
+    1..max_bs, each at ``nsplit`` splits or, with 0, at the kernel's own split count for that batch size on a GPU
+    of ``sms`` SMs whose kernel configuration has ``row_tile``-row CTAs."""
+    from .loader import default_nsplit
+
+    return max(kdtree_workspace_bytes(bs, draft_tokens, heads,
+                                      nsplit or default_nsplit(bs, draft_tokens, heads, sms, row_tile), partial_bytes)
+               for bs in range(1, max_bs + 1))
+
+
 def compute(inp: BudgetInputs) -> BudgetResult:
     """The whole budget for one deployment; raises BudgetInputError naming an impossible input."""
     ms, gs = models(), gpus()
@@ -201,9 +214,11 @@ def compute(inp: BudgetInputs) -> BudgetResult:
     m, g = ms[inp.model], gs[inp.gpu]
     if inp.quant not in m.weights_gib:
         raise BudgetInputError(f"quant: {inp.model} has weights for {sorted(m.weights_gib)}, not {inp.quant!r}")
-    for name in ("tp", "max_bs", "draft_tokens", "topk", "spec_steps", "nsplit", "context", "concurrency"):
+    for name in ("tp", "max_bs", "draft_tokens", "topk", "spec_steps", "context", "concurrency"):
         if getattr(inp, name) < 1:
             raise BudgetInputError(f"{name}: must be >= 1, got {getattr(inp, name)}")
+    if inp.nsplit < 0:
+        raise BudgetInputError(f"nsplit: must be >= 1, or 0 for the kernel's own split rule, got {inp.nsplit}")
     for name in ("context_overhead_mib", "graph_pool_mib_per_size", "margin_mib"):
         if getattr(inp, name) < 0:
             raise BudgetInputError(f"{name}: a reserve cannot be negative, got {getattr(inp, name)}")
@@ -224,8 +239,8 @@ def compute(inp: BudgetInputs) -> BudgetResult:
     capture_sizes = sglang_capture_sizes(inp.max_bs)
     consumers = [Consumer("weights (per GPU)", weights, "pool", "measured" if "weights" in inp.measured else "preset")]
     consumers += triton_graph_buffers(heads, inp.max_bs, inp.draft_tokens, inp.topk, inp.spec_steps, inp.context)
-    ws = int(inp.measured.get("workspace", kdtree_workspace_bytes(inp.max_bs, inp.draft_tokens, heads, inp.nsplit,
-                                                                  inp.partial_bytes)))
+    ws = int(inp.measured.get("workspace", hook_workspace_bytes(inp.max_bs, inp.draft_tokens, heads, g.sms,
+                                                                 g.row_tile, inp.nsplit, inp.partial_bytes)))
     consumers.append(Consumer("kdtree verify workspace", ws, "slack",
                               "measured" if "workspace" in inp.measured else "kdtree"))
     pool = int(inp.measured.get("graph_pool", len(capture_sizes) * inp.graph_pool_mib_per_size * MIB))
@@ -255,7 +270,7 @@ def compute(inp: BudgetInputs) -> BudgetResult:
                         f"and graphs: pass --mem-fraction-static {safe:.3f}")
     if safe <= 0 or safe * g_bytes <= weights:
         warnings.append("no fraction fits: the slack consumers alone leave no room for the KV pool; lower max_bs, "
-                        "context or nsplit, or use fp8 KV")
+                        "context or the split count, or use fp8 KV")
     max_ctx = tokens // inp.concurrency
     if max_ctx < inp.context:
         warnings.append(f"KV pool holds {tokens} tokens: {max_ctx} per request at {inp.concurrency} concurrent, "

@@ -207,7 +207,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
     p.add_argument("--kv-dtype", default="bf16", choices=["bf16", "fp8"], help="KV cache dtype")
     p.add_argument("--max-bs", type=int, default=8, help="largest verify batch captured")
     p.add_argument("--draft-tokens", type=int, default=16, help="N draft tokens per request")
-    p.add_argument("--nsplit", type=int, default=16, help="prefix splits of the verify kernel")
+    p.add_argument("--nsplit", type=int, default=0,
+                   help="prefix splits of the verify kernel (0, the default: the kernel's own rule per batch size)")
     p.add_argument("--context", type=int, default=200_000, help="context length per request (tokens)")
     p.add_argument("--concurrency", type=int, default=8, help="concurrent requests the context must fit")
     p.add_argument("--mem-fraction", type=float, default=None, help="fraction to evaluate (default: the safe one)")

@@ -95,7 +95,7 @@ def test_every_preset_value_cites_a_source():
         covered = {k for key in m.sources for k in key.split("/")}
         assert {"layers", "heads", "kv_lora_rank", "qk_rope_head_dim", "draft_layers", "weights_gib"} <= covered
     for g in budget.gpus().values():
-        assert set(g.sources) == {"memory_mib", "sms", "bandwidth_gbps"}
+        assert set(g.sources) == {"memory_mib", "sms", "bandwidth_gbps", "row_tile"}
     assert {"rtx-pro-6000", "rtx-5090", "h200", "h100", "b200"} <= set(budget.gpus())
     assert {"deepseek-v3", "kimi-k2", "deepseek-v2-lite"} <= set(budget.models())
 
@@ -113,6 +113,31 @@ def test_parse_sglang_log_and_calibrate():
     r = compute(budget.calibrate(BudgetInputs(mem_fraction=0.88), got))
     assert r.weights_bytes == int(68.72 * GIB) and r.g_bytes == int(94.12 * GIB)
     assert next(c for c in r.consumers if c.name.startswith("CUDA-graph pool")).source == "measured"
+
+
+def test_workspace_is_what_the_hook_allocates():
+    """The budget's workspace line is the hook's allocation: the largest over batch sizes 1..max_bs at the
+    kernel's own split counts for the GPU preset (RTX PRO 6000: 188 SMs, 32-row tiles); nsplit overrides it."""
+    from kdtree_lab.loader import default_nsplit
+
+    inp = BudgetInputs(gpu="rtx-pro-6000", max_bs=8, draft_tokens=16, mem_fraction=0.88)
+    ws = next(c for c in compute(inp).consumers if c.name == "kdtree verify workspace")
+    want = max(budget.kdtree_workspace_bytes(bs, 16, 8, default_nsplit(bs, 16, 8, 188, 32)) for bs in range(1, 9))
+    assert ws.bytes == want and ws.source == "kdtree"
+    fixed = next(c for c in compute(replace(inp, nsplit=16)).consumers if c.name == "kdtree verify workspace")
+    assert fixed.bytes == budget.kdtree_workspace_bytes(8, 16, 8, 16)
+    with pytest.raises(BudgetInputError, match="nsplit"):
+        compute(replace(inp, nsplit=-1))
+
+
+def test_gpu_presets_row_tile_is_what_the_library_selects():
+    from kdtree_lab import build, loader
+
+    lib = loader.open_library(build.build_library(("sm_120a", "sm_90a"), progress=False).library)
+    cfgs = lib.configs()
+    for name, smem, cc in (("rtx-pro-6000", 101_376, 120), ("rtx-5090", 101_376, 120), ("h200", 232_448, 90),
+                           ("h100", 232_448, 90), ("b200", 232_448, 100)):
+        assert budget.gpus()[name].row_tile == cfgs[lib.lib.kdtree_verify_select_config(smem, cc)]["block_m"], name
 
 
 def test_calibration_against_committed_h200_graph_results():
