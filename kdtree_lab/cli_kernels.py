@@ -186,7 +186,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
     p.set_defaults(func=cmd_build)
 
     p = sub.add_parser("parity", help="compare a kernel with the fp64 oracle on edge cases and random draws")
-    p.add_argument("--impl", choices=["cuda", "triton"], default="cuda")
+    p.add_argument("--impl", choices=["cuda", "cuda_narrow", "cuda_rows32", "cuda_wgmma", "triton"], default="cuda",
+                   help="cuda: the configuration this GPU selects; cuda_*: a configuration forced (loader.CUDA_IMPLS)")
     p.add_argument("--cases", type=int, default=50, help="random cases after the edge grid")
     p.add_argument("--no-edge", action="store_true", help="skip the edge grid")
     p.add_argument("--max-prefix", type=int, default=4096, help="longest prefix drawn (tokens)")

@@ -57,3 +57,11 @@ def test_audit_json_reports_variant_mismatch(capsys):
     data = json.loads(capsys.readouterr().out)
     bad = {r["name"] for r in data["rows"] if not r["ok"]}
     assert bad == {"qo_indptr", "custom_mask"}
+
+
+def test_parity_cli_offers_every_cuda_implementation():
+    from kdtree_lab import cli, loader
+
+    parser = cli.build_parser()
+    for impl in (*loader.CUDA_IMPLS, "triton"):
+        assert parser.parse_args(["parity", "--impl", impl]).impl == impl
