@@ -666,7 +666,7 @@ __global__ void __launch_bounds__(Cfg3<STAGES>::THREADS, 1) verify_rows32_kernel
 
 }  // namespace
 
-#include "kdtree_verify_sm90.cuh"  // v4: the experimental sm_90a wgmma kernel
+#include "kdtree_verify_sm90.cuh"  // v4: the sm_90a wgmma kernel
 
 namespace {
 
