@@ -100,6 +100,9 @@ class VerifyHook:
         sms = torch.cuda.get_device_properties(self.device).multi_processor_count
         self.block_m = loader.library().selected_config(self.device)["block_m"]
         self.sms = sms
+        # The split count of every batch size up to max_bs, chosen once here: default_nsplit searches its split
+        # counts (~0.1 ms of Python), too slow for every eager call.
+        self._splits = [loader.default_nsplit(bs, num_draft, num_heads, sms, self.block_m) for bs in range(max_bs + 1)]
         need = max(loader.library().workspace_bytes(bs, num_draft, num_heads, self.nsplit(bs))
                    for bs in range(1, max_bs + 1))
         self.workspace = torch.zeros(need, dtype=torch.uint8, device=self.device)  # allocated once, outside capture
@@ -108,9 +111,8 @@ class VerifyHook:
         self.err = torch.zeros((), dtype=torch.float32, device=self.device)
 
     def nsplit(self, bs: int) -> int:
-        from .loader import default_nsplit
-
-        return default_nsplit(bs, self.num_draft, self.num_heads, self.sms, self.block_m)
+        """Prefix splits for a call of ``bs`` requests (0 <= bs <= max_bs): loader.default_nsplit's choice."""
+        return self._splits[bs]
 
     def _fall_back(self, reason: str) -> bool:
         self.stats.fell_back += 1
