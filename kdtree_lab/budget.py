@@ -192,16 +192,17 @@ def kdtree_workspace_bytes(max_bs: int, draft_tokens: int, heads: int, nsplit: i
     return 256 + rows * 512 * partial_bytes + math.ceil(rows * 4 / 256) * 256
 
 
-def hook_workspace_bytes(max_bs: int, draft_tokens: int, heads: int, sms: int, row_tile: int, nsplit: int = 0,
-                         partial_bytes: int = 4) -> int:
-    """Bytes of workspace the SGLang hook allocates (sglang_hook.VerifyHook): the largest over batch sizes
-    1..max_bs, each at ``nsplit`` splits or, with 0, at the kernel's own split count for that batch size on a GPU
-    of ``sms`` SMs whose kernel configuration has ``row_tile``-row CTAs."""
+def largest_workspace_bytes(batch_sizes, draft_tokens: int, heads: int, sms: int, row_tile: int, nsplit: int = 0,
+                            partial_bytes: int = 4) -> int:
+    """Bytes of the one workspace that serves every batch size in ``batch_sizes``: the largest of their
+    workspaces, each at ``nsplit`` splits or, with 0, at the kernel's own split count for that batch size
+    (loader.default_nsplit) on a GPU of ``sms`` SMs whose kernel configuration has ``row_tile``-row CTAs. The SGLang
+    hook allocates it for batch sizes 1..max_bs, the graph runner for SGLang's capture sizes."""
     from .loader import default_nsplit
 
     return max(kdtree_workspace_bytes(bs, draft_tokens, heads,
                                       nsplit or default_nsplit(bs, draft_tokens, heads, sms, row_tile), partial_bytes)
-               for bs in range(1, max_bs + 1))
+               for bs in batch_sizes)
 
 
 def compute(inp: BudgetInputs) -> BudgetResult:
@@ -239,8 +240,9 @@ def compute(inp: BudgetInputs) -> BudgetResult:
     capture_sizes = sglang_capture_sizes(inp.max_bs)
     consumers = [Consumer("weights (per GPU)", weights, "pool", "measured" if "weights" in inp.measured else "preset")]
     consumers += triton_graph_buffers(heads, inp.max_bs, inp.draft_tokens, inp.topk, inp.spec_steps, inp.context)
-    ws = int(inp.measured.get("workspace", hook_workspace_bytes(inp.max_bs, inp.draft_tokens, heads, g.sms,
-                                                                 g.row_tile, inp.nsplit, inp.partial_bytes)))
+    ws = int(inp.measured.get("workspace", largest_workspace_bytes(range(1, inp.max_bs + 1), inp.draft_tokens,
+                                                                    heads, g.sms, g.row_tile, inp.nsplit,
+                                                                    inp.partial_bytes)))
     consumers.append(Consumer("kdtree verify workspace", ws, "slack",
                               "measured" if "workspace" in inp.measured else "kdtree"))
     pool = int(inp.measured.get("graph_pool", len(capture_sizes) * inp.graph_pool_mib_per_size * MIB))
@@ -317,10 +319,7 @@ def predicted_kernel_graph_memory(max_bs: int, draft_tokens: int, heads: int, sm
     """What the graph notebook should measure for the kernel alone: the workspace the graph runner allocates (the
     largest over SGLang's capture sizes with the default split count) and the graph pool, which the kernel does not
     add to beyond one 2 MiB allocator segment (it allocates nothing during capture). Bytes."""
-    from .loader import default_nsplit
-
-    ws = max(kdtree_workspace_bytes(bs, draft_tokens, heads, default_nsplit(bs, draft_tokens, heads, sms, block_m))
-             for bs in sglang_capture_sizes(max_bs))
+    ws = largest_workspace_bytes(sglang_capture_sizes(max_bs), draft_tokens, heads, sms, block_m)
     return {"workspace": ws, "graph_pool": 2 * MIB}
 
 
