@@ -194,8 +194,7 @@ def default_nsplit(bs: int, num_draft: int, num_heads: int, num_sms: int, block_
         waves = math.ceil(tiles * n / slots)
         return waves * (1 / n + cta_overhead) + (draft_tail if tiles * (n + 1) > waves * slots else 0.0)
 
-    costs = {n: cost(n) for n in range(1, top + 1)}
-    return min(costs, key=lambda n: (costs[n], n))
+    return min(range(1, top + 1), key=cost)  # the first (smallest) of equal costs
 
 
 def _check_meta(q, k_extend, v_extend, o, k_buffer, qo_indptr, kv_indptr, kv_indices, custom_mask, mask_indptr,

@@ -760,6 +760,7 @@ constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
 
 constexpr int kMaxDevices = 64;
 int g_config_of_device[kMaxDevices];      // 0 = unknown, else index + 1
+int g_cc_of_device[kMaxDevices];          // its compute capability, major * 10 + minor (set with the above)
 unsigned g_attr_set[kMaxDevices];         // bit i: config i's shared-memory attribute is set on that device
 int g_forced_config = -1;                 // kdtree_verify_force_config
 
@@ -851,16 +852,14 @@ int kdtree_verify_attn_flash_paged_cg(
         cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&cc_minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
       return KDT_ERR_DEVICE;
-    const int auto_idx = kdtree_verify_select_config(optin, cc_major * 10 + cc_minor);
+    g_cc_of_device[dev] = cc_major * 10 + cc_minor;
+    const int auto_idx = kdtree_verify_select_config(optin, g_cc_of_device[dev]);
     if (auto_idx < 0) return KDT_ERR_DEVICE;
     g_config_of_device[dev] = auto_idx + 1;
   }
   const int idx = g_forced_config >= 0 ? g_forced_config : g_config_of_device[dev] - 1;
-  if (idx == kWgmmaConfig) {  // wgmma exists on sm_90a only; elsewhere the kernel body is a trap
-    int major = 0;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess || major != 9)
-      return KDT_ERR_DEVICE;
-  }
+  // wgmma exists on sm_90a only; elsewhere the kernel body is a trap (reachable here only when forced)
+  if (idx == kWgmmaConfig && g_cc_of_device[dev] / 10 != 9) return KDT_ERR_DEVICE;
   if (!(g_attr_set[dev] & (1u << idx))) {
     if (cudaFuncSetAttribute(reinterpret_cast<const void*>(kConfigs[idx].kernel),
                              cudaFuncAttributeMaxDynamicSharedMemorySize, kConfigs[idx].cfg.dynamic_smem) !=
