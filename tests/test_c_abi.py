@@ -64,6 +64,16 @@ def test_config_selection(lib):
     assert sel(1000, 120) == -1
 
 
+def test_gpu_presets_row_tile_is_what_the_library_selects(lib):
+    """The memory budget sizes the workspace with each GPU preset's row tile: it must be the selected config's."""
+    from kdtree_lab.budget import gpus
+
+    cfgs = lib.configs()
+    for name, smem, cc in (("rtx-pro-6000", 101_376, 120), ("rtx-5090", 101_376, 120), ("h200", 232_448, 90),
+                           ("h100", 232_448, 90), ("b200", 232_448, 100)):
+        assert gpus()[name].row_tile == cfgs[lib.lib.kdtree_verify_select_config(smem, cc)]["block_m"], name
+
+
 def test_force_config_range(lib):
     n = lib.lib.kdtree_verify_num_configs()
     assert lib.lib.kdtree_verify_force_config(n) == 2 and lib.lib.kdtree_verify_force_config(-2) == 2
