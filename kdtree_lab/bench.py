@@ -23,12 +23,12 @@ from typing import Callable
 import torch
 
 from .batch import D_QK, D_V, VerifyBatch, build_verify_batch
-from .loader import CUDA_IMPLS
+from .impls import CUDA_IMPLS, IMPLS
 
 L2_ROTATE_BYTES = 256 << 20  # rotate inputs until this many KV bytes separate two uses of one copy
 MAX_COPIES = 16
-OURS = ("cuda", "cuda_narrow", "triton")  # what the presets time of ours
-TIMEABLE = (*CUDA_IMPLS, "triton")  # also a forced configuration (cuda_rows32, cuda_wgmma), when asked for (--impl)
+OURS = ("cuda", "cuda_sm120", "triton")  # what the presets time of ours
+TIMEABLE = tuple(IMPLS)  # any registered implementation, when asked for (--impl)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,12 @@ from pathlib import Path
 from .doctor import find_cuda_tool, find_nvcc
 from .paths import BUILD, KERNELS
 
-SOURCES = ("kdtree_verify.cu", "kdtree_verify.h", "kdtree_verify_sm90.cuh")
+LAUNCHER = "kdtree_verify.cu"  # the one translation unit: it includes every kernel header
+
+
+def kernel_sources() -> list[Path]:
+    """Every file the build compiles (the launcher, the C ABI header and the kernel headers), sorted."""
+    return sorted([*KERNELS.glob("*.cu"), *KERNELS.glob("*.h"), *KERNELS.rglob("*.cuh")])
 LIB_STEM = "libkdtree_verify"
 DEFAULT_ARCHS = ("sm_120a", "sm_90a")
 REQUIRED_SYMBOLS = (
@@ -126,8 +131,9 @@ def build_library(archs: tuple[str, ...] | list[str] = DEFAULT_ARCHS, out_dir: P
         raise BuildError(f"--arch: expected names like sm_120a or sm_90a, got {bad}")
     version = _nvcc_version(nvcc)
     h = hashlib.sha256()
-    for name in SOURCES:
-        h.update((KERNELS / name).read_bytes())
+    for path in kernel_sources():
+        h.update(str(path.relative_to(KERNELS)).encode())
+        h.update(path.read_bytes())
     h.update(" ".join(NVCC_FLAGS + archs + (version,)).encode())
     digest = h.hexdigest()[:16]
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -136,7 +142,7 @@ def build_library(archs: tuple[str, ...] | list[str] = DEFAULT_ARCHS, out_dir: P
     # the launcher may choose the wgmma kernel automatically only when its sm_90a code is in the library
     defines = ["-DKDT_SM90A_BUILT"] if "sm_90a" in archs else []
     cmd = [nvcc, *NVCC_FLAGS, *defines, *[x for a in archs for x in _gencode(a)], "-o", str(lib),
-           str(KERNELS / SOURCES[0])]
+           str(KERNELS / LAUNCHER)]
     if lib.exists() and log_path.exists() and not force:
         return BuildResult(lib, archs, True, 0.0, version, cmd, log_path.read_text())
     t0 = time.perf_counter()

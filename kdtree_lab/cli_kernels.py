@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .impls import IMPLS
+
 
 def _emit(args, data, text):
     from .cli import _emit as emit
@@ -186,8 +188,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
     p.set_defaults(func=cmd_build)
 
     p = sub.add_parser("parity", help="compare a kernel with the fp64 oracle on edge cases and random draws")
-    p.add_argument("--impl", choices=["cuda", "cuda_narrow", "cuda_rows32", "cuda_wgmma", "triton"], default="cuda",
-                   help="cuda: the configuration this GPU selects; cuda_*: a configuration forced (loader.CUDA_IMPLS)")
+    p.add_argument("--impl", choices=list(IMPLS), default="cuda",
+                   help="; ".join(f"{i.name}: {i.summary}" for i in IMPLS.values()))
     p.add_argument("--cases", type=int, default=50, help="random cases after the edge grid")
     p.add_argument("--no-edge", action="store_true", help="skip the edge grid")
     p.add_argument("--max-prefix", type=int, default=4096, help="longest prefix drawn (tokens)")
@@ -234,8 +236,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
 
     p = sub.add_parser("bench", help="time the CUDA kernel, the Triton twin and SGLang's kernels (GPU only)")
     p.add_argument("--preset", choices=["quick", "issue"], default="quick", help="shape grid")
-    p.add_argument("--impl", help="comma-separated subset of cuda,cuda_narrow,cuda_rows32,cuda_wgmma,triton,"
-                                  "sglang_extend,sglang_decode")
+    p.add_argument("--impl", help=f"comma-separated subset of {','.join(IMPLS)},sglang_extend,sglang_decode")
     p.add_argument("--timing", choices=["graph", "eager"], default="graph",
                    help="graph: replays of a captured call (GPU time, as SGLang runs verify); eager: CUDA events "
                         "around each call, host launch overhead included")

@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 
 from .batch import D_QK, D_V
+from .impls import CUDA_IMPLS
 
 ABI_VERSION = 4
 KV_BF16 = 0
@@ -94,14 +95,6 @@ def force_config(index: int | None) -> None:
     status = library().lib.kdtree_verify_force_config(-1 if index is None else index)
     if status != 0:
         raise KernelCallError(f"kdtree_verify_force_config({index}): {library().strerror(status)}")
-
-
-# Implementation names of the CUDA kernel: "cuda" lets the library choose (the wgmma kernel v4 on sm_90a, the
-# narrow mma.sync kernel on sm_120); "cuda_narrow" forces the configuration sm_120 runs, to time and test that path
-# on any GPU; "cuda_rows32" forces the Hopper-sized mma.sync kernel (v3); "cuda_wgmma" forces v4 (compute
-# capability 9.x only).
-CUDA_IMPLS = {"cuda": None, "cuda_narrow": "verify_split_kernel<32,2>", "cuda_rows32": "verify_rows32_kernel<64,2>",
-              "cuda_wgmma": "verify_wgmma_kernel<64,2>"}
 
 
 @contextmanager

@@ -41,8 +41,8 @@ def source_digest() -> str:
     from .paths import KERNELS, ROOT
 
     h = hashlib.sha256()
-    for path in sorted([*KERNELS.glob("*.cu"), *KERNELS.glob("*.cuh"), *KERNELS.glob("*.h"),
-                        *(ROOT / "kdtree_lab").glob("*.py")]):
+    for path in sorted([*KERNELS.glob("*.cu"), *KERNELS.rglob("*.cuh"), *KERNELS.glob("*.h"),
+                        *(ROOT / "kdtree_lab").rglob("*.py")]):
         h.update(path.name.encode())
         h.update(path.read_bytes())
     return h.hexdigest()

@@ -60,8 +60,9 @@ def test_audit_json_reports_variant_mismatch(capsys):
 
 
 def test_parity_cli_offers_every_cuda_implementation():
-    from kdtree_lab import cli, loader
+    from kdtree_lab import cli
+    from kdtree_lab.impls import IMPLS
 
     parser = cli.build_parser()
-    for impl in (*loader.CUDA_IMPLS, "triton"):
+    for impl in IMPLS:
         assert parser.parse_args(["parity", "--impl", impl]).impl == impl

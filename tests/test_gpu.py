@@ -28,9 +28,15 @@ def test_cuda_500_random_cases():
     assert len(report.results) == 500 and report.ok, report.summary()
 
 
+def test_sm120_kernel_edge_grid_and_500_random():
+    """The configuration sm_120 selects (verify_sm120_kernel<32,2>), forced on this GPU: edge grid + 500 random."""
+    report = parity.run_parity("cuda_sm120", parity.gpu_grid(500, seed=120, heads=HEADS), "cuda")
+    assert len(report.results) > 500 and report.ok, report.summary()
+
+
 def test_narrow_kernel_edge_grid_and_random():
-    """The configuration sm_120 selects (verify_split_kernel<32,2>), forced on this GPU: the same grid."""
-    report = parity.run_parity("cuda_narrow", parity.gpu_grid(300, seed=99, heads=HEADS), "cuda")
+    """v1 (verify_split_kernel<32,2>, what sm_120 selected before the sm_120 kernel), forced: the same grid."""
+    report = parity.run_parity("cuda_narrow", parity.gpu_grid(100, seed=99, heads=HEADS), "cuda")
     assert report.ok, report.summary()
 
 

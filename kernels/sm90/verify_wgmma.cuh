@@ -1,5 +1,5 @@
 // kdtree-lab verify, v4: the sm_90a path with warpgroup MMA (wgmma), the default on compute capability 9.x.
-// Included by kdtree_verify.cu after its shared helpers. The wgmma code is compiled for sm_90a only; on every other
+// The wgmma code is compiled for sm_90a only; on every other
 // arch the kernel body is a trap, and the launcher refuses to run it on a GPU that is not compute capability 9.x
 // (it selects it there only when the library was built with sm_90a code: KDT_SM90A_BUILT).
 //
@@ -15,8 +15,9 @@
 // apart). 128 fp32 accumulators per thread; the tensor cores read both operands from shared memory, so the
 // ldmatrix traffic that bounds v3 disappears.
 #pragma once
+#include "../common/frame.cuh"
 
-namespace {
+namespace kdt {
 
 constexpr int BN4 = 64;
 constexpr int ATOM4 = 64 * 128;  // bytes of one 64-row x 64-dim swizzle atom
@@ -298,4 +299,11 @@ __global__ void __launch_bounds__(Cfg4<STAGES>::THREADS, 1) verify_wgmma_kernel(
 #endif
 }
 
-}  // namespace
+template <int STAGES>
+constexpr ConfigEntry wgmma_entry() {
+  static_assert(STAGES == 2, "name the new configuration below");
+  return ConfigEntry{{Cfg4<STAGES>::BM, STAGES, Cfg4<STAGES>::THREADS, Cfg4<STAGES>::SMEM, BN4},
+                     "verify_wgmma_kernel<64,2>", &verify_wgmma_kernel<Cfg4<STAGES>::BM, STAGES>};
+}
+
+}  // namespace kdt

@@ -1,0 +1,30 @@
+"""The implementation registry: every implementation name the CLI, parity, bench, graphs and scripts accept.
+
+A CUDA implementation is either the configuration the device selects (``kernel=None``) or one configuration of the
+library's table forced by its kernel name (``kdtree_verify_config_name``); ``triton`` is the Triton twin. Adding a
+kernel configuration is one entry here plus its kernel header (README, "Adding a kernel configuration").
+Torch-free, so the CLI can build its choices without importing torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Impl:
+    name: str
+    family: str  # "cuda" (the C ABI library) or "triton"
+    kernel: str | None  # the CUDA configuration forced; None: the one the device selects
+    summary: str
+
+
+IMPLS: dict[str, Impl] = {i.name: i for i in (
+    Impl("cuda", "cuda", None, "the configuration this GPU selects (v4 on sm_90a, the sm_120 kernel on 99 KB GPUs)"),
+    Impl("cuda_sm120", "cuda", "verify_sm120_kernel<32,2>", "the sm_120 kernel (86.9 KB, Q in registers), forced"),
+    Impl("cuda_rows32", "cuda", "verify_rows32_kernel<64,2>", "v3, the 231 KB mma.sync kernel, forced"),
+    Impl("cuda_wgmma", "cuda", "verify_wgmma_kernel<64,2>", "v4, the sm_90a wgmma kernel, forced (9.x only)"),
+    Impl("cuda_narrow", "cuda", "verify_split_kernel<32,2>", "v1, the first 99 KB kernel, forced (for comparison)"),
+    Impl("triton", "triton", None, "the Triton twin"),
+)}
+CUDA_IMPLS: dict[str, str | None] = {n: i.kernel for n, i in IMPLS.items() if i.family == "cuda"}

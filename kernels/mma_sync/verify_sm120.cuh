@@ -1,0 +1,222 @@
+// The sm_120 kernel (impl cuda_sm120; what a 99 KB GPU selects): mma.sync m16n8k16, 86,912 B of shared memory,
+// Q held in registers. docs/performance.md ("sm_120") has the design, its predictions and the measurements.
+//
+// CTA: 32 rows (draft node x head), 8 warps, 32 keys per step, a two-slot ring of 32-key KV tiles (72 KB). Q does
+// not fit beside two KV tiles in 99 KB, so it is staged once through ring slot 1 and then lives in registers: warp
+// w = (qr, dh, kh) = (w & 1, (w >> 1) & 1, w >> 2) keeps the A fragments of rows 16qr..16qr+15 over its half of
+// the 576 dims (dims 64j + 32dh .. 64j + 32dh + 31 for j < 9; 72 registers).
+// QK: warp w computes the partial S of its 16 rows x keys 16kh..16kh+15 over its dims (each K fragment serves
+// two HMMA); the two dim halves meet in shared memory (fp32).
+// Softmax: thread t owns row t / 8 and keys 4 (t % 8) .. + 3 of the step: it adds the two halves, masks, takes
+// the row maximum over its 8 lanes, keeps the lazy reference maximum of v3 (RESCALE_SLACK), writes P (bf16) and
+// the row's rescale factor to shared memory, and keeps its share of the row sum in a register.
+// PV: warp w owns output columns 64w..64w+63 of all 32 rows (64 fp32 accumulators per thread): each V fragment
+// (ldmatrix.trans from the same KV tile) serves both 16-row halves.
+// Three block barriers per step: the ring, partial S written, P written. Every instruction is one sm_80 has
+// (mma.sync, ldmatrix, cp.async), so sm_120a runs it, and a Hopper GPU runs it as sm_120 would.
+#pragma once
+#include "../common/frame.cuh"
+
+namespace kdt {
+
+template <int STAGES>
+struct Cfg120 {
+  static constexpr int BM = 32, BN = 32, WARPS = 8, THREADS = WARPS * 32;
+  static constexpr int TILE_BYTES = BN * D_QK * 2;       // 36,864: one 32-key tile (or the 32-row Q tile)
+  static constexpr int RING_BYTES = STAGES * TILE_BYTES;
+  static constexpr int S_PITCH = BN + 8;                 // floats: conflict-free float2 stores and float4 loads
+  static constexpr int S_BYTES = 2 * BM * S_PITCH * 4;   // partial S of the two dim halves
+  static constexpr int P_PITCH = BN + 8;                 // bf16: 80-byte rows, conflict-free ldmatrix
+  static constexpr int P_BYTES = BM * P_PITCH * 2;
+  static constexpr int STAT_BYTES = 3 * BM * 4;          // per row: rescale factor, final max, final sum
+  static constexpr int SMEM = RING_BYTES + S_BYTES + P_BYTES + STAT_BYTES;
+  static_assert(STAGES == 2, "Q is staged in ring slot 1");
+  static_assert(SMEM <= 101376, "sm_120 allows 99 KB of dynamic shared memory per block");
+};
+
+template <int BM, int STAGES>
+__global__ void __launch_bounds__(Cfg120<STAGES>::THREADS, 1) verify_sm120_kernel(Params p) {
+  using C = Cfg120<STAGES>;
+  static_assert(BM == C::BM, "32-row tiles");
+  constexpr int ROW = D_QK * 2;  // bytes per swizzled tile row
+  extern __shared__ __align__(16) unsigned char smem[];
+  float* sred = reinterpret_cast<float*>(smem + C::RING_BYTES);
+  __nv_bfloat16* ps = reinterpret_cast<__nv_bfloat16*>(smem + C::RING_BYTES + C::S_BYTES);
+  float* stat = reinterpret_cast<float*>(smem + C::RING_BYTES + C::S_BYTES + C::P_BYTES);  // alpha | m | l
+
+  Work w;
+  if (!setup_work<BM, C::THREADS>(p, C::BN, w)) return;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int qr = warp & 1, dh = (warp >> 1) & 1, kh = warp >> 2;
+  const int mi = lane >> 3, sw = lane & 7;
+  const uint32_t ring = smem_u32(smem), slot1 = ring + C::TILE_BYTES;
+  auto swizzled = [](unsigned char* base) {
+    return [base](int r, int ch) { return reinterpret_cast<__nv_bfloat16*>(base) + swz(r, ch); };
+  };
+  load_q_tile<BM, C::THREADS>(p, w, swizzled(smem + C::TILE_BYTES));
+
+  // Per-thread shared-memory byte offsets (the per-slice offsets fold into the ldmatrix immediates).
+  uint32_t kofs[2], vofs[4];
+#pragma unroll
+  for (int uu = 0; uu < 2; ++uu)
+    kofs[uu] = ((16 * kh + (mi >> 1) * 8 + (lane & 7)) * D_QK + (((2 * (2 * dh + uu) + (mi & 1)) ^ sw) << 3)) * 2;
+#pragma unroll
+  for (int np = 0; np < 4; ++np)
+    vofs[np] = (((mi & 1) * 8 + (lane & 7)) * D_QK + warp * 64 + (((2 * np + (mi >> 1)) ^ sw) << 3)) * 2;
+  const uint32_t pa_addr = smem_u32(ps) + ((lane & 15) * C::P_PITCH + (lane >> 4) * 8) * 2;
+
+  uint32_t qf[9][2][4];  // Q A fragments, loaded from slot 1 once
+  auto load_q_regs = [&]() {
+#pragma unroll
+    for (int uu = 0; uu < 2; ++uu) {
+      const uint32_t a = slot1 + ((16 * qr + (lane & 15)) * D_QK + (((2 * (2 * dh + uu) + (lane >> 4)) ^ sw) << 3)) * 2;
+#pragma unroll
+      for (int j = 0; j < 9; ++j) ldsm_x4(qf[j][uu], a + j * 128);
+    }
+  };
+
+  float acc[2][8][4];
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) acc[mt][nt][0] = acc[mt][nt][1] = acc[mt][nt][2] = acc[mt][nt][3] = 0.f;
+  const int srow = tid >> 3, skey = (tid & 7) * 4;  // softmax: this thread's row and first key of the step
+  float m_ref = -INFINITY, l_part = 0.f;
+
+  // One 32-key step over the K tile at kt and the V tile at vt (the same tile for the prefix).
+  auto step = [&](uint32_t kt, uint32_t vt, float scale, bool full, auto visible) {
+    float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#pragma unroll
+    for (int j = 0; j < 9; ++j)
+#pragma unroll
+      for (int uu = 0; uu < 2; ++uu) {
+        uint32_t b[4];
+        ldsm_x4(b, kt + kofs[uu] + j * 128);
+        mma_bf16(s[0], qf[j][uu], b[0], b[1]);
+        mma_bf16(s[1], qf[j][uu], b[2], b[3]);
+      }
+    {
+      float* mine = sred + (dh * BM + 16 * qr + (lane >> 2)) * C::S_PITCH + 16 * kh + (lane & 3) * 2;
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        *reinterpret_cast<float2*>(mine + nt * 8) = make_float2(s[nt][0], s[nt][1]);
+        *reinterpret_cast<float2*>(mine + 8 * C::S_PITCH + nt * 8) = make_float2(s[nt][2], s[nt][3]);
+      }
+    }
+    __syncthreads();
+    {
+      const float4 a = *reinterpret_cast<const float4*>(sred + srow * C::S_PITCH + skey);
+      const float4 b = *reinterpret_cast<const float4*>(sred + (BM + srow) * C::S_PITCH + skey);
+      float x[4] = {a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w};
+      float mx = -INFINITY;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        x[e] = (full || visible(skey + e, srow)) ? x[e] * scale : -INFINITY;
+        mx = fmaxf(mx, x[e]);
+      }
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
+      const bool bump = mx > m_ref + RESCALE_SLACK;  // the same decision in the row's 8 lanes
+      const float alpha = bump ? exp2f(m_ref - mx) : 1.f;
+      if (bump) m_ref = mx;
+      const float base = m_ref == -INFINITY ? 0.f : m_ref;
+      float sum = 0.f;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        x[e] = exp2f(x[e] - base);
+        sum += x[e];
+      }
+      l_part = l_part * alpha + sum;
+      *reinterpret_cast<uint2*>(ps + srow * C::P_PITCH + skey) = make_uint2(pack_bf16(x[0], x[1]), pack_bf16(x[2], x[3]));
+      if ((tid & 7) == 0) stat[srow] = alpha;
+    }
+    __syncthreads();
+    float al[2][2];
+    bool rescale = false;
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        al[mt][h] = stat[16 * mt + 8 * h + (lane >> 2)];
+        rescale |= al[mt][h] != 1.f;
+      }
+    if (__any_sync(0xffffffffu, rescale)) {
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+          acc[mt][nt][0] *= al[mt][0];
+          acc[mt][nt][1] *= al[mt][0];
+          acc[mt][nt][2] *= al[mt][1];
+          acc[mt][nt][3] *= al[mt][1];
+        }
+    }
+#pragma unroll
+    for (int k16 = 0; k16 < C::BN / 16; ++k16) {
+      uint32_t pa[2][4];
+      ldsm_x4(pa[0], pa_addr + k16 * 32);
+      ldsm_x4(pa[1], pa_addr + 16 * C::P_PITCH * 2 + k16 * 32);
+#pragma unroll
+      for (int np = 0; np < 4; ++np) {
+        uint32_t b[4];
+        ldsm_x4_trans(b, vt + vofs[np] + k16 * 16 * ROW);
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+          mma_bf16(acc[mt][2 * np], pa[mt], b[0], b[1]);
+          mma_bf16(acc[mt][2 * np + 1], pa[mt], b[2], b[3]);
+        }
+      }
+    }
+  };
+
+  if (!w.draft) {
+    prefix_pipeline<STAGES, C::BN, C::TILE_BYTES, 128, false>(
+        p, w, ring, [](int r, int lch) { return (uint32_t)(r * ROW + ((lch ^ (r & 7)) << 4)); },
+        [&](uint32_t kt, int key0) {
+          step(kt, kt, p.scale_pre, key0 + C::BN <= w.kend, [&](int col, int) { return key0 + col < w.kend; });
+        },
+        load_q_regs);
+  } else {
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
+    load_q_regs();  // draft_pipeline's first barrier keeps slot 1 until every warp has its Q
+    const DraftMask dm = draft_mask(p, w);
+    draft_pipeline<C::BN, C::THREADS, false>(p, w, swizzled(smem), swizzled(smem + C::TILE_BYTES), [&](int key0) {
+      step(ring, slot1, p.scale_draft, false,
+           [&](int col, int row) { return draft_visible(dm, (w.row0 + row) / p.H, key0 + col); });
+    });
+  }
+  cp_async_wait<0>();
+
+  // Row sums: add the 8 lanes of each row; the row's max and sum meet the PV warps in shared memory.
+  l_part += __shfl_xor_sync(0xffffffffu, l_part, 1);
+  l_part += __shfl_xor_sync(0xffffffffu, l_part, 2);
+  l_part += __shfl_xor_sync(0xffffffffu, l_part, 4);
+  if ((tid & 7) == 0) {
+    stat[BM + srow] = m_ref;
+    stat[2 * BM + srow] = l_part;
+  }
+  __syncthreads();
+  const float vscale = w.draft ? 1.f : p.v_scale;
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int rr = 16 * mt + 8 * h + (lane >> 2);
+      const int gr = w.row0 + rr;
+      if (gr < p.R)
+        write_partial_row<8>(p, w.part0 + gr, stat[BM + rr], stat[2 * BM + rr], vscale, warp == 0 && (lane & 3) == 0,
+                             warp * 64, acc[mt], h);
+    }
+}
+
+template <int STAGES>
+constexpr ConfigEntry sm120_entry() {
+  static_assert(STAGES == 2, "name the new configuration below");
+  return ConfigEntry{{Cfg120<STAGES>::BM, STAGES, Cfg120<STAGES>::THREADS, Cfg120<STAGES>::SMEM, Cfg120<STAGES>::BN},
+                     "verify_sm120_kernel<32,2>", &verify_sm120_kernel<Cfg120<STAGES>::BM, STAGES>};
+}
+
+}  // namespace kdt
