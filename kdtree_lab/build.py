@@ -10,6 +10,7 @@ per block, 64K registers per SM, no spills).
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import re
 import subprocess
@@ -225,6 +226,12 @@ def kernel_resources(library: Path) -> list[KernelResources]:
 
 
 def library_configs(library: Path) -> list[dict]:
+    """The kernel configurations compiled in (kdtree_verify_config), via ctypes (no GPU needed); a fresh copy."""
+    return [dict(c) for c in _library_configs(Path(library))]
+
+
+@functools.lru_cache(maxsize=8)
+def _library_configs(library: Path) -> tuple[dict, ...]:
     """The kernel configurations compiled in (kdtree_verify_config), via ctypes (no GPU needed)."""
 
     class KdtConfig(ctypes.Structure):
@@ -242,7 +249,7 @@ def library_configs(library: Path) -> list[dict]:
         rows.append({"index": i, "kernel": lib.kdtree_verify_config_name(i).decode(), "block_m": cfg.block_m,
                      "block_n": cfg.block_n, "stages": cfg.stages, "threads": cfg.threads,
                      "dynamic_smem": cfg.dynamic_smem})
-    return rows
+    return tuple(rows)
 
 
 def resource_problems(resources: list[KernelResources], configs: list[dict],

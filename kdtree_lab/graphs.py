@@ -16,6 +16,7 @@ import torch
 
 from .batch import D_QK, D_V, VerifyBatch
 from .contract import sglang_capture_sizes
+from .impls import IMPLS
 
 VALIDATE_TOL = 2.0 ** -5  # max |ours - reference| / max(1, max |reference|): a few bf16 ULPs
 
@@ -74,7 +75,11 @@ class VerifyGraphRunner:
                             if cfg.mask == "tree" else None)
         sms = torch.cuda.get_device_properties(dev).multi_processor_count
         self.sms = sms
-        self.block_m = loader.library().selected_config(dev)["block_m"] if cfg.impl == "cuda" else 32
+        if IMPLS[cfg.impl].family == "cuda":
+            with loader.impl_config(cfg.impl) as chosen:
+                self.block_m = chosen["block_m"]
+        else:
+            self.block_m = 32
         self.nsplit = {bs: loader.default_nsplit(bs, n, h, sms, self.block_m) for bs in cfg.capture_sizes}
         ws_bytes = max(loader.library().workspace_bytes(bs, n, h, s) for bs, s in self.nsplit.items())
         self.workspace = torch.zeros(ws_bytes, dtype=torch.uint8, device=dev)
@@ -89,7 +94,7 @@ class VerifyGraphRunner:
     # -- the call the graph holds -------------------------------------------------------------------------
     def _launch(self, bs: int, o: torch.Tensor | None = None, impl: str | None = None,
                 workspace: torch.Tensor | None = None) -> torch.Tensor:
-        from . import triton_verify
+        from . import loader, triton_verify
 
         n = self.cfg.num_draft
         out = (o if o is not None else self.o)[: bs * n]
@@ -97,8 +102,10 @@ class VerifyGraphRunner:
                 self.qo_indptr[: bs + 1], self.kv_indptr[: bs + 1], self.kv_indices, self.custom_mask,
                 self.mask_indptr[: bs + 1], n, self.nsplit[bs], 192 ** -0.5, 1.0, 1.0,
                 workspace if workspace is not None else self.workspace)
-        if (impl or self.cfg.impl) == "cuda":
-            torch.ops.kdtree_lab.verify(*args)
+        impl = impl or self.cfg.impl
+        if IMPLS[impl].family == "cuda":
+            with loader.impl_config(impl):  # a forced configuration is chosen on the host, before the launch
+                torch.ops.kdtree_lab.verify(*args)
         else:
             triton_verify.launch(*args)
         return out
@@ -106,7 +113,7 @@ class VerifyGraphRunner:
     def _step(self, bs: int) -> None:
         out = self._launch(bs)
         if self.cfg.validate:
-            other = "triton" if self.cfg.impl == "cuda" else "cuda"
+            other = "triton" if IMPLS[self.cfg.impl].family == "cuda" else "cuda"
             ref = self._launch(bs, o=self.o_ref, impl=other, workspace=self.ref_workspace)
             out.add_(self.perturb)  # zero unless a test plants an error
             worst = (out.float() - ref.float()).abs().amax() / ref.float().abs().amax().clamp_min(1.0)

@@ -53,8 +53,10 @@ class KernelLibrary:
         return library_configs(self.path)
 
     def selected_config(self, device: torch.device | int | None = None) -> dict:
-        """The configuration a call on ``device`` uses (chosen by its compute capability and opt-in shared memory
-        per block, as the launcher chooses)."""
+        """The configuration a call on ``device`` uses: the forced one (force_config), else the one chosen by its
+        compute capability and opt-in shared memory per block, as the launcher chooses."""
+        if _FORCED is not None:
+            return self.configs()[_FORCED]
         dev = torch.device("cuda", device) if isinstance(device, int) else torch.device(device or "cuda")
         props = torch.cuda.get_device_properties(dev)
         optin = props.shared_memory_per_block_optin
@@ -89,26 +91,35 @@ def _declare(lib: ctypes.CDLL) -> None:
     ]
 
 
+_FORCED: int | None = None  # the configuration force_config set, as the library holds it
+
+
 def force_config(index: int | None) -> None:
     """Use kernel configuration ``index`` for every later call in this process (None: automatic selection).
     For tests and benchmarks of a configuration the automatic choice does not pick."""
+    global _FORCED
     status = library().lib.kdtree_verify_force_config(-1 if index is None else index)
     if status != 0:
         raise KernelCallError(f"kdtree_verify_force_config({index}): {library().strerror(status)}")
+    _FORCED = index
 
 
 @contextmanager
 def impl_config(impl: str):
-    """Within the block, CUDA calls use the configuration ``impl`` (a key of CUDA_IMPLS) stands for."""
+    """Within the block, CUDA calls use the configuration ``impl`` (a key of impls.CUDA_IMPLS) stands for; yields
+    that configuration. ``cuda`` (no forced kernel) leaves the selection as it is."""
     if impl not in CUDA_IMPLS:
         raise ValueError(f"impl: expected one of {sorted(CUDA_IMPLS)}, got {impl!r}")
     name = CUDA_IMPLS[impl]
-    index = config_index(name) if name else None
-    force_config(index)
+    if name is None:
+        yield library().selected_config()
+        return
+    before = _FORCED
+    force_config(config_index(name))
     try:
-        yield library().configs()[index] if name else library().selected_config()
+        yield library().selected_config()
     finally:
-        force_config(None)
+        force_config(before)
 
 
 def config_index(kernel_family: str) -> int:
@@ -170,8 +181,8 @@ def default_nsplit(bs: int, num_draft: int, num_heads: int, num_sms: int, block_
                    cta_overhead: float = 0.002, draft_tail: float = 0.001) -> int:
     """Prefix splits for a launch, a pure function of host integers (so a captured graph's grid is fixed by its
     batch size). The grid has ``tiles = bs * row_tiles`` CTAs per split and ``nsplit`` prefix splits plus one
-    draft-block split, over ``num_sms * 64 // block_m`` slots (one 64-row CTA per SM: one wave of v3/v4 CTAs,
-    two of the 32-row narrow kernel). Costs are in units of one CTA walking a whole long prefix: a prefix CTA
+    draft-block split, over ``num_sms`` slots (every automatic configuration runs one CTA per SM: v3 and v4 by
+    shared memory, the sm_120 kernel by registers and sm_120's 100 KB per SM). Costs are in units of one CTA walking a whole long prefix: a prefix CTA
     takes ``1 / nsplit`` of it plus ``cta_overhead`` (its Q tile, its fp32 partial, its share of the reduce);
     the short draft-block CTAs (launched last) add ``draft_tail`` when they do not fit beside the last wave.
     The choice minimises ``waves * (1 / nsplit + cta_overhead) (+ draft_tail)``: the headline (B=1, N=16, H=8)
@@ -180,7 +191,7 @@ def default_nsplit(bs: int, num_draft: int, num_heads: int, num_sms: int, block_
     grow the fp32 partials, i.e. the workspace, for little gain). The kernel still skips splits a short prefix
     does not need (each split covers at least 128 tokens)."""
     tiles = max(1, bs * math.ceil(num_draft * num_heads / block_m))
-    slots = max(1, num_sms * 64 // block_m)
+    slots = max(1, num_sms)
     top = min(MAX_NSPLIT, math.ceil(4 * slots / tiles))
 
     def cost(n: int) -> float:

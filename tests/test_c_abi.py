@@ -90,7 +90,7 @@ def test_loader_refuses_library_without_the_gpu_arch(lib):
 
 def test_default_nsplit_is_a_pure_function_of_host_ints():
     assert loader.default_nsplit(1, 16, 8, 132) == 65  # two 64-row tiles: 130 prefix + 2 draft CTAs, one wave
-    assert loader.default_nsplit(1, 16, 8, 132, block_m=32) == 65  # four 32-row tiles: two waves
+    assert loader.default_nsplit(1, 16, 8, 132, block_m=32) == 32  # four 32-row tiles: 128 + 4 draft CTAs, one wave
     assert loader.default_nsplit(8, 16, 8, 132) == 8  # 128 CTAs in one wave, not 9 splits and a 12-CTA second wave
     assert loader.default_nsplit(48, 16, 8, 132) == 4  # 96 tiles: 384 CTAs, 2.9 waves (2 splits: 1.45 waves)
     assert loader.default_nsplit(1, 64, 128, 132) == 1  # 128 tiles already fill the GPU; more splits add a wave

@@ -12,6 +12,15 @@ pytestmark = pytest.mark.gpu
 extend_attention = pytest.importorskip("sglang.kernels.ops.attention.extend_attention")
 
 
+@pytest.fixture(autouse=True, params=["cuda", "cuda_sm120"])
+def impl(request):
+    """Every test twice: the configuration this GPU selects, and the sm_120 kernel forced (what sm_120 runs)."""
+    from kdtree_lab import loader
+
+    with loader.impl_config(request.param):
+        yield request.param
+
+
 def _sglang(b, o):
     extend_attention.extend_attention_fwd(b.q, b.k_extend, b.v_extend, o, b.k_buffer, b.v_buffer, b.qo_indptr,
                                           b.kv_indptr, b.kv_indices, b.custom_mask, True, b.mask_indptr,

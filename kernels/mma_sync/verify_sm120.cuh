@@ -85,16 +85,22 @@ __global__ void __launch_bounds__(Cfg120<STAGES>::THREADS, 1) verify_sm120_kerne
 
   // One 32-key step over the K tile at kt and the V tile at vt (the same tile for the prefix).
   auto step = [&](uint32_t kt, uint32_t vt, float scale, bool full, auto visible) {
-    float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+    // Two accumulator sets (dims 64j + 32dh + 16uu, uu = 0 / 1): four independent HMMA chains of 9, not two of 18.
+    float s2[2][2][4] = {};
 #pragma unroll
     for (int j = 0; j < 9; ++j)
 #pragma unroll
       for (int uu = 0; uu < 2; ++uu) {
         uint32_t b[4];
         ldsm_x4(b, kt + kofs[uu] + j * 128);
-        mma_bf16(s[0], qf[j][uu], b[0], b[1]);
-        mma_bf16(s[1], qf[j][uu], b[2], b[3]);
+        mma_bf16(s2[uu][0], qf[j][uu], b[0], b[1]);
+        mma_bf16(s2[uu][1], qf[j][uu], b[2], b[3]);
       }
+    float s[2][4];
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[nt][e] = s2[0][nt][e] + s2[1][nt][e];
     {
       float* mine = sred + (dh * BM + 16 * qr + (lane >> 2)) * C::S_PITCH + 16 * kh + (lane & 3) * 2;
 #pragma unroll
