@@ -35,6 +35,7 @@ TIMEABLE = tuple(IMPLS)  # any registered implementation, when asked for (--impl
 class Ceilings:
     copy_gbps: float  # device-to-device copy, bytes read + written per second / 1e9
     gemm_tflops: float  # bf16 matmul 8192^3
+    mma_sync_tflops: float | None = None  # bf16 mma.sync m16n8k16 loop (the instruction sm_120 has); None: not run
 
 
 @dataclass(frozen=True)
@@ -135,7 +136,28 @@ def measure_ceilings(copy_bytes: int = 2 << 30, gemm_n: int = 8192) -> Ceilings:
     b = torch.randn(gemm_n, gemm_n, device="cuda", dtype=torch.bfloat16)
     gemm_ms, _ = median_ms(lambda i: a @ b, 1, warmup=3, iters=10)
     return Ceilings(copy_gbps=2 * copy_bytes / (copy_ms * 1e-3) / 1e9,
-                    gemm_tflops=2 * gemm_n ** 3 / (gemm_ms * 1e-3) / 1e12)
+                    gemm_tflops=2 * gemm_n ** 3 / (gemm_ms * 1e-3) / 1e12, mma_sync_tflops=mma_sync_tflops())
+
+
+def mma_sync_tflops(iters: int = 4096) -> float:
+    """The bf16 mma.sync m16n8k16 rate (fp32 accumulate) of this GPU, TFLOP/s: the library's ceiling loop on 8
+    CTAs per SM, median of event-timed launches."""
+    import ctypes
+
+    from . import loader
+
+    lib = loader.library().lib
+    lib.kdtree_verify_mma_ceiling.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
+    blocks = 8 * torch.cuda.get_device_properties(0).multi_processor_count
+    sink = torch.empty(blocks * 8, dtype=torch.float32, device="cuda")
+
+    def run(_: int) -> None:
+        status = lib.kdtree_verify_mma_ceiling(blocks, iters, sink.data_ptr(), torch.cuda.current_stream().cuda_stream)
+        if status != 0:
+            raise loader.KernelCallError(f"kdtree_verify_mma_ceiling returned {status}")
+
+    ms, _ = median_ms(run, 1, warmup=3, iters=10)
+    return blocks * 8 * iters * 8 * 4096 / (ms * 1e-3) / 1e12
 
 
 def _copies(shape: Shape) -> int:

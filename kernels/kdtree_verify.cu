@@ -7,6 +7,7 @@
 //                Hopper-sized shared memory), verify_split (v1, forced only)
 //   sm90/        the sm_90a warpgroup-MMA kernel (v4, the default on compute capability 9.x)
 //   combine/     the kernel that merges the split partials by their log-sum-exps
+//   ceilings/    the mma.sync peak loop the benchmark measures beside the kernels
 // Work decomposition: grid = (row_tiles, nsplit + 1, bs); row tiles are the fastest grid dimension so the CTAs
 // sharing one prefix range run together and read the latent KV from DRAM once; split nsplit is the draft block.
 #include "kdtree_verify.h"
@@ -14,6 +15,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "ceilings/mma_peak.cuh"
 #include "combine/verify_reduce.cuh"
 #include "mma_sync/verify_rows32.cuh"
 #include "mma_sync/verify_sm120.cuh"
@@ -178,6 +180,12 @@ int kdtree_verify_attn_flash_paged_cg(
   verify_reduce_kernel<<<dim3(p.R * 4, bs), 128, 0, s>>>(p);
   if (cudaGetLastError() != cudaSuccess) return KDT_ERR_LAUNCH;
   return KDT_OK;
+}
+
+int kdtree_verify_mma_ceiling(int blocks, int iters, float* sink, void* stream) {
+  if (blocks < 1 || iters < 1 || sink == nullptr) return KDT_ERR_BAD_SHAPE;
+  mma_peak_kernel<<<blocks, MMA_PEAK_THREADS, 0, static_cast<cudaStream_t>(stream)>>>(iters, sink);
+  return cudaGetLastError() == cudaSuccess ? KDT_OK : KDT_ERR_LAUNCH;
 }
 
 }  // extern "C"

@@ -83,6 +83,9 @@ KDT_API const char* kdtree_verify_strerror(int status);
 // Tests and benchmarks: force config `index` for every later call in this process (-1 = automatic again).
 KDT_API int kdtree_verify_force_config(int index);
 KDT_API int kdtree_verify_abi_version(void);
+// Benchmarks: `blocks` CTAs of 256 threads each issue iters x 8 mma.sync m16n8k16 (bf16, fp32 accumulate) per warp,
+// i.e. blocks * 8 * iters * 8 * 4096 FLOP; one float per warp is written to sink (device, >= blocks * 8 floats).
+KDT_API int kdtree_verify_mma_ceiling(int blocks, int iters, float* sink, void* stream);
 
 #ifdef __cplusplus
 }
