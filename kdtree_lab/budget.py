@@ -54,6 +54,7 @@ class GpuPreset:
     bandwidth_gbps: float
     row_tile: int  # rows per CTA of the kernel configuration this GPU selects (kdtree_verify_select_config)
     sources: dict[str, str]
+    mma_sync_tflops: float | None = None  # bf16 mma.sync m16n8k16 rate, fp32 accumulate (for predictions)
 
 
 def models() -> dict[str, ModelPreset]:

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 from .bench import Shape, streaming_fits
-from .paths import H200_BENCH, H200_V3, H200_V4, ROOT
+from .paths import H200_BENCH, H200_SM120, H200_V3, H200_V4, ROOT
 
 PROFILE_V3 = H200_V3 / "profile-v3.json"
 PROFILE_V3B = H200_V3 / "profile-v3b.json"
@@ -174,7 +174,106 @@ def floors_table() -> str:
     return "\n".join(lines)
 
 
-BLOCKS = {"bench": bench_table, "versions": versions_table, "targets": targets_table, "floors": floors_table}
+SM120_BENCH = H200_SM120 / "bench-issue.json"
+SM120_SHAPES = [(1, 200_000, 16, 8), (1, 200_000, 4, 8), (8, 200_000, 16, 8), (8, 200_000, 4, 8),
+                (48, 200_000, 4, 8), (48, 32_768, 16, 8), (1, 32_768, 64, 16), (1, 200_000, 64, 128)]
+
+
+def _sm120_bench() -> tuple[dict, dict]:
+    data = json.loads(SM120_BENCH.read_text())
+    by_shape: dict = {}
+    for r in data["rows"]:
+        by_shape.setdefault((r["B"], r["L"], r["N"], r["H"]), {})[r["impl"]] = r
+    return data, by_shape
+
+
+def sm120_table() -> str:
+    """The sm_120 kernel forced on the H200 beside v1 (what sm_120 ran before), v3, v4 and SGLang, one run."""
+    data, by_shape = _sm120_bench()
+    c = data["ceilings"]
+    lines = [f"From `{_rel(SM120_BENCH)}`: {_timing_words(data)}; ceilings in the same run: copy "
+             f"{c['copy_gbps']:.0f} GB/s, cuBLAS GEMM {c['gemm_tflops']:.0f} TFLOP/s, mma.sync m16n8k16 loop "
+             f"{c['mma_sync_tflops']:.0f} TFLOP/s. Times in ms; H200 runs, not sm_120 runs.", "",
+             "| B, L, N, H | v1 (`cuda_narrow`) | sm_120 kernel (`cuda_sm120`) | of mma.sync peak / of copy | v3 "
+             "(`cuda_rows32`, 231 KB) | v4 (`cuda`, sm_90a) | SGLang decode, 1 token | sm_120 kernel vs v1 |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for key in SM120_SHAPES:
+        d = by_shape[key]
+        s, v1 = d["cuda_sm120"], d["cuda_narrow"]
+        share = (f"{s['TFLOP/s'] / c['mma_sync_tflops']:.0%} / {s['GB/s'] / c['copy_gbps']:.0%}")
+        dec = d.get("sglang_decode_1tok")
+        lines.append(f"| {', '.join(map(str, key))} | {v1['ms']:.3f} | {s['ms']:.3f} | {share} | "
+                     f"{d['cuda_rows32']['ms']:.3f} | {d['cuda']['ms']:.3f} | "
+                     f"{dec['ms']:.3f} | {v1['ms'] / s['ms']:.1f}x |" if dec else
+                     f"| {', '.join(map(str, key))} | {v1['ms']:.3f} | {s['ms']:.3f} | {share} | "
+                     f"{d['cuda_rows32']['ms']:.3f} | {d['cuda']['ms']:.3f} | - | {v1['ms'] / s['ms']:.1f}x |")
+    return "\n".join(lines)
+
+
+def sm120_targets_table() -> str:
+    """Issue 15's targets for the sm_120 configuration forced on the H200."""
+    data, by_shape = _sm120_bench()
+    c = data["ceilings"]
+    comp, mem, slower = [], [], []
+    for (b, length, n, h), d in by_shape.items():
+        s, v3 = d["cuda_sm120"], d["cuda_rows32"]
+        if length >= 32_768 and n * h >= 128:
+            comp.append(s["TFLOP/s"] / c["mma_sync_tflops"])
+        if length >= 32_768 and n * h <= 64 and b >= 8:
+            mem.append(s["GB/s"] / c["copy_gbps"])
+        slower.append(s["ms"] / v3["ms"])
+    head = by_shape[HEADLINE]
+    s, dec, v1 = head["cuda_sm120"], head["sglang_decode_1tok"], head["cuda_narrow"]
+    met = lambda ok: "met" if ok else "**not met**"  # noqa: E731
+    n_comp, n_mem = sum(x >= 0.5 for x in comp), sum(x >= 0.7 for x in mem)
+    n_slow = sum(x > 1.03 for x in slower)
+    rows = [
+        ("B=1, L=200k, N=16, H=8 in <= 0.19 ms, faster than SGLang's one-token decode",
+         f"{s['ms']:.3f} ms vs decode {dec['ms']:.3f} ms and v1 {v1['ms']:.3f} ms ({v1['ms'] / s['ms']:.1f}x v1)",
+         met(s["ms"] <= 0.19 and s["ms"] <= dec["ms"])),
+        ("compute-bound shapes (H x N >= 128, L >= 32k): >= 50% of the mma.sync peak",
+         f"{_span(comp, '.0%')} over {len(comp)} shapes ({n_comp} at or above 50%)", met(n_comp == len(comp))),
+        ("memory-bound shapes (H x N <= 64, L >= 32k, B >= 8): >= 70% of copy bandwidth",
+         f"{_span(mem, '.0%')} over {len(mem)} shapes ({n_mem} at or above 70%)", met(n_mem == len(mem))),
+        ("no shape of the grid slower than v3 (`cuda_rows32`)",
+         f"time / v3's time {_span(slower, '.2f')} over {len(slower)} shapes ({n_slow} more than 3% slower)",
+         met(n_slow == 0)),
+    ]
+    lines = [f"From `{_rel(SM120_BENCH)}` (the sm_120 configuration forced on the H200).", "",
+             "| target | measured | |", "|---|---|---|"]
+    lines += [f"| {t} | {m} | {v} |" for t, m, v in rows]
+    return "\n".join(lines)
+
+
+def rtx_prediction_table() -> str:
+    """Predicted times of the sm_120 kernel on RTX cards from its H200 measurement (labelled as predictions)."""
+    from .budget import gpus
+
+    data, by_shape = _sm120_bench()
+    c = data["ceilings"]
+    cards = [g for g in gpus().values() if g.mma_sync_tflops]
+    mem_keys = [k for k in by_shape if k[2] * k[3] <= 64 and k[1] >= 32_768]
+    u = max(by_shape[k]["cuda_sm120"]["GB/s"] / c["copy_gbps"] for k in mem_keys)
+    lines = ["**Predictions, not measurements** (no sm_120 card has been lent). Per shape: the larger of the H200 "
+             f"time scaled by the mma.sync rate ratio (H200 {c['mma_sync_tflops']:.0f} TFLOP/s measured in "
+             "`bench-issue.json`, the card's from `data/presets/gpus.yaml` with its source) and the KV bytes at "
+             f"{u:.0%} of the card's memory bandwidth (the best copy-bandwidth share the kernel reached on the H200 "
+             "in the same run). SM count and clock enter through the mma.sync rate. To check one on a card: "
+             "`kdtree-lab run --profile sm120` and `kdtree-lab bench --preset issue --impl cuda,sglang_extend,"
+             "sglang_decode`.", "",
+             "| B, L, N, H | H200, measured (ms) | " + " | ".join(f"{g.label}, predicted (ms)" for g in cards) + " |",
+             "|---|---:|" + "---:|" * len(cards)]
+    for key in SM120_SHAPES:
+        s = by_shape[key]["cuda_sm120"]
+        kv_bytes = key[0] * key[1] * 576 * 2
+        preds = [max(s["ms"] * c["mma_sync_tflops"] / g.mma_sync_tflops,
+                     kv_bytes / (u * g.bandwidth_gbps * 1e9) * 1e3) for g in cards]
+        lines.append(f"| {', '.join(map(str, key))} | {s['ms']:.3f} | " + " | ".join(f"{p:.3f}" for p in preds) + " |")
+    return "\n".join(lines)
+
+
+BLOCKS = {"bench": bench_table, "versions": versions_table, "targets": targets_table, "floors": floors_table,
+          "sm120": sm120_table, "sm120_targets": sm120_targets_table, "rtx_prediction": rtx_prediction_table}
 FILES = (ROOT / "README.md", ROOT / "docs" / "performance.md")
 
 
