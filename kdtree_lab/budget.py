@@ -116,8 +116,9 @@ class BudgetResult:
     fraction: float  # the one evaluated (inputs.mem_fraction or safe_fraction)
     kv_tokens: int
     max_context_per_request: int  # at inputs.concurrency requests
-    launch_line: str
+    launch_line: str  # empty when the deployment is impossible
     warnings: list[str] = field(default_factory=list)
+    impossible: str | None = None  # why no fraction leaves room for a KV pool (then no launch line)
 
     @property
     def kv_pool_bytes(self) -> int:
@@ -261,21 +262,28 @@ def compute(inp: BudgetInputs) -> BudgetResult:
     frac = inp.mem_fraction if inp.mem_fraction is not None else safe
     rest = g_bytes * frac - weights
     tokens = max(0, int(rest // cell))
-    warnings = []
-    if rest <= 0:
-        warnings.append(f"start-up OOM: weights ({weights / GIB:.1f} GiB) exceed G x fraction "
-                        f"({g_bytes * frac / GIB:.1f} GiB); raise --mem-fraction-static (or raise tp, quantise)")
-    if frac > safe:
-        warnings.append(f"run-time OOM risk: fraction {frac:.3f} leaves {g_bytes * (1 - frac) / GIB:.2f} GiB of "
-                        f"slack but {slack / GIB:.2f} GiB is needed; lower --mem-fraction-static to {safe:.3f}")
-    if default > safe:
-        warnings.append(f"SGLang's default fraction {default:.3f} leaves too little slack for the verify workspace "
-                        f"and graphs: pass --mem-fraction-static {safe:.3f}")
+    # the smallest fraction whose KV pool holds one request of the full context
+    need = math.ceil((weights + inp.context * cell) / g_bytes * 1000) / 1000
+    warnings, impossible = [], None
     if safe <= 0 or safe * g_bytes <= weights:
-        warnings.append("no fraction fits: the slack consumers alone leave no room for the KV pool; lower max_bs, "
-                        "context or the split count, or use fp8 KV")
+        impossible = (f"no fraction fits: the slack consumers ({slack / GIB:.1f} GiB) and the weights "
+                      f"({weights / GIB:.1f} GiB) leave no room for a KV pool in {g_bytes / GIB:.1f} GiB; lower "
+                      f"max_bs, context or the split count, raise tp, quantise, or use fp8 KV")
+    else:
+        if rest <= 0:
+            warnings.append(f"start-up OOM: weights ({weights / GIB:.1f} GiB) exceed G x fraction "
+                            f"({g_bytes * frac / GIB:.1f} GiB); raise --mem-fraction-static, at most to {safe:.3f}")
+        elif frac < need <= safe:
+            warnings.append(f"fraction {frac:.3f} leaves {tokens} KV tokens, less than one {inp.context}-token "
+                            f"request: raise --mem-fraction-static to between {need:.3f} and {safe:.3f}")
+        if frac > safe:
+            warnings.append(f"run-time OOM risk: fraction {frac:.3f} leaves {g_bytes * (1 - frac) / GIB:.2f} GiB of "
+                            f"slack but {slack / GIB:.2f} GiB is needed; lower --mem-fraction-static to {safe:.3f}")
+        if inp.mem_fraction is None and default > safe:  # only when the user left the fraction to us
+            warnings.append(f"SGLang's default fraction {default:.3f} leaves too little slack for the verify "
+                            f"workspace and graphs: pass --mem-fraction-static {safe:.3f}")
     max_ctx = tokens // inp.concurrency
-    if max_ctx < inp.context:
+    if impossible is None and max_ctx < inp.context and not frac < need <= safe:
         warnings.append(f"KV pool holds {tokens} tokens: {max_ctx} per request at {inp.concurrency} concurrent, "
                         f"below the {inp.context}-token context; lower concurrency or context, or use fp8 KV")
     launch = (f"KDTREE_VERIFY=on python -m sglang.launch_server --model-path <{m.label}> --tp {inp.tp} "
@@ -285,8 +293,10 @@ def compute(inp: BudgetInputs) -> BudgetResult:
               f"--context-length {inp.context} --mem-fraction-static {frac:.3f}"
               + (" --kv-cache-dtype fp8_e4m3" if inp.kv_dtype == "fp8" else "")
               + (f" --chunked-prefill-size {inp.chunked_prefill}" if inp.chunked_prefill else ""))
+    if impossible:
+        launch = ""
     return BudgetResult(inp, gpu_bytes, g_bytes, weights, cell, consumers, slack, safe, default, frac, tokens,
-                        max_ctx, launch, warnings)
+                        max_ctx, launch, warnings, impossible)
 
 
 _LOG_PATTERNS = {

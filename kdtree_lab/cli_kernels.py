@@ -160,6 +160,11 @@ def cmd_budget(args: argparse.Namespace) -> int:
     except BudgetInputError as exc:
         print(f"kdtree-lab budget: {exc}", file=sys.stderr)
         return 2
+    if res.impossible:
+        if args.json:
+            _emit(args, res, "")
+        print(f"kdtree-lab budget: impossible deployment: {res.impossible}", file=sys.stderr)
+        return 1
     text = (markdown_table(res.table()) + f"\n\nKV tokens: {res.kv_tokens} ({res.max_context_per_request} per "
             f"request at {inp.concurrency} concurrent)\nlargest safe fraction: {res.safe_fraction:.3f}; SGLang's "
             f"default: {res.sglang_default_fraction:.3f}; evaluated: {res.fraction:.3f}\n"

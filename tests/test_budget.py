@@ -65,6 +65,31 @@ def test_hand_computed_kv_tokens():
     assert r.fraction == 0.8 and "--mem-fraction-static 0.800" in r.launch_line
 
 
+def test_impossible_deployment_has_a_reason_and_no_launch_line():
+    """No fraction leaves room for a KV pool: one reason, no launch line (the CLI exits 1 with it)."""
+    for over in ({"gpu": "h200", "context": 100_000_000}, {"gpu": "rtx-5090", "model": "deepseek-v2-lite", "tp": 1,
+                                                          "quant": "bf16"}):
+        r = compute(replace(BudgetInputs(), **over))
+        assert r.impossible and "no fraction fits" in r.impossible and r.launch_line == "" and not r.warnings
+
+
+def test_cli_budget_refuses_an_impossible_deployment(capsys):
+    from kdtree_lab.cli import main
+
+    assert main(["budget", "--gpu", "h200", "--model", "kimi-k2", "--tp", "8", "--context", "100000000"]) == 1
+    out, err = capsys.readouterr()
+    assert "impossible deployment: no fraction fits" in err and "launch_server" not in out + err
+
+
+def test_warnings_never_point_both_ways():
+    """A warning that says raise the fraction never stands beside one that says lower it."""
+    base = BudgetInputs(gpu="rtx-pro-6000", model="kimi-k2", tp=8, quant="int4")
+    for frac in (None, 0.5, 0.6, 0.7, 0.8, 0.83, 0.85, 0.9, 0.95):
+        w = " ".join(compute(replace(base, mem_fraction=frac)).warnings)
+        assert not ("raise --mem-fraction-static" in w and "lower --mem-fraction-static" in w), w
+        assert frac is None or "SGLang's default" not in w, w
+
+
 def test_warnings_say_which_way_to_move():
     base = BudgetInputs(gpu="rtx-pro-6000", model="kimi-k2", tp=8, quant="int4")
     safe = compute(base).safe_fraction
@@ -95,7 +120,8 @@ def test_every_preset_value_cites_a_source():
         covered = {k for key in m.sources for k in key.split("/")}
         assert {"layers", "heads", "kv_lora_rank", "qk_rope_head_dim", "draft_layers", "weights_gib"} <= covered
     for g in budget.gpus().values():
-        assert set(g.sources) == {"memory_mib", "sms", "bandwidth_gbps", "row_tile"}
+        cited = {"memory_mib", "sms", "bandwidth_gbps", "row_tile"} | ({"mma_sync_tflops"} if g.mma_sync_tflops else set())
+        assert set(g.sources) == cited
     assert {"rtx-pro-6000", "rtx-5090", "h200", "h100", "b200"} <= set(budget.gpus())
     assert {"deepseek-v3", "kimi-k2", "deepseek-v2-lite"} <= set(budget.models())
 
