@@ -282,6 +282,9 @@ def compute(inp: BudgetInputs) -> BudgetResult:
         if inp.mem_fraction is None and default > safe:  # only when the user left the fraction to us
             warnings.append(f"SGLang's default fraction {default:.3f} leaves too little slack for the verify "
                             f"workspace and graphs: pass --mem-fraction-static {safe:.3f}")
+    if impossible is None and inp.kv_dtype == "fp8":
+        warnings.append("--kv-cache-dtype fp8_e4m3: the kdtree hook does not serve fp8 KV pools yet and falls back to "
+                        "SGLang's own Triton verify (logged once); the budget is right, the speed-up is not there")
     max_ctx = tokens // inp.concurrency
     if impossible is None and max_ctx < inp.context and not frac < need <= safe:
         warnings.append(f"KV pool holds {tokens} tokens: {max_ctx} per request at {inp.concurrency} concurrent, "

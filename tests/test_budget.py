@@ -183,3 +183,9 @@ def test_widget_recomputes_and_shows_errors():
     assert frac == 0.8 and tokens == compute(BudgetInputs(mem_fraction=0.8)).kv_tokens
     controls["GPU"].value = "rtx-5090"  # Kimi K2 int4 at TP8 does not fit a 32 GB card
     assert "weights:" in box.children[1].value
+
+
+def test_fp8_launch_line_says_the_hook_falls_back():
+    r = compute(BudgetInputs(kv_dtype="fp8"))
+    assert "--kv-cache-dtype fp8_e4m3" in r.launch_line
+    assert any("does not serve fp8" in w and "falls back" in w for w in r.warnings)
