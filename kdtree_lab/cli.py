@@ -3,20 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from typing import Any, Callable
+from typing import Callable
 
-from .record import jsonable
+from .record import emit as _emit
 
 Handler = Callable[[argparse.Namespace], int]
-
-
-def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
-    if getattr(args, "json", False):
-        print(json.dumps(jsonable(data), indent=2))
-    else:
-        print(text)
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:

@@ -6,12 +6,7 @@ import argparse
 import sys
 
 from .impls import IMPLS
-
-
-def _emit(args, data, text):
-    from .cli import _emit as emit
-
-    emit(args, data, text)
+from .record import emit as _emit
 
 
 def cmd_audit(args: argparse.Namespace) -> int:

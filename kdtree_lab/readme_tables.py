@@ -84,7 +84,7 @@ def versions_table() -> str:
     old, v3b, v3, v4a, v4s, v4 = (_best_kernel_us(p) for p in (PROFILE_VERSIONS, PROFILE_V3B, PROFILE_V3,
                                                                 PROFILE_V4A, PROFILE_V4_SPLITS, PROFILE_V4))
     cols = [("v1, 64 rows", old, "verify_split_kernel<64,3>"),
-            ("v1, 32 rows (the sm_120 configuration)", old, "verify_split_kernel<32,2>"),
+            ("v1, 32 rows (sm_120's configuration until the sm_120 kernel)", old, "verify_split_kernel<32,2>"),
             ("v2 wide", old, "verify_wide_kernel<64,2>"), ("v3a", old, V3), ("v3b", v3b, V3), ("v3", v3, V3),
             ("v3, wave-aware splits (`cuda_rows32`)", v4s, V3), ("v4a, wgmma", v4a, V4),
             ("v4 (default on sm_90a)", v4, V4)]

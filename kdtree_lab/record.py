@@ -63,3 +63,11 @@ def load_results(run_dir: str | Path, notebook: str) -> dict[str, Any] | None:
 def skip(what: str, why: str) -> dict[str, str]:
     """One entry of a results file's ``skipped`` list."""
     return {"what": what, "why": why}
+
+
+def emit(args, data, text: str) -> None:
+    """Print ``data`` as JSON when the command was given ``--json``, else the human ``text`` (CLI commands)."""
+    if getattr(args, "json", False):
+        print(json.dumps(jsonable(data), indent=2))
+    else:
+        print(text)

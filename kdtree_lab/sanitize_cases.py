@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     """``--quick``: the first two cases, CUDA kernel only (initcheck is slow); ``--impl a,b``: these impls."""
     argv = sys.argv[1:] if argv is None else argv
     quick = "--quick" in argv
-    impls = ("cuda",) if quick else ("cuda", "cuda_narrow", "triton")
+    impls = ("cuda",) if quick else ("cuda", "cuda_sm120", "triton")
     if "--impl" in argv:
         impls = tuple(argv[argv.index("--impl") + 1].split(","))
     bad = 0
