@@ -29,8 +29,8 @@ def _rel(path: Path) -> str:
     return str(path.relative_to(ROOT))
 
 
-def _bench() -> tuple[dict, dict]:
-    data = json.loads(H200_BENCH.read_text())
+def _bench(path: Path = H200_BENCH) -> tuple[dict, dict]:
+    data = json.loads(path.read_text())
     by_shape: dict = {}
     for r in data["rows"]:
         by_shape.setdefault((r["B"], r["L"], r["N"], r["H"]), {})[r["impl"]] = r
@@ -149,9 +149,13 @@ def targets_table() -> str:
          met(n_b48 == len(b48)) + (" (the misses are above the roofline)" if b48_miss_bound and
                                     max(b48_miss_bound) < 15 else "")),
     ]
-    lines = [f"From `{_rel(H200_BENCH)}`: {_timing_words(data)}; ceilings copy {c['copy_gbps']:.0f} GB/s, GEMM "
-             f"{c['gemm_tflops']:.0f} TFLOP/s.", "",
-             "| target | measured | |", "|---|---|---|"]
+    return _target_lines(f"From `{_rel(H200_BENCH)}`: {_timing_words(data)}; ceilings copy {c['copy_gbps']:.0f} "
+                         f"GB/s, GEMM {c['gemm_tflops']:.0f} TFLOP/s.", rows)
+
+
+def _target_lines(source: str, rows: list[tuple[str, str, str]]) -> str:
+    """A targets table: a source line, then (target, measured, met or not) rows."""
+    lines = [source, "", "| target | measured | |", "|---|---|---|"]
     lines += [f"| {t} | {m} | {v} |" for t, m, v in rows]
     return "\n".join(lines)
 
@@ -179,17 +183,9 @@ SM120_SHAPES = [(1, 200_000, 16, 8), (1, 200_000, 4, 8), (8, 200_000, 16, 8), (8
                 (48, 200_000, 4, 8), (48, 32_768, 16, 8), (1, 32_768, 64, 16), (1, 200_000, 64, 128)]
 
 
-def _sm120_bench() -> tuple[dict, dict]:
-    data = json.loads(SM120_BENCH.read_text())
-    by_shape: dict = {}
-    for r in data["rows"]:
-        by_shape.setdefault((r["B"], r["L"], r["N"], r["H"]), {})[r["impl"]] = r
-    return data, by_shape
-
-
 def sm120_table() -> str:
     """The sm_120 kernel forced on the H200 beside v1 (what sm_120 ran before), v3, v4 and SGLang, one run."""
-    data, by_shape = _sm120_bench()
+    data, by_shape = _bench(SM120_BENCH)
     c = data["ceilings"]
     lines = [f"From `{_rel(SM120_BENCH)}`: {_timing_words(data)}; ceilings in the same run: copy "
              f"{c['copy_gbps']:.0f} GB/s, cuBLAS GEMM {c['gemm_tflops']:.0f} TFLOP/s, mma.sync m16n8k16 loop "
@@ -212,7 +208,7 @@ def sm120_table() -> str:
 
 def sm120_targets_table() -> str:
     """Issue 15's targets for the sm_120 configuration forced on the H200."""
-    data, by_shape = _sm120_bench()
+    data, by_shape = _bench(SM120_BENCH)
     c = data["ceilings"]
     comp, mem, slower = [], [], []
     for (b, length, n, h), d in by_shape.items():
@@ -239,17 +235,14 @@ def sm120_targets_table() -> str:
          f"time / v3's time {_span(slower, '.2f')} over {len(slower)} shapes ({n_slow} more than 3% slower)",
          met(n_slow == 0)),
     ]
-    lines = [f"From `{_rel(SM120_BENCH)}` (the sm_120 configuration forced on the H200).", "",
-             "| target | measured | |", "|---|---|---|"]
-    lines += [f"| {t} | {m} | {v} |" for t, m, v in rows]
-    return "\n".join(lines)
+    return _target_lines(f"From `{_rel(SM120_BENCH)}` (the sm_120 configuration forced on the H200).", rows)
 
 
 def rtx_prediction_table() -> str:
     """Predicted times of the sm_120 kernel on RTX cards from its H200 measurement (labelled as predictions)."""
     from .budget import gpus
 
-    data, by_shape = _sm120_bench()
+    data, by_shape = _bench(SM120_BENCH)
     c = data["ceilings"]
     cards = [g for g in gpus().values() if g.mma_sync_tflops]
     mem_keys = [k for k in by_shape if k[2] * k[3] <= 64 and k[1] >= 32_768]
