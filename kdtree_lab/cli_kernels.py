@@ -9,12 +9,41 @@ from .impls import IMPLS
 from .record import emit as _emit
 
 
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (argparse turns the ValueError into one usage line and exit 2)."""
+    value = int(text)
+    if value < 1:
+        raise ValueError(text)
+    return value
+
+
+positive_int.__name__ = "integer >= 1"
+
+
+def positive_ints(text: str) -> list[int]:
+    """argparse type: comma-separated integers >= 1."""
+    return [positive_int(t) for t in text.split(",")]
+
+
+positive_ints.__name__ = "comma-separated integers >= 1"
+
+
+def readable_file(text: str) -> str:
+    """argparse type: a path that names a readable file."""
+    from pathlib import Path
+
+    path = Path(text)
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"{text}: expected a readable file, found none")
+    return text
+
+
 def cmd_audit(args: argparse.Namespace) -> int:
     """Build a verify batch of the chosen variant and audit it (and the other variant's dtypes against it)."""
     from .audit import audit
     from .batch import build_verify_batch
 
-    batch = build_verify_batch([int(x) for x in args.prefix.split(",")], args.draft, args.heads,
+    batch = build_verify_batch(args.prefix, args.draft, args.heads,
                                variant=args.variant, mask=args.mask, seed=args.seed,
                                padded_bs=args.padded_bs if args.variant == "capture" else None)
     report = audit(batch.buffers(), variant=args.against or args.variant)
@@ -53,9 +82,9 @@ def cmd_parity(args: argparse.Namespace) -> int:
     from .parity import edge_cases, random_cases, run_parity
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    if args.impl == "cuda" and device == "cpu":
-        print("kdtree-lab parity: --impl cuda needs a CUDA GPU (use --impl triton with TRITON_INTERPRET=1 on CPU)",
-              file=sys.stderr)
+    if IMPLS[args.impl].family == "cuda" and device == "cpu":
+        print(f"kdtree-lab parity: --impl {args.impl} needs a CUDA GPU (use --impl triton with TRITON_INTERPRET=1 "
+              "on a CPU)", file=sys.stderr)
         return 2
     if args.impl == "triton" and device == "cpu":
         import os
@@ -172,11 +201,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
     p = sub.add_parser("audit", help="audit a generated verify batch against the SGLang buffer contract")
     p.add_argument("--variant", choices=["eager", "capture"], default="eager", help="which variant to build")
     p.add_argument("--against", choices=["eager", "capture"], help="audit against this variant (default: same)")
-    p.add_argument("--prefix", default="37,200,1", help="comma-separated prefix lengths (tokens)")
-    p.add_argument("--draft", type=int, default=8, help="N draft tokens per request")
-    p.add_argument("--heads", type=int, default=8, help="H local heads")
+    p.add_argument("--prefix", type=positive_ints, default="37,200,1", help="comma-separated prefix lengths (tokens)")
+    p.add_argument("--draft", type=positive_int, default=8, help="N draft tokens per request")
+    p.add_argument("--heads", type=positive_int, default=8, help="H local heads")
     p.add_argument("--mask", choices=["tree", "chain", "causal"], default="tree")
-    p.add_argument("--padded-bs", type=int, default=None, help="capture variant: pad to this batch size")
+    p.add_argument("--padded-bs", type=positive_int, default=None, help="capture variant: pad to this batch size")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print the audit as JSON")
     p.set_defaults(func=cmd_audit)
@@ -205,26 +234,26 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
     p = sub.add_parser("budget", help="memory budget: KV tokens, slack consumers and the --mem-fraction-static to pass")
     p.add_argument("--gpu", default="rtx-pro-6000", help="GPU preset (data/presets/gpus.yaml)")
     p.add_argument("--model", default="kimi-k2", help="model preset (data/presets/models.yaml)")
-    p.add_argument("--tp", type=int, default=8, help="tensor parallel size")
+    p.add_argument("--tp", type=positive_int, default=8, help="tensor parallel size")
     p.add_argument("--quant", default="int4", help="weight quantisation of the preset: int4, fp8, bf16")
     p.add_argument("--kv-dtype", default="bf16", choices=["bf16", "fp8"], help="KV cache dtype")
-    p.add_argument("--max-bs", type=int, default=8, help="largest verify batch captured")
-    p.add_argument("--draft-tokens", type=int, default=16, help="N draft tokens per request")
+    p.add_argument("--max-bs", type=positive_int, default=8, help="largest verify batch captured")
+    p.add_argument("--draft-tokens", type=positive_int, default=16, help="N draft tokens per request")
     p.add_argument("--nsplit", type=int, default=0,
                    help="prefix splits of the verify kernel (0, the default: the kernel's own rule per batch size)")
-    p.add_argument("--context", type=int, default=200_000, help="context length per request (tokens)")
-    p.add_argument("--concurrency", type=int, default=8, help="concurrent requests the context must fit")
+    p.add_argument("--context", type=positive_int, default=200_000, help="context length per request (tokens)")
+    p.add_argument("--concurrency", type=positive_int, default=8, help="concurrent requests the context must fit")
     p.add_argument("--mem-fraction", type=float, default=None, help="fraction to evaluate (default: the safe one)")
     p.add_argument("--chunked-prefill", type=int, default=None, help="chunked prefill size (default: SGLang's)")
     p.add_argument("--margin-mib", type=float, default=1024.0, help="safety margin (MiB)")
-    p.add_argument("--sglang-log", help="SGLang start-up log to calibrate G and the weights from")
+    p.add_argument("--sglang-log", type=readable_file, help="SGLang start-up log to calibrate G and the weights from")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_budget)
 
     p = sub.add_parser("capture", help="capture the verify call in CUDA graphs at SGLang's sizes and prove replays")
     p.add_argument("--bs", help="comma-separated batch sizes (default: SGLang's 23 verify sizes up to --max-bs)")
-    p.add_argument("--max-bs", type=int, default=48, help="largest batch (persistent buffers are sized for it)")
-    p.add_argument("--draft", type=int, default=16, help="N draft tokens per request")
+    p.add_argument("--max-bs", type=positive_int, default=48, help="largest batch (persistent buffers are sized for it)")
+    p.add_argument("--draft", type=positive_int, default=16, help="N draft tokens per request")
     p.add_argument("--heads", type=int, default=8, help="H local heads")
     p.add_argument("--ctx", type=int, default=1024, help="longest prefix per request (tokens)")
     p.add_argument("--impl", choices=["cuda", "triton"], default="cuda")

@@ -66,3 +66,30 @@ def test_parity_cli_offers_every_cuda_implementation():
     parser = cli.build_parser()
     for impl in IMPLS:
         assert parser.parse_args(["parity", "--impl", impl]).impl == impl
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["budget", "--sglang-log", "/nonexistent/sglang.log"], "argument --sglang-log: /nonexistent/sglang.log: expected a readable file"),
+    (["audit", "--prefix", "abc"], "argument --prefix: invalid comma-separated integers >= 1 value: 'abc'"),
+    (["audit", "--prefix", "0"], "argument --prefix: invalid comma-separated integers >= 1 value: '0'"),
+    (["audit", "--draft", "0"], "argument --draft: invalid integer >= 1 value: '0'"),
+    (["budget", "--max-bs", "-1"], "argument --max-bs: invalid integer >= 1 value: '-1'"),
+])
+def test_bad_arguments_get_one_line_and_exit_2(argv, needle, capsys):
+    from kdtree_lab.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and needle in err and "Traceback" not in err
+
+
+def test_parity_refuses_a_cuda_impl_without_a_gpu(capsys):
+    import torch
+
+    from kdtree_lab.cli import main
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    assert main(["parity", "--impl", "cuda_sm120"]) == 2
+    assert "--impl cuda_sm120 needs a CUDA GPU" in capsys.readouterr().err
