@@ -31,8 +31,10 @@ run: venv
 test: venv
 	$(PY) -m pytest -q
 
+# make lab LAB_ARGS="--port 8899 --no-browser"; as root Jupyter needs --allow-root, added here
+LAB_ARGS ?=
 lab: venv
-	$(VENV)/bin/jupyter lab notebooks
+	$(VENV)/bin/jupyter lab notebooks $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 clean:
 	rm -rf $(VENV) build runs .pytest_cache
