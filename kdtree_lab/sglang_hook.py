@@ -49,7 +49,7 @@ def parse_mode(value: str | None = None) -> str:
 
 def unsupported_reason(q, k_extend, v_extend, o, k_buffer, custom_mask, is_causal, logit_cap=0.0,
                        sliding_window_size=-1, sinks=None, window_kv_offsets=None, xai_temperature_len=-1,
-                       **_ignored) -> str | None:
+                       mask_indptr=None, **_ignored) -> str | None:
     """Why our kernel cannot serve this call (SGLang then falls back), or None when it can. Host metadata only."""
     if k_buffer.dtype != torch.bfloat16:
         return f"KV pool dtype {k_buffer.dtype} (only bfloat16 pools are served; fp8 is not yet)"
@@ -72,6 +72,8 @@ def unsupported_reason(q, k_extend, v_extend, o, k_buffer, custom_mask, is_causa
         return "non-causal verify without a mask"
     if custom_mask is not None and custom_mask.dtype not in (torch.bool, torch.uint8):
         return f"custom_mask dtype {custom_mask.dtype}"
+    if custom_mask is not None and mask_indptr is None:
+        return "custom_mask without mask_indptr"
     return None
 
 
@@ -109,6 +111,7 @@ class VerifyHook:
         self.scratch = (torch.empty(max_bs * num_draft, num_heads, D_V, dtype=torch.bfloat16, device=self.device)
                         if self.mode == "validate" else None)
         self.err = torch.zeros((), dtype=torch.float32, device=self.device)
+        self.no_mask_indptr = torch.zeros(max_bs + 1, dtype=torch.int64, device=self.device)  # causal calls
 
     def nsplit(self, bs: int) -> int:
         """Prefix splits for a call of ``bs`` requests (0 <= bs <= max_bs): loader.default_nsplit's choice."""
@@ -129,13 +132,15 @@ class VerifyHook:
         if self.mode == "off":
             return self._fall_back("mode off")
         reason = unsupported_reason(q, k_extend, v_extend, o, k_buffer, custom_mask, is_causal, logit_cap,
-                                    sliding_window_size, sinks, window_kv_offsets, xai_temperature_len)
+                                    sliding_window_size, sinks, window_kv_offsets, xai_temperature_len, mask_indptr)
         bs = kv_indptr.shape[0] - 1
         if reason is None and (q.shape[1] != self.num_heads or max_extend_len != self.num_draft or bs > self.max_bs):
             reason = (f"shape outside the workspace (H={q.shape[1]}, N={max_extend_len}, bs={bs}; sized for "
                       f"H={self.num_heads}, N={self.num_draft}, max_bs={self.max_bs})")
         if reason:
             return self._fall_back(reason)
+        if mask_indptr is None:  # a causal call without a mask: the kernel reads no mask offsets, but takes a buffer
+            mask_indptr = self.no_mask_indptr[: bs + 1]
         scale = sm_scale if sm_scale is not None else D_QK ** -0.5
         ours = o if self.mode == "on" else self.scratch[: q.shape[0]]
         torch.ops.kdtree_lab.verify(q, k_extend, v_extend, ours, k_buffer, qo_indptr, kv_indptr, kv_indices,

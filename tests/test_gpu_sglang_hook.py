@@ -86,3 +86,18 @@ def test_hook_inside_captured_graphs(mode, mask):
                 assert hook.check() <= sglang_hook.VALIDATE_TOL
             theirs = _sglang(b, torch.empty_like(b.o))
             assert compare(b.o, theirs)["rel_l2"] < 1e-2
+
+
+def test_causal_call_without_mask_buffers_is_served_like_sglang():
+    """SGLang's extend_attention_fwd accepts custom_mask=None, mask_indptr=None for a causal call; so does the hook."""
+    b = build_verify_batch([3000, 17, 1], 8, 16, mask="causal", seed=5, device="cuda")
+    hook = sglang_hook.VerifyHook("on", max_bs=8, num_draft=8, num_heads=16)
+    args = list(b.extend_attention_args())
+    assert hook(*args[:9], None, True, None, *args[12:], 1.0, 1.0, b.sm_scale, max_bs=8) is True
+    ours = b.o.clone()
+    theirs = torch.full_like(b.o, float("nan"))
+    extend_attention.extend_attention_fwd(b.q, b.k_extend, b.v_extend, theirs, b.k_buffer, b.v_buffer, b.qo_indptr,
+                                          b.kv_indptr, b.kv_indices, None, True, None, b.max_extend_len, 1.0, 1.0,
+                                          sm_scale=b.sm_scale)
+    rows = b.live_bs * 8
+    assert compare(ours[:rows], theirs[:rows])["rel_l2"] < 1e-2

@@ -23,7 +23,7 @@ def test_parse_mode(monkeypatch):
 def _args(**over):
     b = build_verify_batch([9, 4], 4, 2)
     args = dict(q=b.q, k_extend=b.k_extend, v_extend=b.v_extend, o=b.o, k_buffer=b.k_buffer,
-                custom_mask=b.custom_mask, is_causal=True)
+                custom_mask=b.custom_mask, is_causal=True, mask_indptr=b.mask_indptr)
     args.update(over)
     return args
 
@@ -31,6 +31,7 @@ def _args(**over):
 def test_supported_call_has_no_reason():
     assert sglang_hook.unsupported_reason(**_args()) is None
     assert sglang_hook.unsupported_reason(**_args(custom_mask=None)) is None
+    assert sglang_hook.unsupported_reason(**_args(custom_mask=None, mask_indptr=None)) is None  # causal, no mask
 
 
 @pytest.mark.parametrize("over,needle", [
@@ -43,6 +44,7 @@ def test_supported_call_has_no_reason():
     ({"q": torch.zeros(8, 2, 192, dtype=torch.bfloat16)}, "not an MLA shape"),
     ({"q": torch.zeros(8, 2, 576, dtype=torch.float16)}, "float16"),
     ({"is_causal": False, "custom_mask": None}, "non-causal"),
+    ({"mask_indptr": None}, "custom_mask without mask_indptr"),
 ])
 def test_fall_back_reasons(over, needle):
     reason = sglang_hook.unsupported_reason(**_args(**over))
