@@ -37,6 +37,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         overrides = runner.parse_overrides(args.param or [])
         # Check names and types before anything runs (execute() checks again with the real run dir).
         runner.plan_parameters(entries, profile, overrides, Path(args.out or "runs/check"))
+        if profile.gpu and args.profile != "auto":
+            import torch
+
+            if not torch.cuda.is_available():
+                raise ValueError(f"--profile {profile.name}: expected a CUDA GPU, found none on this machine "
+                                 "(--profile auto picks cpu here)")
+        if args.out:
+            out = Path(args.out)
+            try:
+                out.mkdir(parents=True, exist_ok=True)
+                (out / ".write-check").touch()
+                (out / ".write-check").unlink()
+            except OSError as exc:
+                raise ValueError(f"--out {args.out}: expected a writable directory, found {exc.strerror.lower()}")
     except ValueError as exc:
         print(f"kdtree-lab run: {exc}", file=sys.stderr)
         return 2

@@ -93,3 +93,18 @@ def test_parity_refuses_a_cuda_impl_without_a_gpu(capsys):
         pytest.skip("this machine has a GPU")
     assert main(["parity", "--impl", "cuda_sm120"]) == 2
     assert "--impl cuda_sm120 needs a CUDA GPU" in capsys.readouterr().err
+
+
+def test_run_refuses_a_gpu_profile_without_a_gpu_and_an_unwritable_out(capsys, tmp_path):
+    import torch
+
+    from kdtree_lab.cli import main
+
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    assert main(["run", "--only", "00", "--out", str(blocker / "run")]) == 2
+    assert f"--out {blocker / 'run'}: expected a writable directory" in capsys.readouterr().err
+    if torch.cuda.is_available():
+        return
+    assert main(["run", "--profile", "h200", "--only", "00"]) == 2
+    assert "--profile h200: expected a CUDA GPU, found none" in capsys.readouterr().err
