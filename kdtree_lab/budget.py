@@ -23,8 +23,6 @@ from .paths import DATA
 
 MIB = 1 << 20
 GIB = 1 << 30
-D_LATENT = 576
-SGLANG_VERIFY_MAX_BS = 48  # EAGLE's max_running_requests in SGLang 0.5.23
 MLA_MAX_KV_SPLITS = 256  # Triton backend's max_kv_splits for MLA on >= 132-SM parts at long context
 
 

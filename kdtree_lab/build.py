@@ -303,13 +303,3 @@ def check_library(library: Path, archs: tuple[str, ...] | list[str] = DEFAULT_AR
     configs = library_configs(library) if all(symbols.values()) else []
     problems += resource_problems(resources, configs, archs)
     return CheckReport(str(library), symbols, cubins, resources, configs, problems)
-
-
-def build_and_check(archs: tuple[str, ...] | list[str] = DEFAULT_ARCHS, force: bool = False,
-                    progress: bool = True) -> tuple[BuildResult, CheckReport]:
-    """Build (cached) and check; raises CheckError listing every problem."""
-    result = build_library(archs, force=force, progress=progress)
-    report = check_library(result.library, archs)
-    if not report.ok:
-        raise CheckError("kernel library failed its checks:\n  " + "\n  ".join(report.problems))
-    return result, report

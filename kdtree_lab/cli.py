@@ -4,12 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Callable
 
 from .record import emit as _emit
-
-Handler = Callable[[argparse.Namespace], int]
-
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     from .doctor import collect, render

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 
 def markdown_table(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None) -> str:
@@ -30,7 +30,3 @@ def show(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None, t
         display(Markdown(text))
     except ImportError:  # outside IPython
         print(text)
-
-
-def show_text(lines: Iterable[str] | str) -> None:
-    print(lines if isinstance(lines, str) else "\n".join(lines))

@@ -20,7 +20,7 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 def pytest_collection_modifyitems(config, items):
     if HAS_CUDA:
         return
-    skip = pytest.mark.skip(reason="needs a CUDA GPU (a skip is not a pass: run tests/gpu on a GPU)")
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (a skip is not a pass: run pytest -m gpu on a GPU)")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
