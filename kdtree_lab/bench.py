@@ -142,12 +142,9 @@ def measure_ceilings(copy_bytes: int = 2 << 30, gemm_n: int = 8192) -> Ceilings:
 def mma_sync_tflops(iters: int = 4096) -> float:
     """The bf16 mma.sync m16n8k16 rate (fp32 accumulate) of this GPU, TFLOP/s: the library's ceiling loop on 8
     CTAs per SM, median of event-timed launches."""
-    import ctypes
-
     from . import loader
 
     lib = loader.library().lib
-    lib.kdtree_verify_mma_ceiling.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
     blocks = 8 * torch.cuda.get_device_properties(0).multi_processor_count
     sink = torch.empty(blocks * 8, dtype=torch.float32, device="cuda")
 

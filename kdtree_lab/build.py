@@ -19,14 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .doctor import find_cuda_tool, find_nvcc
-from .paths import BUILD, KERNELS
+from .paths import BUILD, KERNELS, kernel_sources
 
 LAUNCHER = "kdtree_verify.cu"  # the one translation unit: it includes every kernel header
-
-
-def kernel_sources() -> list[Path]:
-    """Every file the build compiles (the launcher, the C ABI header and the kernel headers), sorted."""
-    return sorted([*KERNELS.glob("*.cu"), *KERNELS.glob("*.h"), *KERNELS.rglob("*.cuh")])
 LIB_STEM = "libkdtree_verify"
 DEFAULT_ARCHS = ("sm_120a", "sm_90a")
 REQUIRED_SYMBOLS = (

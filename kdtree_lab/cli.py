@@ -7,6 +7,7 @@ import sys
 
 from .record import emit as _emit
 
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     from .doctor import collect, render
     from .profiles import auto_name

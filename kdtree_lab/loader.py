@@ -74,6 +74,7 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.kdtree_verify_select_config.argtypes = [c_int, c_int]
     lib.kdtree_verify_abi_version.restype = c_int
     lib.kdtree_verify_force_config.argtypes = [c_int]
+    lib.kdtree_verify_mma_ceiling.argtypes = [c_int, c_int, c_void, c_void]
     lib.kdtree_verify_attn_flash_paged_cg.restype = c_int
     lib.kdtree_verify_attn_flash_paged_cg.argtypes = [
         c_void, c_i64, c_i64,  # q

@@ -38,11 +38,10 @@ def _git_dirty() -> bool | None:
 def source_digest() -> str:
     """sha256 of the CUDA kernel source and every kdtree_lab module: identifies the code that ran even where the
     repository's git metadata is missing or stale."""
-    from .paths import KERNELS, ROOT
+    from .paths import ROOT, kernel_sources
 
     h = hashlib.sha256()
-    for path in sorted([*KERNELS.glob("*.cu"), *KERNELS.rglob("*.cuh"), *KERNELS.glob("*.h"),
-                        *(ROOT / "kdtree_lab").rglob("*.py")]):
+    for path in sorted([*kernel_sources(), *(ROOT / "kdtree_lab").rglob("*.py")]):
         h.update(path.name.encode())
         h.update(path.read_bytes())
     return h.hexdigest()

@@ -197,12 +197,9 @@ def sm120_table() -> str:
         d = by_shape[key]
         s, v1 = d["cuda_sm120"], d["cuda_narrow"]
         share = (f"{s['TFLOP/s'] / c['mma_sync_tflops']:.0%} / {s['GB/s'] / c['copy_gbps']:.0%}")
-        dec = d.get("sglang_decode_1tok")
+        dec = f"{d['sglang_decode_1tok']['ms']:.3f}" if "sglang_decode_1tok" in d else "-"
         lines.append(f"| {', '.join(map(str, key))} | {v1['ms']:.3f} | {s['ms']:.3f} | {share} | "
-                     f"{d['cuda_rows32']['ms']:.3f} | {d['cuda']['ms']:.3f} | "
-                     f"{dec['ms']:.3f} | {v1['ms'] / s['ms']:.1f}x |" if dec else
-                     f"| {', '.join(map(str, key))} | {v1['ms']:.3f} | {s['ms']:.3f} | {share} | "
-                     f"{d['cuda_rows32']['ms']:.3f} | {d['cuda']['ms']:.3f} | - | {v1['ms'] / s['ms']:.1f}x |")
+                     f"{d['cuda_rows32']['ms']:.3f} | {d['cuda']['ms']:.3f} | {dec} | {v1['ms'] / s['ms']:.1f}x |")
     return "\n".join(lines)
 
 
@@ -258,7 +255,7 @@ def rtx_prediction_table() -> str:
              "|---|---:|" + "---:|" * len(cards)]
     for key in SM120_SHAPES:
         s = by_shape[key]["cuda_sm120"]
-        kv_bytes = key[0] * key[1] * 576 * 2
+        kv_bytes = Shape(*key).kv_bytes
         preds = [max(s["ms"] * c["mma_sync_tflops"] / g.mma_sync_tflops,
                      kv_bytes / (u * g.bandwidth_gbps * 1e9) * 1e3) for g in cards]
         lines.append(f"| {', '.join(map(str, key))} | {s['ms']:.3f} | " + " | ".join(f"{p:.3f}" for p in preds) + " |")
