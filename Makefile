@@ -5,6 +5,11 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PROFILE ?= auto
 EXTRAS ?= notebooks,dev
+SGLANG_ARG_DEPS := orjson pybase64 msgspec pydantic starlette aiohttp
+# Without a GPU, torch comes from PyTorch's CPU wheel index (the default index serves the CUDA build, several GB),
+# unless pip is already pointed at an index or a wheel mirror (pip config or PIP_* variables), as on this
+# project's machines. Override: make TORCH_INDEX=<url> (or TORCH_INDEX= for pip's own configuration).
+TORCH_INDEX ?= $(if $(shell $(PYTHON) -m pip config list 2>/dev/null | grep -E 'index-url|find-links'; env | grep -E '^PIP_(INDEX_URL|EXTRA_INDEX_URL|FIND_LINKS)='),,https://download.pytorch.org/whl/cpu)
 
 .PHONY: venv run test lab clean doctor
 
@@ -13,10 +18,15 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	@# Without an NVIDIA GPU take the CPU build of torch (a plain `torch` pulls several GB of CUDA wheels).
 	@if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then \
-		echo "no NVIDIA GPU: installing the CPU build torch==2.13.0"; \
-		$(PY) -m pip install --quiet torch==2.13.0; \
+		echo "no NVIDIA GPU: installing the CPU build torch==2.13.0$(if $(TORCH_INDEX), from $(TORCH_INDEX))"; \
+		$(PY) -m pip install --quiet torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX) --extra-index-url https://pypi.org/simple); \
 	fi
 	$(PY) -m pip install --quiet -e '.[$(EXTRAS)]'
+	@# SGLang 0.5.23's own argument parser and plugin registry, without its GPU stack, for the tests that run our
+	@# launch lines through SGLang and check the hook's entry point (a GPU machine with SGLang keeps its own).
+	@if ! $(PY) -c "import sglang" >/dev/null 2>&1; then \
+		$(PY) -m pip install --quiet $(SGLANG_ARG_DEPS) && $(PY) -m pip install --quiet --no-deps sglang==0.5.23; \
+	fi
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (kdtree-lab)" >/dev/null
 	touch $(STAMP)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+import shlex
 from dataclasses import dataclass, field, replace
 
 import yaml
@@ -76,9 +77,12 @@ class BudgetInputs:
     quant: str = "int4"
     kv_dtype: str = "bf16"  # bf16 | fp8
     max_bs: int = 8  # largest verify batch captured (cuda-graph-max-bs / max-running-requests)
-    draft_tokens: int = 16  # N
-    topk: int = 1
-    spec_steps: int = 3
+    draft_tokens: int = 16  # N (--speculative-num-draft-tokens)
+    topk: int = 4  # --speculative-eagle-topk: > 1 drafts a tree, 1 a chain of spec_steps + 1 tokens
+    spec_steps: int = 3  # --speculative-num-steps
+    spec_algorithm: str = "EAGLE"  # EAGLE | EAGLE3 (trees or chains) | DFLASH (a chain: topk 1, one step)
+    model_path: str = "MODEL_PATH"  # what the launch line passes to --model-path
+    draft_model_path: str = "DRAFT_MODEL_PATH"  # ... and to --speculative-draft-model-path
     nsplit: int = 0  # prefix splits; 0 = the kernel's own rule (loader.default_nsplit), as the SGLang hook runs it
     partial_bytes: int = 4  # fp32 split partials
     context: int = 200_000
@@ -139,12 +143,13 @@ def kv_cell_bytes(m: ModelPreset, kv_dtype: str) -> int:
 
 
 def sglang_defaults(memory_mib: int, tp: int) -> tuple[int, int]:
-    """SGLang's (chunked_prefill_size, cuda_graph_max_bs) defaults by GPU memory (before speculative settings)."""
+    """SGLang 0.5.23's (chunked_prefill_size, decode cuda-graph max_bs) defaults by GPU memory in MiB
+    (arg_groups/memory_hook.py, before speculative settings); pinned by data/contracts/sglang-0.5.23-memory-defaults.json."""
     gib = memory_mib / 1024
     if gib < 20:
         return 2048, 8
     if gib < 35:
-        return 2048, 48 if tp < 4 else 160
+        return 4096, 48 if tp < 4 else 160
     if gib < 60:
         return 4096, 32 if tp < 4 else 160
     if gib < 90:
@@ -155,11 +160,14 @@ def sglang_defaults(memory_mib: int, tp: int) -> tuple[int, int]:
 
 
 def sglang_default_fraction(memory_mib: int, tp: int, chunked_prefill: int | None = None, pp: int = 1,
-                            mla: bool = True, deep_ep: bool = False) -> float:
-    """SGLang 0.5.23's default ``mem_fraction_static`` (arg_groups/memory_hook.py handle_gpu_memory_settings)."""
+                            mla: bool = True, deep_ep: bool = False, prefill_graphs: bool = False) -> float:
+    """SGLang 0.5.23's default ``mem_fraction_static`` (arg_groups/memory_hook.py handle_gpu_memory_settings): the
+    GPU's MiB less 512 + 1.5 x activation tokens + TP x PP / 8 GiB + the graph reserve (2 MiB per decode graph
+    size, and 1.5 GiB for MLA only when prefill CUDA graphs are on, which they are not by default), at least
+    10 GiB above 60 GiB; pinned by data/contracts/sglang-0.5.23-memory-defaults.json."""
     default_chunk, decode_max_bs = sglang_defaults(memory_mib, tp)
     activation_tokens = max(chunked_prefill or default_chunk, 2048)
-    reserve_for_graph_mb = decode_max_bs * 2 + (1.5 * 1024 if mla else 0)
+    reserve_for_graph_mb = decode_max_bs * 2 + (1.5 * 1024 if mla and prefill_graphs else 0)
     reserved = 512 + 1.5 * activation_tokens + tp * pp / 8 * 1024 + reserve_for_graph_mb + (2048 if deep_ep else 0)
     if memory_mib > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
@@ -220,6 +228,9 @@ def compute(inp: BudgetInputs) -> BudgetResult:
             raise BudgetInputError(f"{name}: must be >= 1, got {getattr(inp, name)}")
     if inp.nsplit < 0:
         raise BudgetInputError(f"nsplit: must be >= 1, or 0 for the kernel's own split rule, got {inp.nsplit}")
+    problem = speculative_problem(inp.spec_algorithm, inp.spec_steps, inp.topk, inp.draft_tokens)
+    if problem:
+        raise BudgetInputError(problem)
     for name in ("context_overhead_mib", "graph_pool_mib_per_size", "margin_mib"):
         if getattr(inp, name) < 0:
             raise BudgetInputError(f"{name}: a reserve cannot be negative, got {getattr(inp, name)}")
@@ -266,7 +277,8 @@ def compute(inp: BudgetInputs) -> BudgetResult:
     if safe <= 0 or safe * g_bytes <= weights:
         impossible = (f"no fraction fits: the slack consumers ({slack / GIB:.1f} GiB) and the weights "
                       f"({weights / GIB:.1f} GiB) leave no room for a KV pool in {g_bytes / GIB:.1f} GiB; lower "
-                      f"max_bs, context or the split count, raise tp, quantise, or use fp8 KV")
+                      f"max_bs, context or the split count, raise tp, quantise"
+                      + (", or use fp8 KV" if inp.kv_dtype != "fp8" else ""))
     else:
         if rest <= 0:
             warnings.append(f"start-up OOM: weights ({weights / GIB:.1f} GiB) exceed G x fraction "
@@ -286,18 +298,57 @@ def compute(inp: BudgetInputs) -> BudgetResult:
     max_ctx = tokens // inp.concurrency
     if impossible is None and max_ctx < inp.context and not frac < need <= safe:
         warnings.append(f"KV pool holds {tokens} tokens: {max_ctx} per request at {inp.concurrency} concurrent, "
-                        f"below the {inp.context}-token context; lower concurrency or context, or use fp8 KV")
-    launch = (f"KDTREE_VERIFY=on python -m sglang.launch_server --model-path <{m.label}> --tp {inp.tp} "
-              f"--attention-backend triton --speculative-num-draft-tokens {inp.draft_tokens} "
-              f"--speculative-eagle-topk {inp.topk} --speculative-num-steps {inp.spec_steps} "
-              f"--cuda-graph-max-bs {inp.max_bs} --max-running-requests {inp.max_bs} "
-              f"--context-length {inp.context} --mem-fraction-static {frac:.3f}"
-              + (" --kv-cache-dtype fp8_e4m3" if inp.kv_dtype == "fp8" else "")
-              + (f" --chunked-prefill-size {inp.chunked_prefill}" if inp.chunked_prefill else ""))
+                        f"below the {inp.context}-token context; lower concurrency or context"
+                        + (", or use fp8 KV" if inp.kv_dtype != "fp8" else ""))
+    launch = launch_line(inp, frac)
     if impossible:
         launch = ""
     return BudgetResult(inp, gpu_bytes, g_bytes, weights, cell, consumers, slack, safe, default, frac, tokens,
                         max_ctx, launch, warnings, impossible)
+
+
+SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "DFLASH")
+
+
+def speculative_problem(algorithm: str, steps: int, topk: int, draft_tokens: int) -> str | None:
+    """Why SGLang 0.5.23 would not run these speculative settings as given, or None. Its rules: top-k 1 drafts a
+    chain and resets the draft tokens to steps + 1 (arg_groups/speculative_hook.py); a top-k > 1 tree picks
+    N - 1 of topk + (steps - 1) x topk^2 scored candidates (speculative/eagle_utils.py organize_draft_results);
+    DFLASH drafts one block, top-k 1, one step."""
+    if algorithm not in SPEC_ALGORITHMS:
+        return f"spec_algorithm: expected one of {', '.join(SPEC_ALGORITHMS)}, got {algorithm!r}"
+    if algorithm == "DFLASH" and (topk != 1 or steps != 1):
+        return (f"topk/spec_steps: DFLASH drafts a chain of draft_tokens (its block size) with topk 1 and one step; "
+                f"got topk={topk}, spec_steps={steps}")
+    if topk == 1 and algorithm != "DFLASH" and draft_tokens != steps + 1:
+        return (f"draft_tokens: with topk 1 SGLang drafts a chain of spec_steps + 1 = {steps + 1} tokens, got "
+                f"draft_tokens={draft_tokens} (for a tree set topk > 1)")
+    if topk > 1:
+        most = 1 + topk + (steps - 1) * topk * topk
+        if not 2 <= draft_tokens <= most:
+            return (f"draft_tokens: a topk={topk}, spec_steps={steps} tree has at most {most} tokens (the root and "
+                    f"topk + (steps - 1) x topk^2 candidates), got {draft_tokens}")
+    return None
+
+
+def launch_args(inp: BudgetInputs, fraction: float) -> list[str]:
+    """SGLang 0.5.23 server arguments for this deployment (what ``python -m kdtree_lab.serve`` passes on)."""
+    args = ["--model-path", inp.model_path, "--tp", str(inp.tp), "--attention-backend", "triton",
+            "--speculative-algorithm", inp.spec_algorithm, "--speculative-draft-model-path", inp.draft_model_path,
+            "--speculative-num-steps", str(inp.spec_steps), "--speculative-eagle-topk", str(inp.topk),
+            "--speculative-num-draft-tokens", str(inp.draft_tokens),
+            "--cuda-graph-max-bs-decode", str(inp.max_bs), "--max-running-requests", str(inp.max_bs),
+            "--context-length", str(inp.context), "--mem-fraction-static", f"{fraction:.3f}"]
+    if inp.kv_dtype == "fp8":
+        args += ["--kv-cache-dtype", "fp8_e4m3"]
+    if inp.chunked_prefill:
+        args += ["--chunked-prefill-size", str(inp.chunked_prefill)]
+    return args
+
+
+def launch_line(inp: BudgetInputs, fraction: float) -> str:
+    """The shell command that starts SGLang with the verify hook installed in every rank (kdtree_lab.serve)."""
+    return "KDTREE_VERIFY=on python -m kdtree_lab.serve " + shlex.join(launch_args(inp, fraction))
 
 
 _LOG_PATTERNS = {

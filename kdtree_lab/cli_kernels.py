@@ -173,7 +173,9 @@ def cmd_budget(args: argparse.Namespace) -> int:
 
     try:
         inp = BudgetInputs(gpu=args.gpu, model=args.model, tp=args.tp, quant=args.quant, kv_dtype=args.kv_dtype,
-                           max_bs=args.max_bs, draft_tokens=args.draft_tokens, nsplit=args.nsplit,
+                           max_bs=args.max_bs, draft_tokens=args.draft_tokens, topk=args.topk,
+                           spec_steps=args.spec_steps, spec_algorithm=args.spec_algorithm,
+                           model_path=args.model_path, draft_model_path=args.draft_model_path, nsplit=args.nsplit,
                            context=args.context, concurrency=args.concurrency, mem_fraction=args.mem_fraction,
                            chunked_prefill=args.chunked_prefill, margin_mib=args.margin_mib)
         if args.sglang_log:
@@ -238,7 +240,16 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
     p.add_argument("--quant", default="int4", help="weight quantisation of the preset: int4, fp8, bf16")
     p.add_argument("--kv-dtype", default="bf16", choices=["bf16", "fp8"], help="KV cache dtype")
     p.add_argument("--max-bs", type=positive_int, default=8, help="largest verify batch captured")
-    p.add_argument("--draft-tokens", type=positive_int, default=16, help="N draft tokens per request")
+    p.add_argument("--draft-tokens", type=positive_int, default=16,
+                   help="N draft tokens per request (--speculative-num-draft-tokens)")
+    p.add_argument("--topk", type=positive_int, default=4,
+                   help="--speculative-eagle-topk: > 1 drafts a tree; 1 a chain of --spec-steps + 1 tokens")
+    p.add_argument("--spec-steps", type=positive_int, default=3, help="--speculative-num-steps")
+    p.add_argument("--spec-algorithm", choices=["EAGLE", "EAGLE3", "DFLASH"], default="EAGLE",
+                   help="--speculative-algorithm (DFLASH: a chain, --topk 1 --spec-steps 1)")
+    p.add_argument("--model-path", default="MODEL_PATH", help="checkpoint the launch line passes to SGLang")
+    p.add_argument("--draft-model-path", default="DRAFT_MODEL_PATH",
+                   help="draft checkpoint the launch line passes (--speculative-draft-model-path)")
     p.add_argument("--nsplit", type=int, default=0,
                    help="prefix splits of the verify kernel (0, the default: the kernel's own rule per batch size)")
     p.add_argument("--context", type=positive_int, default=200_000, help="context length per request (tokens)")

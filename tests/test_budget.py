@@ -8,22 +8,30 @@ import pytest
 
 from kdtree_lab import budget
 from kdtree_lab.budget import BudgetInputError, BudgetInputs, compute
-from kdtree_lab.paths import H200_GRAPHS
+from kdtree_lab.paths import DATA, H200_GRAPHS
 
 MIB, GIB = budget.MIB, budget.GIB
 
 
-@pytest.mark.parametrize("gpu_mib,tp,expected", [
-    (143771, 8, 0.886),  # H200: reserve 512 + 1.5*8192 + 1024 + 512*2 + 1536 = 16384 MiB
-    (97887, 8, 0.833),   # RTX PRO 6000, TP8
-    (97887, 1, 0.847),   # RTX PRO 6000, TP1: decode max_bs 256 -> 512 + 12288 + 128 + 512 + 1536 = 14976
-    (32607, 1, 0.836),   # RTX 5090, TP1: 512 + 3072 + 128 + 96 + 1536 = 5344 (no 10 GiB floor under 60 GiB)
-    (32607, 8, 0.802),   # RTX 5090, TP8: decode max_bs 160
-    (81559, 8, 0.799),   # H100 80GB
-    (183359, 8, 0.844),  # B200: chunked prefill 16384
-])
-def test_sglang_default_fraction(gpu_mib, tp, expected):
-    assert budget.sglang_default_fraction(gpu_mib, tp) == expected
+SGLANG_DEFAULTS = json.loads((DATA / "contracts" / "sglang-0.5.23-memory-defaults.json").read_text())
+
+
+@pytest.mark.parametrize("row", SGLANG_DEFAULTS["rows"], ids=lambda r: f"{r['memory_mib']}MiB-tp{r['tp']}")
+def test_sglang_memory_tiers_match_sglangs_own_resolution(row):
+    """Each expected value was produced by SGLang 0.5.23's own argument resolution (handle_gpu_memory_settings)
+    with the GPU memory patched in: scripts/sglang_memory_defaults.py, provenance in the file."""
+    assert SGLANG_DEFAULTS["sglang"] == "0.5.23"
+    mib, tp = row["memory_mib"], row["tp"]
+    assert budget.sglang_defaults(mib, tp) == (row["chunked_prefill_size"], row["decode_cuda_graph_max_bs"])
+    assert budget.sglang_default_fraction(mib, tp) == row["mem_fraction_static"]
+
+
+def test_sglang_memory_tiers_cover_every_edge_and_preset():
+    mibs = {r["memory_mib"] for r in SGLANG_DEFAULTS["rows"]}
+    for edge_gib in (20, 35, 60, 90, 160):
+        assert {edge_gib * 1024 - 1, edge_gib * 1024} <= mibs
+    assert {g.memory_mib for g in budget.gpus().values()} <= mibs
+    assert {r["tp"] for r in SGLANG_DEFAULTS["rows"]} == {1, 2, 4, 8}
 
 
 def test_ten_gib_floor_above_60_gib():
