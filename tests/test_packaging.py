@@ -50,3 +50,25 @@ def test_console_script_and_make_targets():
     for target in ("run:", "test:", "lab:"):
         assert re.search(rf"^{target}", makefile, re.M), target
     assert "make test" in (ROOT / ".ci" / "run").read_text()
+
+
+def _make_venv_dry_run(tmp_path, env):
+    import os
+    import subprocess
+
+    base = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    out = subprocess.run(["make", "-n", "-B", "venv", f"VENV={tmp_path / 'v'}"], capture_output=True, text=True,
+                         cwd=ROOT, env={**base, **env}, check=True)
+    return next(line for line in out.stdout.splitlines() if "pip install --quiet torch==" in line)
+
+
+def test_make_venv_takes_pytorchs_cpu_index_without_a_mirror(tmp_path):
+    line = _make_venv_dry_run(tmp_path, {"PIP_CONFIG_FILE": "/dev/null"})
+    assert "--index-url https://download.pytorch.org/whl/cpu" in line
+
+
+def test_make_venv_keeps_a_configured_wheel_mirror(tmp_path):
+    line = _make_venv_dry_run(tmp_path, {"PIP_CONFIG_FILE": "/dev/null", "PIP_FIND_LINKS": "/opt/wheels"})
+    assert "--index-url" not in line
+    assert "--index-url https://example.invalid/cpu" in _make_venv_dry_run(
+        tmp_path, {"PIP_CONFIG_FILE": "/dev/null", "TORCH_INDEX": "https://example.invalid/cpu"})
