@@ -54,11 +54,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     run_dir, outcomes = runner.execute(entries, profile, overrides, Path(args.out) if args.out else None,
                                        progress=not args.no_progress, timeout_s=args.cell_timeout)
     print((run_dir / "summary.md").read_text())
-    failed = [o for o in outcomes if o.status == "failed"]
-    for o in failed:
-        print(f"kdtree-lab run: notebook {o.notebook} failed: {o.error}; partial output kept at {o.output}",
-              file=sys.stderr)
-    return 1 if failed else 0
+    for o in outcomes:
+        if o.status in ("failed", "interrupted"):
+            print(f"kdtree-lab run: notebook {o.notebook} {o.status}: {o.error}; partial output kept at {o.output}",
+                  file=sys.stderr)
+    if any(o.status == "interrupted" for o in outcomes):
+        return 130
+    return 1 if any(o.status == "failed" for o in outcomes) else 0
 
 
 def build_parser() -> argparse.ArgumentParser:

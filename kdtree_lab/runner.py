@@ -150,7 +150,7 @@ def plan_parameters(entries: list[NotebookEntry], profile: Profile, overrides: d
 
 @dataclass
 class NotebookOutcome:
-    """What happened to one notebook. ``status``: passed | passed-with-skips | failed | not-run."""
+    """What happened to one notebook. ``status``: passed | passed-with-skips | failed | interrupted | not-run."""
 
     notebook: str
     status: str
@@ -178,7 +178,7 @@ def execute(entries: list[NotebookEntry], profile: Profile, overrides: dict[str,
             progress: bool = True, timeout_s: int | None = None) -> tuple[Path, list[NotebookOutcome]]:
     """Run the notebooks in order; stop at the first failure. Returns the run dir and per-notebook outcomes."""
     import papermill
-    from nbclient.exceptions import DeadKernelError
+    from nbclient.exceptions import CellTimeoutError, DeadKernelError
     from rich.console import Console
 
     console = Console(stderr=True)
@@ -191,7 +191,8 @@ def execute(entries: list[NotebookEntry], profile: Profile, overrides: dict[str,
     for i, e in enumerate(entries, 1):
         output = run_dir / f"{e.name}.ipynb"
         if failed:
-            outcomes.append(NotebookOutcome(e.name, "not-run", error="an earlier notebook failed"))
+            outcomes.append(NotebookOutcome(e.name, "not-run", error=f"{outcomes[-1].notebook} "
+                                                                      f"{outcomes[-1].status} before it"))
             continue
         console.print(f"[bold][{i}/{len(entries)}][/bold] {e.name}  ({e.title}; profile {profile.name})")
         t0 = time.perf_counter()
@@ -207,14 +208,49 @@ def execute(entries: list[NotebookEntry], profile: Profile, overrides: dict[str,
                                       error=f"cell {exc.cell_index} of the output notebook (execution count "
                                             f"{exc.exec_count}, starting {_first_line(exc.source)!r}): "
                                             f"{exc.ename}: {exc.evalue}")
+        except CellTimeoutError:
+            where = mark_stopped(output, f"timed out after {timeout_s} s (--cell-timeout)")
+            outcome = NotebookOutcome(e.name, "failed", time.perf_counter() - t0, output=str(output),
+                                      error=f"{where} ran past the {timeout_s} s cell timeout (--cell-timeout)")
+        except KeyboardInterrupt:
+            where = mark_stopped(output, "interrupted (Ctrl-C)")
+            outcome = NotebookOutcome(e.name, "interrupted", time.perf_counter() - t0, output=str(output),
+                                      error=f"interrupted (Ctrl-C) in {where}")
         outcomes.append(outcome)
         colour = {"passed": "green", "passed-with-skips": "yellow"}.get(outcome.status, "red")
         console.print(f"    [{colour}]{outcome.status}[/{colour}] in {outcome.duration_s:.1f} s"
                       + (f": {outcome.error}" if outcome.error else "")
                       + (f" ({len(outcome.skipped)} skipped)" if outcome.skipped else ""))
-        failed = outcome.status == "failed"
+        failed = outcome.status in ("failed", "interrupted")
     write_summary(run_dir, profile, outcomes)
     return run_dir, outcomes
+
+
+def mark_stopped(path: Path, why: str) -> str:
+    """Make a partial output notebook say where the run stopped: the last code cell papermill started is marked
+    ``running``, the cells after it ``pending`` (papermill's own clean-up marks them "completed" when a run ends
+    early), and a markdown note goes right before it. Returns "cell N of the output notebook (starting ...)" (N
+    counts the note), or "the notebook" when the file is missing, unreadable or never started a cell."""
+    import nbformat
+
+    try:
+        nb = nbformat.read(str(path), as_version=4)
+    except Exception:  # noqa: BLE001 - a missing or half-written file: nothing to mark
+        return "the notebook"
+    started = [i for i, c in enumerate(nb.cells)
+               if c.cell_type == "code" and c.get("metadata", {}).get("papermill", {}).get("start_time")]
+    if not started:
+        return "the notebook"
+    stopped = started[-1]
+    for i in range(stopped, len(nb.cells)):
+        meta = nb.cells[i].setdefault("metadata", {}).setdefault("papermill", {})
+        meta["status"] = "running" if i == stopped else "pending"
+    note = nbformat.v4.new_markdown_cell(f"**kdtree-lab: the run stopped in the next cell**: {why}. It and the cells "
+                                         "after it did not finish; their outputs, if any, are partial.")
+    note.metadata["tags"] = ["kdtree-lab-stopped"]
+    nb.cells.insert(stopped, note)
+    nbformat.write(nb, str(path))
+    return f"cell {stopped + 1} of the output notebook (starting {_first_line(nb.cells[stopped + 1].source)!r})"
 
 
 def _first_line(source: str) -> str:
@@ -226,7 +262,8 @@ def write_summary(run_dir: Path, profile: Profile, outcomes: list[NotebookOutcom
     """``summary.json`` and ``summary.md``: one row per notebook with status, duration and key figures."""
     doc = {"profile": profile.name, "run_dir": str(run_dir), "notebooks": [asdict(o) for o in outcomes],
            "all_passed": all(o.status == "passed" for o in outcomes),
-           "any_failed": any(o.status == "failed" for o in outcomes)}
+           "any_failed": any(o.status == "failed" for o in outcomes),
+           "interrupted": any(o.status == "interrupted" for o in outcomes)}
     (run_dir / "summary.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
     lines = [f"# kdtree-lab run ({profile.name})", "", f"Run directory: `{run_dir}`", "",
              "| notebook | status | seconds | key figures | skipped |", "|---|---|---:|---|---|"]
@@ -237,4 +274,6 @@ def write_summary(run_dir: Path, profile: Profile, outcomes: list[NotebookOutcom
         lines.append(f"| {o.notebook} | {status} | {o.duration_s:.1f} | {figs} | {skipped} |")
     lines += ["", "A notebook 'passed-with-skips' did everything this machine allows; the skipped work is "
                   "not a pass."]
+    if doc["interrupted"]:
+        lines += ["", "**This run was interrupted (Ctrl-C)**: the notebooks after the interrupted one did not run."]
     (run_dir / "summary.md").write_text("\n".join(lines) + "\n")

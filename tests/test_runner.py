@@ -82,3 +82,53 @@ def test_checks_failing_in_results_fail_the_notebook(tmp_path):
     e = _notebook(tmp_path, "95_check", SAVE.format(name="95_check", payload="{'checks': [{'name': 'c', 'ok': False}]}"))
     _, outcomes = runner.execute([e], PROFILE, {}, tmp_path / "r", progress=False)
     assert outcomes[0].status == "failed" and "checks failed: ['c']" in outcomes[0].error
+
+
+def _sleeper(tmp_path, name):
+    nb = nbformat.read(_notebook(tmp_path, name, "import time\ntime.sleep(60)").source, as_version=4)
+    nb.cells.append(new_code_cell("after = 1"))
+    nbformat.write(nb, tmp_path / f"{name}.ipynb")
+    return runner.NotebookEntry(name[:2], name, name, "no", 0.1, 0.1, source=tmp_path / f"{name}.ipynb")
+
+
+def _stop_note(path):
+    nb = nbformat.read(path, as_version=4)
+    status = [c.metadata.get("papermill", {}).get("status") for c in nb.cells if c.cell_type == "code"]
+    return nb.cells, status
+
+
+@pytest.mark.slow
+def test_ctrl_c_leaves_a_summary_and_a_notebook_that_says_where_it_stopped(tmp_path):
+    import os
+    import signal
+    import threading
+
+    e, later = _sleeper(tmp_path, "96_sleep"), _notebook(tmp_path, "97_next", "pass")
+    out = tmp_path / "run"
+    timer = threading.Timer(8.0, lambda: os.kill(os.getpid(), signal.SIGINT))  # Ctrl-C while cell 2 sleeps
+    timer.start()
+    try:
+        run_dir, outcomes = runner.execute([e, later], PROFILE, {}, out, progress=False)
+    finally:
+        timer.cancel()
+    assert [o.status for o in outcomes] == ["interrupted", "not-run"]
+    assert "interrupted (Ctrl-C) in cell 3 of the output notebook (starting 'import time')" in outcomes[0].error
+    assert "96_sleep interrupted" in outcomes[1].error
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["interrupted"] and not summary["all_passed"]
+    assert "This run was interrupted" in (out / "summary.md").read_text()
+    cells, status = _stop_note(out / "96_sleep.ipynb")
+    assert "kdtree-lab-stopped" in cells[2].metadata["tags"] and "Ctrl-C" in cells[2].source
+    assert cells[3].source.startswith("import time")  # "cell 3 of the output notebook"
+    assert status[-2:] == ["running", "pending"], status  # not papermill's "completed" for cells that never ran
+
+
+@pytest.mark.slow
+def test_cell_timeout_names_the_cell(tmp_path):
+    e = _sleeper(tmp_path, "98_slow")
+    _, outcomes = runner.execute([e], PROFILE, {}, tmp_path / "r", progress=False, timeout_s=3)
+    assert outcomes[0].status == "failed"
+    assert "cell 3 of the output notebook (starting 'import time') ran past the 3 s cell timeout" in \
+        outcomes[0].error, outcomes[0].error
+    cells, status = _stop_note(tmp_path / "r" / "98_slow.ipynb")
+    assert "timed out after 3 s" in cells[2].source and status[-2:] == ["running", "pending"]
