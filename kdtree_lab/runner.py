@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import datetime as _dt
 import json
+import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -107,11 +108,34 @@ def _declared_type(spec: dict[str, Any]) -> str:
         return "None"  # a non-literal default: accept any value
 
 
+_BOUND = re.compile(r"\((at least|more than) (-?[\d.]+)\)\s*$")
+
+
+def _bound(help_text: str) -> tuple[str, float] | None:
+    """A parameter's lower bound, written at the end of its help comment as "(at least 1)" or "(more than 0)"
+    (papermill's parameter parser rejects a comment with "=" in it). Returns (">=" or ">", bound)."""
+    m = _BOUND.search(help_text)
+    return ({"at least": ">=", "more than": ">"}[m.group(1)], float(m.group(2))) if m else None
+
+
+def _within(value: Any, op: str, bound: float) -> bool:
+    if isinstance(value, list):
+        return all(_within(v, op, bound) for v in value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return True  # the type check speaks for non-numbers
+    return value >= bound if op == ">=" else value > bound
+
+
 def notebook_parameters(path: Path) -> dict[str, dict[str, Any]]:
-    """The parameters cell's names -> {inferred_type_name, default, help} (papermill's inspector)."""
+    """The parameters cell's names -> {inferred_type_name, default, help} (papermill's inspector). A notebook
+    that cannot be read raises ParameterError naming the file."""
     import papermill
 
-    return papermill.inspect_notebook(str(path))
+    try:
+        return papermill.inspect_notebook(str(path))
+    except Exception as exc:  # noqa: BLE001 - nbformat/json/papermill each raise their own kind
+        raise ParameterError(f"{path}: not a readable notebook ({type(exc).__name__}: "
+                             f"{str(exc).splitlines()[0][:200] if str(exc) else 'no detail'})") from None
 
 
 def plan_parameters(entries: list[NotebookEntry], profile: Profile, overrides: dict[str, Any],
@@ -144,6 +168,10 @@ def plan_parameters(entries: list[NotebookEntry], profile: Profile, overrides: d
             if not _type_ok(value, inferred):
                 raise ParameterError(f"parameter {key!r} of {e.name}: expected {inferred} (default "
                                      f"{decl[key]['default']}), got {type(value).__name__} {value!r}")
+            bound = _bound(decl[key].get("help") or "")
+            if bound and not _within(value, *bound):
+                raise ParameterError(f"parameter {key!r} of {e.name}: expected {bound[0]} {bound[1]:g}"
+                                     f"{' for every element' if isinstance(value, list) else ''}, got {value!r}")
         plan[e.name] = params
     return plan
 

@@ -132,3 +132,36 @@ def test_cell_timeout_names_the_cell(tmp_path):
         outcomes[0].error, outcomes[0].error
     cells, status = _stop_note(tmp_path / "r" / "98_slow.ipynb")
     assert "timed out after 3 s" in cells[2].source and status[-2:] == ["running", "pending"]
+
+
+def test_parameter_bounds_from_the_help_comment(tmp_path):
+    nb = new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    p = new_code_cell('run_dir = "x"  # results\nmax_bs = 8  # largest batch (at least 1)\n'
+                      'lens = [1, 2]  # lengths (at least 1)\nfrac = 0.5  # a fraction (more than 0)')
+    p.metadata["tags"] = ["parameters"]
+    nb.cells = [p]
+    nbformat.write(nb, tmp_path / "90_b.ipynb")
+    e = runner.NotebookEntry("90", "90_b", "b", "no", 0.1, 0.1, source=tmp_path / "90_b.ipynb")
+    assert runner.plan_parameters([e], PROFILE, {"max_bs": 1, "lens": [3], "frac": 0.1}, tmp_path)
+    with pytest.raises(runner.ParameterError, match=r"'max_bs' of 90_b: expected >= 1, got -1"):
+        runner.plan_parameters([e], PROFILE, {"max_bs": -1}, tmp_path)
+    with pytest.raises(runner.ParameterError, match="expected >= 1 for every element, got \\[3, 0\\]"):
+        runner.plan_parameters([e], PROFILE, {"lens": [3, 0]}, tmp_path)
+    with pytest.raises(runner.ParameterError, match="expected > 0, got 0"):
+        runner.plan_parameters([e], PROFILE, {"frac": 0}, tmp_path)
+
+
+def test_every_shipped_count_parameter_has_a_bound():
+    for e in runner.manifest():
+        for name, spec in runner.notebook_parameters(e.path).items():
+            if name in ("max_bs", "num_draft", "num_heads", "tp", "draft_tokens", "context", "replays", "ctx"):
+                assert runner._bound(spec["help"]) == (">=", 1.0), (e.name, name)
+
+
+def test_a_corrupted_notebook_is_named(tmp_path):
+    bad = tmp_path / "90_bad.ipynb"
+    bad.write_text('{"cells": [')
+    e = runner.NotebookEntry("90", "90_bad", "bad", "no", 0.1, 0.1, source=bad)
+    with pytest.raises(runner.ParameterError, match=f"{bad}: not a readable notebook"):
+        runner.plan_parameters([e], PROFILE, {}, tmp_path)
