@@ -63,7 +63,9 @@ def roofline(rows: list[dict], ceilings: dict, path: str | Path | None = None):
     ax.plot([1, ridge, 1e5], [bw, peak, peak], color="black", lw=1.5, label=f"roofline ({bw:.2f} TB/s, {peak:.0f} TF/s)")
     for impl in sorted({r["impl"] for r in rows}):
         pts = [r for r in rows if r["impl"] == impl]
-        ax.scatter([1.889 * r["H"] * r["N"] for r in pts], [r["TFLOP/s"] for r in pts], s=18, label=impl)
+        # each row at the intensity of the work its implementation does (one-token decode: N = 1)
+        ax.scatter([1.889 * r["H"] * r.get("work_N", r["N"]) for r in pts], [r["TFLOP/s"] for r in pts], s=18,
+                   label=impl)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP per byte of latent KV = 1.89 x H x N)")
@@ -77,7 +79,7 @@ def speedup_vs_length(rows: list[dict], path: str | Path | None = None):
     """Speed-up over SGLang's verify (extend_attention_fwd) vs prefix length, per implementation and shape."""
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = plt.subplots(figsize=(8, 6.5))
     series: dict[tuple, list[tuple[int, float]]] = {}
     for r in rows:
         if "speedup_vs_sglang_verify" in r:
@@ -89,8 +91,8 @@ def speedup_vs_length(rows: list[dict], path: str | Path | None = None):
     ax.set_yscale("log")
     ax.set_xlabel("prefix length L (tokens)")
     ax.set_ylabel("speed-up over SGLang's verify")
-    if series:
-        ax.legend(fontsize=7)
+    if series:  # below the axes: a legend inside covers the curves
+        ax.legend(fontsize=6, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.18))
     fig.tight_layout()
     return _save(fig, path)
 

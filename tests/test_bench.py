@@ -1,9 +1,12 @@
 """The benchmark module's arithmetic (no GPU): floors, roofline fractions, shape grids and the streaming fit."""
 
+import json
+
 import pytest
 
 from kdtree_lab import bench
 from kdtree_lab.bench import Ceilings, Shape, Timing
+from kdtree_lab.paths import RESULTS
 
 CEIL = Ceilings(copy_gbps=4000.0, gemm_tflops=800.0)
 
@@ -54,3 +57,32 @@ def test_streaming_fit_recovers_rate_and_fixed_cost():
 def test_timed_rejects_an_unknown_method():
     with pytest.raises(ValueError, match="timing method"):
         bench.timed(lambda i: None, 1, method="wall")
+
+
+def test_one_token_decode_rows_are_credited_with_one_token():
+    shape = bench.Shape(8, 200_000, 16, 8)
+    ceil = {"copy_gbps": 4000.0, "gemm_tflops": 800.0}
+    dec, ours = bench.derived("sglang_decode_1tok", shape, 1.0, ceil), bench.derived("cuda", shape, 1.0, ceil)
+    one = bench.Shape(8, 200_000, 1, 8, "causal")
+    assert dec["work_N"] == 1 and "work_N" not in ours
+    assert dec["TFLOP/s"] == round(one.flops / 1e-3 / 1e12, 2) and ours["TFLOP/s"] == round(shape.flops / 1e9, 2)
+    assert dec["GB/s"] == ours["GB/s"]  # the same KV is read
+    assert dec["bound"] == "memory" and dec["of_roofline"] == round(one.kv_bytes / 4000e9 / 1e-3, 3)
+
+
+@pytest.mark.parametrize("path", sorted(RESULTS.glob("h200/*/bench*.json")), ids=lambda p: p.parent.name)
+def test_no_committed_row_above_the_roofline_once_credited_with_its_own_work(path):
+    result = json.loads(path.read_text())
+    bench.recredit(result)
+    worst = max(result["rows"], key=lambda r: r["of_roofline"])
+    assert worst["of_roofline"] <= 1.0, worst
+    assert all(r.get("work_N") == 1 for r in result["rows"] if r["impl"] == "sglang_decode_1tok")
+
+
+def test_summary_is_one_line_per_implementation():
+    rows = [{"impl": "cuda", "of_roofline": x, "speedup_vs_sglang_verify": 2.0} for x in (0.2, 0.5, 0.9)]
+    rows.append({"impl": "sglang_extend", "of_roofline": 0.1})
+    s = bench.summary(rows)
+    assert [r["impl"] for r in s] == ["cuda", "sglang_extend"]
+    assert (s[0]["of roofline: worst"], s[0]["median"], s[0]["best"]) == (0.2, 0.5, 0.9)
+    assert s[1]["median speed-up vs SGLang verify"] is None
