@@ -15,13 +15,12 @@ from typing import Literal, Sequence
 import numpy as np
 import torch
 
+from .mla import D_QK, D_V
 from .tree import DraftTree, chain, random_ddtree
 
 Variant = Literal["eager", "capture"]
 MaskKind = Literal["tree", "chain", "causal"]
 
-D_QK = 576  # kv_lora_rank + qk_rope_head_dim
-D_V = 512  # kv_lora_rank
 DEFAULT_SM_SCALE = 192 ** -0.5
 
 

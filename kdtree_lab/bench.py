@@ -22,7 +22,9 @@ from typing import Callable
 
 import torch
 
-from .batch import D_QK, D_V, VerifyBatch, build_verify_batch
+from .batch import VerifyBatch, build_verify_batch
+from .launch_plan import default_nsplit
+from .mla import D_QK, D_V
 from .impls import CUDA_IMPLS, IMPLS
 
 L2_ROTATE_BYTES = 256 << 20  # rotate inputs until this many KV bytes separate two uses of one copy
@@ -232,12 +234,12 @@ def time_ours(impl: str, shape: Shape, nsplit: int | None = None, method: str = 
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     if impl in CUDA_IMPLS:
         with loader.impl_config(impl) as cfg:
-            ns = nsplit or loader.default_nsplit(shape.batch, shape.draft, shape.heads, sms, cfg["block_m"])
+            ns = nsplit or default_nsplit(shape.batch, shape.draft, shape.heads, sms, cfg["block_m"])
             ws = loader.alloc_workspace(shape.batch, shape.draft, shape.heads, ns)
             ms, n, how = timed(lambda i: loader.verify(batches[i], ws, ns), copies, method)
         return Timing(impl, shape, ms, n, ns, how, cfg["kernel"])
     if impl == "triton":
-        ns = nsplit or loader.default_nsplit(shape.batch, shape.draft, shape.heads, sms, 32)
+        ns = nsplit or default_nsplit(shape.batch, shape.draft, shape.heads, sms, 32)
         ws = triton_verify.alloc_workspace(shape.batch, shape.draft, shape.heads, ns, "cuda")
         ms, n, how = timed(lambda i: triton_verify.verify(batches[i], ws, ns), copies, method)
     else:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 import yaml
 
 from .contract import sglang_capture_sizes
+from .launch_plan import plan
 from .paths import DATA
 
 MIB = 1 << 20
@@ -194,25 +195,6 @@ def triton_graph_buffers(heads: int, max_bs: int, draft_tokens: int, topk: int, 
     return out
 
 
-def kdtree_workspace_bytes(max_bs: int, draft_tokens: int, heads: int, nsplit: int, partial_bytes: int = 4) -> int:
-    """Our kernel's workspace (kdtree_verify_workspace_bytes): header + partial O and LSE for nsplit + 1 splits."""
-    rows = max_bs * (nsplit + 1) * draft_tokens * heads
-    return 256 + rows * 512 * partial_bytes + math.ceil(rows * 4 / 256) * 256
-
-
-def largest_workspace_bytes(batch_sizes, draft_tokens: int, heads: int, sms: int, row_tile: int, nsplit: int = 0,
-                            partial_bytes: int = 4) -> int:
-    """Bytes of the one workspace that serves every batch size in ``batch_sizes``: the largest of their
-    workspaces, each at ``nsplit`` splits or, with 0, at the kernel's own split count for that batch size
-    (loader.default_nsplit) on a GPU of ``sms`` SMs whose kernel configuration has ``row_tile``-row CTAs. The SGLang
-    hook allocates it for batch sizes 1..max_bs, the graph runner for SGLang's capture sizes."""
-    from .loader import default_nsplit
-
-    return max(kdtree_workspace_bytes(bs, draft_tokens, heads,
-                                      nsplit or default_nsplit(bs, draft_tokens, heads, sms, row_tile), partial_bytes)
-               for bs in batch_sizes)
-
-
 def compute(inp: BudgetInputs) -> BudgetResult:
     """The whole budget for one deployment; raises BudgetInputError naming an impossible input."""
     ms, gs = models(), gpus()
@@ -251,9 +233,9 @@ def compute(inp: BudgetInputs) -> BudgetResult:
     capture_sizes = sglang_capture_sizes(inp.max_bs)
     consumers = [Consumer("weights (per GPU)", weights, "pool", "measured" if "weights" in inp.measured else "preset")]
     consumers += triton_graph_buffers(heads, inp.max_bs, inp.draft_tokens, inp.topk, inp.spec_steps, inp.context)
-    ws = int(inp.measured.get("workspace", largest_workspace_bytes(range(1, inp.max_bs + 1), inp.draft_tokens,
-                                                                    heads, g.sms, g.row_tile, inp.nsplit,
-                                                                    inp.partial_bytes)))
+    # the workspace the SGLang hook allocates: batch sizes 1..max_bs at the kernel's own split counts
+    ws = int(inp.measured.get("workspace", plan(range(1, inp.max_bs + 1), inp.draft_tokens, heads, g.sms, g.row_tile,
+                                                inp.nsplit, inp.partial_bytes).workspace_bytes))
     consumers.append(Consumer("kdtree verify workspace", ws, "slack",
                               "measured" if "workspace" in inp.measured else "kdtree"))
     pool = int(inp.measured.get("graph_pool", len(capture_sizes) * inp.graph_pool_mib_per_size * MIB))
@@ -382,7 +364,7 @@ def predicted_kernel_graph_memory(max_bs: int, draft_tokens: int, heads: int, sm
     """What the graph notebook should measure for the kernel alone: the workspace the graph runner allocates (the
     largest over SGLang's capture sizes with the default split count) and the graph pool, which the kernel does not
     add to beyond one 2 MiB allocator segment (it allocates nothing during capture). Bytes."""
-    ws = largest_workspace_bytes(sglang_capture_sizes(max_bs), draft_tokens, heads, sms, block_m)
+    ws = plan(sglang_capture_sizes(max_bs), draft_tokens, heads, sms, block_m).workspace_bytes
     return {"workspace": ws, "graph_pool": 2 * MIB}
 
 

@@ -14,9 +14,11 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .batch import D_QK, D_V, VerifyBatch
+from .batch import VerifyBatch
 from .contract import sglang_capture_sizes
 from .impls import IMPLS
+from .launch_plan import plan
+from .mla import D_QK, D_V
 
 VALIDATE_TOL = 2.0 ** -5  # max |ours - reference| / max(1, max |reference|): a few bf16 ULPs
 
@@ -80,8 +82,8 @@ class VerifyGraphRunner:
                 self.block_m = chosen["block_m"]
         else:
             self.block_m = 32
-        self.nsplit = {bs: loader.default_nsplit(bs, n, h, sms, self.block_m) for bs in cfg.capture_sizes}
-        ws_bytes = max(loader.library().workspace_bytes(bs, n, h, s) for bs, s in self.nsplit.items())
+        launch = plan(cfg.capture_sizes, n, h, sms, self.block_m)
+        self.nsplit, ws_bytes = launch.splits, launch.workspace_bytes
         self.workspace = torch.zeros(ws_bytes, dtype=torch.uint8, device=dev)
         self.ref_workspace = torch.zeros(ws_bytes, dtype=torch.uint8, device=dev) if cfg.validate else None
         self.err = torch.zeros((), dtype=torch.float32, device=dev)  # worst relative difference seen

@@ -16,13 +16,12 @@ from pathlib import Path
 
 import torch
 
-from .batch import D_QK, D_V
+from .mla import D_QK, D_V
 from .impls import CUDA_IMPLS
 
 ABI_VERSION = 4
 KV_BF16 = 0
 FLAG_INDEX_OUT_OF_POOL = 1
-MAX_NSPLIT = 512
 
 
 class KernelLoadError(RuntimeError):
@@ -175,30 +174,6 @@ def library(archs: tuple[str, ...] | None = None) -> KernelLibrary:
         result = build_library(wanted, progress=False)
         _LIBRARY = open_library(result.library, require_arch=need)
     return _LIBRARY
-
-
-def default_nsplit(bs: int, num_draft: int, num_heads: int, num_sms: int, block_m: int = 64,
-                   cta_overhead: float = 0.002, draft_tail: float = 0.001) -> int:
-    """Prefix splits for a launch, a pure function of host integers (so a captured graph's grid is fixed by its
-    batch size). The grid has ``tiles = bs * row_tiles`` CTAs per split and ``nsplit`` prefix splits plus one
-    draft-block split, over ``num_sms`` slots (every automatic configuration runs one CTA per SM: v3 and v4 by
-    shared memory, the sm_120 kernel by registers and sm_120's 100 KB per SM). Costs are in units of one CTA walking a whole long prefix: a prefix CTA
-    takes ``1 / nsplit`` of it plus ``cta_overhead`` (its Q tile, its fp32 partial, its share of the reduce);
-    the short draft-block CTAs (launched last) add ``draft_tail`` when they do not fit beside the last wave.
-    The choice minimises ``waves * (1 / nsplit + cta_overhead) (+ draft_tail)``: the headline (B=1, N=16, H=8)
-    gets 65 splits (130 prefix + 2 draft CTAs: one wave of 132), B=8 gets 8 splits (one wave of 128 prefix
-    CTAs) rather than 9 and a second wave of 12. Splits beyond about 4 waves are not considered (they would
-    grow the fp32 partials, i.e. the workspace, for little gain). The kernel still skips splits a short prefix
-    does not need (each split covers at least 128 tokens)."""
-    tiles = max(1, bs * math.ceil(num_draft * num_heads / block_m))
-    slots = max(1, num_sms)
-    top = min(MAX_NSPLIT, math.ceil(4 * slots / tiles))
-
-    def cost(n: int) -> float:
-        waves = math.ceil(tiles * n / slots)
-        return waves * (1 / n + cta_overhead) + (draft_tail if tiles * (n + 1) > waves * slots else 0.0)
-
-    return min(range(1, top + 1), key=cost)  # the first (smallest) of equal costs
 
 
 def _check_meta(q, k_extend, v_extend, o, k_buffer, qo_indptr, kv_indptr, kv_indices, custom_mask, mask_indptr,

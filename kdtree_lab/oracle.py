@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from .batch import D_V
+from .mla import D_V
 
 
 def reference(batch, device: str | torch.device | None = None, dtype: torch.dtype = torch.float64,

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .batch import D_QK, D_V
+from .launch_plan import plan
+from .mla import D_QK, D_V
 
 log = logging.getLogger("kdtree_lab.sglang_hook")
 MODES = ("off", "validate", "on")
@@ -104,9 +105,8 @@ class VerifyHook:
         self.sms = sms
         # The split count of every batch size up to max_bs, chosen once here: default_nsplit searches its split
         # counts (~0.1 ms of Python), too slow for every eager call.
-        self._splits = [loader.default_nsplit(bs, num_draft, num_heads, sms, self.block_m) for bs in range(max_bs + 1)]
-        need = max(loader.library().workspace_bytes(bs, num_draft, num_heads, self.nsplit(bs))
-                   for bs in range(1, max_bs + 1))
+        launch = plan(range(max_bs + 1), num_draft, num_heads, sms, self.block_m)
+        self._splits, need = [launch.splits[bs] for bs in range(max_bs + 1)], launch.workspace_bytes
         self.workspace = torch.zeros(need, dtype=torch.uint8, device=self.device)  # allocated once, outside capture
         self.scratch = (torch.empty(max_bs * num_draft, num_heads, D_V, dtype=torch.bfloat16, device=self.device)
                         if self.mode == "validate" else None)
@@ -114,7 +114,7 @@ class VerifyHook:
         self.no_mask_indptr = torch.zeros(max_bs + 1, dtype=torch.int64, device=self.device)  # causal calls
 
     def nsplit(self, bs: int) -> int:
-        """Prefix splits for a call of ``bs`` requests (0 <= bs <= max_bs): loader.default_nsplit's choice."""
+        """Prefix splits for a call of ``bs`` requests (0 <= bs <= max_bs): launch_plan.default_nsplit's choice."""
         return self._splits[bs]
 
     def _fall_back(self, reason: str) -> bool:

@@ -18,7 +18,8 @@ import torch
 import triton
 import triton.language as tl
 
-from .batch import D_V
+from .launch_plan import HEADER_BYTES, workspace_bytes  # the CUDA kernel's workspace layout
+from .mla import D_V
 
 MIN_SPLIT_TOKENS = 128  # same as the CUDA kernel
 
@@ -148,15 +149,6 @@ def _verify_reduce_kernel(o_ptr, o_st, o_sh, qo_ptr, o_part_ptr, lse_part_ptr, N
         tl.store(o_ptr + (tok0 + node) * o_st + head * o_sh + d, out.to(tl.bfloat16))
 
 
-HEADER_BYTES = 256
-
-
-def workspace_bytes(max_bs: int, num_draft: int, num_heads: int, nsplit: int) -> int:
-    """Bytes of workspace, laid out as the CUDA kernel's: a 256-byte header, fp32 partial outputs and LSEs for
-    nsplit + 1 splits per row."""
-    from .budget import kdtree_workspace_bytes
-
-    return kdtree_workspace_bytes(max_bs, num_draft, num_heads, nsplit)
 
 
 def alloc_workspace(max_bs: int, num_draft: int, num_heads: int, nsplit: int,

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from kdtree_lab import loader, parity
+from kdtree_lab.launch_plan import default_nsplit
 from kdtree_lab.bench import Shape, _batches, _copies, measure_ceilings
 from kdtree_lab.oracle import compare, reference
 
@@ -118,7 +119,7 @@ def main(argv=None) -> int:
             if a.waves:
                 splits = sorted({max(1, round(float(x) * sms / tiles)) for x in a.waves.split(",")})
             elif a.nsplit == "auto":
-                splits = [loader.default_nsplit(s.batch, s.draft, s.heads, sms, configs[i]["block_m"])]
+                splits = [default_nsplit(s.batch, s.draft, s.heads, sms, configs[i]["block_m"])]
             else:
                 splits = [int(x) for x in a.nsplit.split(",")]
             for ns in splits:

@@ -152,14 +152,14 @@ def test_parse_sglang_log_and_calibrate():
 def test_workspace_is_what_the_hook_allocates():
     """The budget's workspace line is the hook's allocation: the largest over batch sizes 1..max_bs at the
     kernel's own split counts for the GPU preset (RTX PRO 6000: 188 SMs, 32-row tiles); nsplit overrides it."""
-    from kdtree_lab.loader import default_nsplit
+    from kdtree_lab.launch_plan import default_nsplit, workspace_bytes
 
     inp = BudgetInputs(gpu="rtx-pro-6000", max_bs=8, draft_tokens=16, mem_fraction=0.88)
     ws = next(c for c in compute(inp).consumers if c.name == "kdtree verify workspace")
-    want = max(budget.kdtree_workspace_bytes(bs, 16, 8, default_nsplit(bs, 16, 8, 188, 32)) for bs in range(1, 9))
+    want = max(workspace_bytes(bs, 16, 8, default_nsplit(bs, 16, 8, 188, 32)) for bs in range(1, 9))
     assert ws.bytes == want and ws.source == "kdtree"
     fixed = next(c for c in compute(replace(inp, nsplit=16)).consumers if c.name == "kdtree verify workspace")
-    assert fixed.bytes == budget.kdtree_workspace_bytes(8, 16, 8, 16)
+    assert fixed.bytes == workspace_bytes(8, 16, 8, 16)
     with pytest.raises(BudgetInputError, match="nsplit"):
         compute(replace(inp, nsplit=-1))
 

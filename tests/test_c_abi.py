@@ -3,8 +3,7 @@
 
 import pytest
 
-from kdtree_lab import build, loader
-from kdtree_lab.budget import kdtree_workspace_bytes
+from kdtree_lab import build, launch_plan, loader
 from kdtree_lab.triton_verify import workspace_bytes as triton_workspace_bytes
 
 FAKE = 0x10000  # an aligned address that is never dereferenced: validation fails first
@@ -34,7 +33,7 @@ def test_abi_version_and_strerror(lib):
 def test_workspace_bytes_agree_with_the_python_formula(lib):
     """The C ABI, the budget calculator and the Triton twin size the workspace alike."""
     for args in [(1, 16, 8, 16), (8, 16, 8, 16), (48, 4, 16, 3), (1, 64, 128, 132)]:
-        assert lib.workspace_bytes(*args) == kdtree_workspace_bytes(*args) == triton_workspace_bytes(*args)
+        assert lib.workspace_bytes(*args) == launch_plan.workspace_bytes(*args) == triton_workspace_bytes(*args)
     assert lib.workspace_bytes(0, 4, 8, 4) == 0
 
 
@@ -89,11 +88,11 @@ def test_loader_refuses_library_without_the_gpu_arch(lib):
 
 
 def test_default_nsplit_is_a_pure_function_of_host_ints():
-    assert loader.default_nsplit(1, 16, 8, 132) == 65  # two 64-row tiles: 130 prefix + 2 draft CTAs, one wave
-    assert loader.default_nsplit(1, 16, 8, 132, block_m=32) == 32  # four 32-row tiles: 128 + 4 draft CTAs, one wave
-    assert loader.default_nsplit(8, 16, 8, 132) == 8  # 128 CTAs in one wave, not 9 splits and a 12-CTA second wave
-    assert loader.default_nsplit(48, 16, 8, 132) == 4  # 96 tiles: 384 CTAs, 2.9 waves (2 splits: 1.45 waves)
-    assert loader.default_nsplit(1, 64, 128, 132) == 1  # 128 tiles already fill the GPU; more splits add a wave
+    assert launch_plan.default_nsplit(1, 16, 8, 132) == 65  # two 64-row tiles: 130 prefix + 2 draft CTAs, one wave
+    assert launch_plan.default_nsplit(1, 16, 8, 132, row_tile=32) == 32  # four 32-row tiles: 128 + 4 draft CTAs, one wave
+    assert launch_plan.default_nsplit(8, 16, 8, 132) == 8  # 128 CTAs in one wave, not 9 splits and a 12-CTA second wave
+    assert launch_plan.default_nsplit(48, 16, 8, 132) == 4  # 96 tiles: 384 CTAs, 2.9 waves (2 splits: 1.45 waves)
+    assert launch_plan.default_nsplit(1, 64, 128, 132) == 1  # 128 tiles already fill the GPU; more splits add a wave
     for bs, n, h, sms in ((1000, 64, 128, 188), (1, 1, 1, 1), (3, 7, 5, 60)):
-        ns = loader.default_nsplit(bs, n, h, sms)
-        assert 1 <= ns <= loader.MAX_NSPLIT and ns == loader.default_nsplit(bs, n, h, sms)
+        ns = launch_plan.default_nsplit(bs, n, h, sms)
+        assert 1 <= ns <= launch_plan.MAX_NSPLIT and ns == launch_plan.default_nsplit(bs, n, h, sms)
