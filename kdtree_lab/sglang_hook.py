@@ -48,10 +48,34 @@ def parse_mode(value: str | None = None) -> str:
     return mode
 
 
+# SGLang 0.5.23's extend_attention_fwd keyword arguments beyond the ones unsupported_reason names: whether the
+# kernel serves a value, and why not. Host-side hints are served at any value. tests/test_sglang_hook.py holds
+# this table and the named ones to SGLang's real signature, so an argument SGLang adds cannot pass unseen.
+EXTRA_ARGS = {
+    "skip_prefix_custom_mask": (lambda v: bool(v), "a custom mask over the prefix as well "
+                                                   "(skip_prefix_custom_mask=False)"),
+    "lse_extend": (lambda v: v is None, "an LSE output (lse_extend)"),
+    "skip_prefix": (lambda v: not v, "skip_prefix (a context-parallel partial)"),
+    "skip_extend": (lambda v: not v, "skip_extend (a context-parallel partial)"),
+    "page_size": (lambda v: v == 1, "page size {v} (page size 1 only)"),
+    "score_mod": (lambda v: v is None, "a score_mod on the logits"),
+    "aux_tensors": (lambda v: v is None, "score_mod aux tensors"),
+    "extend_seq_lens_cpu": (lambda v: True, ""),  # a host-side copy of the extend lengths: a hint
+    "identity_kv_indices": (lambda v: True, ""),  # a promise that kv_indices is dense; the kernel reads it anyway
+}
+
+
 def unsupported_reason(q, k_extend, v_extend, o, k_buffer, custom_mask, is_causal, logit_cap=0.0,
                        sliding_window_size=-1, sinks=None, window_kv_offsets=None, xai_temperature_len=-1,
-                       mask_indptr=None, **_ignored) -> str | None:
-    """Why our kernel cannot serve this call (SGLang then falls back), or None when it can. Host metadata only."""
+                       mask_indptr=None, **extra) -> str | None:
+    """Why our kernel cannot serve this call (SGLang then falls back), or None when it can. Host metadata only.
+    ``extra``: the keyword arguments of EXTRA_ARGS; any other name falls back as unknown."""
+    for name, value in extra.items():
+        if name not in EXTRA_ARGS:
+            return f"argument {name}={value!r} unknown to the hook (written against SGLang 0.5.23's extend_attention_fwd)"
+        served, why = EXTRA_ARGS[name]
+        if not served(value):
+            return why.format(v=value)
     if k_buffer.dtype != torch.bfloat16:
         return f"KV pool dtype {k_buffer.dtype} (only bfloat16 pools are served; fp8 is not yet)"
     if q.dim() != 3 or q.shape[-1] != D_QK or v_extend.shape[-1] != D_V or k_buffer.shape[1:] != (1, D_QK):
@@ -132,7 +156,8 @@ class VerifyHook:
         if self.mode == "off":
             return self._fall_back("mode off")
         reason = unsupported_reason(q, k_extend, v_extend, o, k_buffer, custom_mask, is_causal, logit_cap,
-                                    sliding_window_size, sinks, window_kv_offsets, xai_temperature_len, mask_indptr)
+                                    sliding_window_size, sinks, window_kv_offsets, xai_temperature_len, mask_indptr,
+                                    **extra)
         bs = kv_indptr.shape[0] - 1
         if reason is None and (q.shape[1] != self.num_heads or max_extend_len != self.num_draft or bs > self.max_bs):
             reason = (f"shape outside the workspace (H={q.shape[1]}, N={max_extend_len}, bs={bs}; sized for "

@@ -101,3 +101,22 @@ def test_causal_call_without_mask_buffers_is_served_like_sglang():
                                           sm_scale=b.sm_scale)
     rows = b.live_bs * 8
     assert compare(ours[:rows], theirs[:rows])["rel_l2"] < 1e-2
+
+
+@pytest.mark.parametrize("extra,served", [
+    ({"identity_kv_indices": False, "extend_seq_lens_cpu": [8, 8, 8]}, True),  # hints: served
+    ({"page_size": 16}, False), ({"lse_extend": "a buffer"}, False), ({"skip_prefix_custom_mask": False}, False),
+])
+def test_sglang_keyword_arguments_reach_the_decision(extra, served):
+    """The backend's keyword arguments are forwarded to the fall-back decision: a value the kernel does not serve
+    leaves o untouched and returns False (SGLang then runs its own kernel)."""
+    b = build_verify_batch([700, 9, 1], 8, 16, seed=5, device="cuda")
+    hook = sglang_hook.VerifyHook("on", max_bs=8, num_draft=8, num_heads=16)
+    b.o.fill_(float("nan"))
+    assert hook(*b.extend_attention_args(), 1.0, 1.0, b.sm_scale, max_bs=8, **extra) is served
+    if served:
+        theirs = _sglang(b, torch.empty_like(b.o))
+        rows = b.live_bs * 8
+        assert compare(b.o[:rows], theirs[:rows])["rel_l2"] < 1e-2
+    else:
+        assert torch.isnan(b.o).all() and hook.stats.fell_back == 1

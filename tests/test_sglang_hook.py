@@ -79,3 +79,55 @@ def test_install_refuses_an_unknown_backend_layout():
     del backend.num_head
     with pytest.raises(sglang_hook.HookInstallError, match="num_head"):
         sglang_hook.install(backend, mode="off")
+
+
+NAMED = ("sm_scale", "logit_cap", "sliding_window_size", "sinks", "window_kv_offsets", "xai_temperature_len")
+
+
+def test_the_hook_knows_every_argument_of_sglangs_kernel():
+    """SGLang's real extend_attention_fwd: its first 15 parameters are the positional ones the backend passes (the
+    hook's own names), every keyword after them is either named by unsupported_reason or in EXTRA_ARGS."""
+    import inspect
+
+    from sglang.kernels.ops.attention.extend_attention import extend_attention_fwd
+
+    params = list(inspect.signature(extend_attention_fwd).parameters)
+    ours = list(inspect.signature(sglang_hook.VerifyHook.__call__).parameters)[1:16]
+    assert len(params) >= 15 and len(ours) == 15 and params[13:15] == ours[13:15] == ["k_scale", "v_scale"]
+    assert set(params[15:]) == set(NAMED) | set(sglang_hook.EXTRA_ARGS)
+
+
+@pytest.mark.parametrize("name,value,needle", [
+    ("skip_prefix_custom_mask", False, "over the prefix"),
+    ("lse_extend", torch.zeros(2), "LSE output"),
+    ("skip_prefix", True, "skip_prefix"),
+    ("skip_extend", True, "skip_extend"),
+    ("page_size", 16, "page size 16"),
+    ("score_mod", object(), "score_mod"),
+    ("aux_tensors", [torch.zeros(1)], "aux tensors"),
+    ("extend_seq_lens_cpu", [4, 4], None),
+    ("identity_kv_indices", True, None),
+    ("a_new_argument", 1, "unknown to the hook"),
+])
+def test_every_keyword_combination_is_served_or_falls_back_with_its_reason(name, value, needle):
+    reason = sglang_hook.unsupported_reason(**_args(**{name: value}))
+    assert (reason is None) if needle is None else (needle in reason), reason
+    defaults = {"skip_prefix_custom_mask": True, "lse_extend": None, "skip_prefix": False, "skip_extend": False,
+                "page_size": 1, "score_mod": None, "aux_tensors": None}
+    if name in defaults:  # at SGLang's default the call is served
+        assert sglang_hook.unsupported_reason(**_args(**{name: defaults[name]})) is None
+
+
+@pytest.mark.parametrize("causal,mask,indptr", [(c, m, i) for c in (True, False) for m in (True, False)
+                                                for i in (True, False)])
+def test_mask_argument_grid(causal, mask, indptr):
+    """Every is_causal x custom_mask x mask_indptr presence combination SGLang's kernel accepts."""
+    b = build_verify_batch([9, 4], 4, 2)
+    reason = sglang_hook.unsupported_reason(**_args(is_causal=causal, custom_mask=b.custom_mask if mask else None,
+                                                    mask_indptr=b.mask_indptr if indptr else None))
+    if mask and not indptr:
+        assert "custom_mask without mask_indptr" in reason
+    elif not causal and not mask:
+        assert "non-causal verify without a mask" in reason
+    else:
+        assert reason is None
