@@ -1,9 +1,12 @@
 """nvcc builds for sm_120a and sm_90a pass the symbol, SASS and resource checks; the checks can fail."""
 
+import subprocess
+
 import pytest
 
 from kdtree_lab import build
 from kdtree_lab.build import KernelResources, resource_problems
+from kdtree_lab.paths import kernel_sources
 
 
 @pytest.fixture(scope="module")
@@ -64,3 +67,16 @@ def test_missing_symbol_is_reported(tmp_path):
 def test_bad_arch_name():
     with pytest.raises(build.BuildError, match="sm_120a"):
         build.build_library(("compute_120",), progress=False)
+
+
+@pytest.mark.parametrize("header", [p for p in kernel_sources() if p.suffix in (".cuh", ".h")],
+                         ids=lambda p: str(p.relative_to(p.parents[1])) if p.parent.name != "kernels" else p.name)
+def test_every_kernel_header_compiles_on_its_own(header, tmp_path):
+    """Each header includes what it uses: a translation unit of that header alone compiles (sm_90a for the
+    wgmma kernel, whose instructions only sm_90a has; sm_120a for the rest)."""
+    arch = "sm_90a" if header.parent.name == "sm90" else "sm_120a"
+    unit = tmp_path / "unit.cu"
+    unit.write_text(f'#include "{header}"\n')
+    out = subprocess.run([build.find_nvcc(), "-std=c++17", "-c", f"-arch={arch}", "-o", str(tmp_path / "unit.o"),
+                          str(unit)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]

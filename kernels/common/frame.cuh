@@ -167,6 +167,24 @@ __device__ __forceinline__ void write_partial_row(const Params& p, int64_t prow,
     *reinterpret_cast<float2*>(dst + nt * 8) = make_float2(acc[nt][2 * h] * inv, acc[nt][2 * h + 1] * inv);
 }
 
+// The lazy rescale of the output accumulators: when any lane of the warp has a factor other than 1 (a row's
+// reference maximum moved), multiply each m16n8 fragment's rows by theirs: elements 0, 1 lie on row lane / 4 of
+// m-tile m (factor alpha[m][0]), elements 2, 3 on row lane / 4 + 8 (alpha[m][1]). Usually skipped.
+template <int MT, int NT>
+__device__ __forceinline__ void rescale_rows(float (&acc)[MT][NT][4], const float (&alpha)[MT][2], bool mine) {
+  if (__any_sync(0xffffffffu, mine)) {
+#pragma unroll
+    for (int m = 0; m < MT; ++m)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        acc[m][nt][0] *= alpha[m][0];
+        acc[m][nt][1] *= alpha[m][0];
+        acc[m][nt][2] *= alpha[m][1];
+        acc[m][nt][3] *= alpha[m][1];
+      }
+  }
+}
+
 // Rows of Q and K stored unpadded (576 bf16 = 1152 B) with their 16-byte chunks XOR-swizzled by (row & 7): ldmatrix
 // stays conflict-free without the padding that a 231 KB budget has no room for.
 __device__ __forceinline__ int swz(int row, int chunk) { return row * D_QK + ((chunk ^ (row & 7)) << 3); }

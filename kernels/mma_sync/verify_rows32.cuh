@@ -123,17 +123,7 @@ __device__ __forceinline__ void step3(const Addr3& a, uint32_t kt, uint32_t vt, 
       }
       st.l[m][h] = st.l[m][h] * alpha[m][h] + sum;
     }
-  if (__any_sync(0xffffffffu, bump_any)) {
-#pragma unroll
-    for (int m = 0; m < 2; ++m)
-#pragma unroll
-      for (int nt = 0; nt < 16; ++nt) {
-        st.acc[m][nt][0] *= alpha[m][0];
-        st.acc[m][nt][1] *= alpha[m][0];
-        st.acc[m][nt][2] *= alpha[m][1];
-        st.acc[m][nt][3] *= alpha[m][1];
-      }
-  }
+  rescale_rows(st.acc, alpha, bump_any);
   bar_named(1 + q, 128);
 #pragma unroll
   for (int k4 = 0; k4 < BN3 / 16; ++k4) {

@@ -147,17 +147,7 @@ __global__ void __launch_bounds__(Cfg120<STAGES>::THREADS, 1) verify_sm120_kerne
         al[mt][h] = stat[16 * mt + 8 * h + (lane >> 2)];
         rescale |= al[mt][h] != 1.f;
       }
-    if (__any_sync(0xffffffffu, rescale)) {
-#pragma unroll
-      for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < 8; ++nt) {
-          acc[mt][nt][0] *= al[mt][0];
-          acc[mt][nt][1] *= al[mt][0];
-          acc[mt][nt][2] *= al[mt][1];
-          acc[mt][nt][3] *= al[mt][1];
-        }
-    }
+    rescale_rows(acc, al, rescale);
 #pragma unroll
     for (int k16 = 0; k16 < C::BN / 16; ++k16) {
       uint32_t pa[2][4];
