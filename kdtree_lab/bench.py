@@ -23,9 +23,8 @@ from typing import Callable
 import torch
 
 from .batch import VerifyBatch, build_verify_batch
-from .launch_plan import default_nsplit
-from .mla import D_QK, D_V
 from .impls import CUDA_IMPLS, IMPLS
+from .mla import D_QK, D_V
 
 L2_ROTATE_BYTES = 256 << 20  # rotate inputs until this many KV bytes separate two uses of one copy
 MAX_COPIES = 16
@@ -208,9 +207,10 @@ def _copies(shape: Shape) -> int:
     return max(1, min(MAX_COPIES, math.ceil(L2_ROTATE_BYTES / max(1, shape.kv_bytes))))
 
 
-def _batches(shape: Shape, copies: int, seed: int = 0) -> list[VerifyBatch]:
+def shape_batches(shape: Shape, copies: int | None = None, seed: int = 0) -> list[VerifyBatch]:
+    """``copies`` input sets of ``shape`` on the GPU (default: enough that timing rotates them out of L2)."""
     return [build_verify_batch([shape.prefix] * shape.batch, shape.draft, shape.heads, mask=shape.mask,
-                               seed=seed + i, device="cuda") for i in range(copies)]
+                               seed=seed + i, device="cuda") for i in range(copies or _copies(shape))]
 
 
 def sglang_available() -> str | None:
@@ -227,24 +227,20 @@ def sglang_available() -> str | None:
 def time_ours(impl: str, shape: Shape, nsplit: int | None = None, method: str = "graph") -> Timing:
     """Median time of our CUDA kernel (a configuration named in loader.CUDA_IMPLS) or the Triton twin
     (split + reduce) on ``shape``."""
-    from . import loader, triton_verify
+    from . import dispatch, loader
 
+    if impl not in TIMEABLE:
+        raise ValueError(f"impl: expected one of {TIMEABLE}, got {impl!r}")
     copies = _copies(shape)
-    batches = _batches(shape, copies)
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    batches = shape_batches(shape, copies)
+    ns = nsplit or dispatch.nsplit_for(impl, shape.batch, shape.draft, shape.heads)
+    ws = dispatch.workspace(shape.batch, shape.draft, shape.heads, ns)
+    ms, n, how = timed(lambda i: dispatch.verify(impl, batches[i], ws, ns), copies, method)
+    kernel = None
     if impl in CUDA_IMPLS:
         with loader.impl_config(impl) as cfg:
-            ns = nsplit or default_nsplit(shape.batch, shape.draft, shape.heads, sms, cfg["block_m"])
-            ws = loader.alloc_workspace(shape.batch, shape.draft, shape.heads, ns)
-            ms, n, how = timed(lambda i: loader.verify(batches[i], ws, ns), copies, method)
-        return Timing(impl, shape, ms, n, ns, how, cfg["kernel"])
-    if impl == "triton":
-        ns = nsplit or default_nsplit(shape.batch, shape.draft, shape.heads, sms, 32)
-        ws = triton_verify.alloc_workspace(shape.batch, shape.draft, shape.heads, ns, "cuda")
-        ms, n, how = timed(lambda i: triton_verify.verify(batches[i], ws, ns), copies, method)
-    else:
-        raise ValueError(f"impl: expected one of {TIMEABLE}, got {impl!r}")
-    return Timing(impl, shape, ms, n, ns, how)
+            kernel = cfg["kernel"]
+    return Timing(impl, shape, ms, n, ns, how, kernel)
 
 
 def time_sglang_extend(shape: Shape, iters: int = 5, method: str = "graph") -> Timing:
@@ -252,7 +248,7 @@ def time_sglang_extend(shape: Shape, iters: int = 5, method: str = "graph") -> T
     from sglang.kernels.ops.attention.extend_attention import extend_attention_fwd
 
     copies = min(_copies(shape), 4)
-    batches = _batches(shape, copies)
+    batches = shape_batches(shape, copies)
 
     def run(i: int) -> None:
         b = batches[i]
@@ -273,7 +269,7 @@ def time_sglang_decode(shape: Shape, max_kv_splits: int = 256, method: str = "gr
 
     one = Shape(shape.batch, shape.prefix, 1, shape.heads, "causal")
     copies = _copies(one)
-    batches = _batches(one, copies)
+    batches = shape_batches(one, copies)
     bsz, heads = shape.batch, shape.heads
     logits = torch.empty(bsz, heads, max_kv_splits, D_V, dtype=torch.float32, device="cuda")
     lse = torch.empty(bsz, heads, max_kv_splits, dtype=torch.float32, device="cuda")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Callable
 
 
 def select_triton_mode() -> tuple[str, str]:
@@ -18,11 +17,3 @@ def select_triton_mode() -> tuple[str, str]:
         raise RuntimeError("kdtree_lab.triton_verify was imported before select_triton_mode(); restart the kernel")
     os.environ["TRITON_INTERPRET"] = "1"
     return "cpu", "in the CPU interpreter (TRITON_INTERPRET=1)"
-
-
-def kernel_runner(impl: str) -> Callable:
-    """A function batch -> output that runs ``impl`` ('cuda' or 'triton') with a fresh workspace."""
-    from .parity import runner_for
-
-    run = runner_for(impl)  # (batch, nsplit) -> (out, flags)
-    return lambda batch: run(batch, 4)[0]

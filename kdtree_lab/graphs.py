@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .batch import VerifyBatch
+from . import dispatch
 from .contract import sglang_capture_sizes
 from .impls import IMPLS
 from .launch_plan import plan
@@ -58,8 +59,6 @@ class VerifyGraphRunner:
     """Owns the persistent buffers, the workspace and one CUDA graph per captured batch size."""
 
     def __init__(self, cfg: GraphConfig, device: str | torch.device = "cuda"):
-        from . import loader
-
         self.cfg, self.device = cfg, torch.device(device)
         n, h, mb = cfg.num_draft, cfg.num_heads, cfg.max_bs
         dev = self.device
@@ -77,11 +76,7 @@ class VerifyGraphRunner:
                             if cfg.mask == "tree" else None)
         sms = torch.cuda.get_device_properties(dev).multi_processor_count
         self.sms = sms
-        if IMPLS[cfg.impl].family == "cuda":
-            with loader.impl_config(cfg.impl) as chosen:
-                self.block_m = chosen["block_m"]
-        else:
-            self.block_m = 32
+        self.block_m = dispatch.row_tile(cfg.impl)
         launch = plan(cfg.capture_sizes, n, h, sms, self.block_m)
         self.nsplit, ws_bytes = launch.splits, launch.workspace_bytes
         self.workspace = torch.zeros(ws_bytes, dtype=torch.uint8, device=dev)
@@ -96,20 +91,13 @@ class VerifyGraphRunner:
     # -- the call the graph holds -------------------------------------------------------------------------
     def _launch(self, bs: int, o: torch.Tensor | None = None, impl: str | None = None,
                 workspace: torch.Tensor | None = None) -> torch.Tensor:
-        from . import loader, triton_verify
-
         n = self.cfg.num_draft
         out = (o if o is not None else self.o)[: bs * n]
         args = (self.q[: bs * n], self.k_extend[: bs * n], self.v_extend[: bs * n], out, self.k_buffer,
                 self.qo_indptr[: bs + 1], self.kv_indptr[: bs + 1], self.kv_indices, self.custom_mask,
                 self.mask_indptr[: bs + 1], n, self.nsplit[bs], 192 ** -0.5, 1.0, 1.0,
                 workspace if workspace is not None else self.workspace)
-        impl = impl or self.cfg.impl
-        if IMPLS[impl].family == "cuda":
-            with loader.impl_config(impl):  # a forced configuration is chosen on the host, before the launch
-                torch.ops.kdtree_lab.verify(*args)
-        else:
-            triton_verify.launch(*args)
+        dispatch.launch(impl or self.cfg.impl, *args)
         return out
 
     def _step(self, bs: int) -> None:

@@ -258,13 +258,6 @@ def _verify_fake(q, k_extend, v_extend, o, k_buffer, qo_indptr, kv_indptr, kv_in
     return None
 
 
-def alloc_workspace(max_bs: int, num_draft: int, num_heads: int, nsplit: int,
-                    device: str | torch.device = "cuda") -> torch.Tensor:
-    """A zeroed uint8 workspace for calls up to (max_bs, N, H, nsplit); allocate once, outside capture."""
-    nbytes = library().workspace_bytes(max_bs, num_draft, num_heads, nsplit)
-    return torch.zeros(nbytes, dtype=torch.uint8, device=device)
-
-
 def verify(batch, workspace: torch.Tensor, nsplit: int, checked: bool = False) -> torch.Tensor:
     """Run the CUDA kernel on a :class:`~kdtree_lab.batch.VerifyBatch` (writes and returns ``batch.o``).
 
@@ -282,13 +275,3 @@ def verify(batch, workspace: torch.Tensor, nsplit: int, checked: bool = False) -
                                 batch.kv_indptr, batch.kv_indices, batch.custom_mask, batch.mask_indptr,
                                 batch.max_extend_len, nsplit, batch.sm_scale, batch.k_scale, batch.v_scale, workspace)
     return batch.o
-
-
-def read_status(workspace: torch.Tensor) -> int:
-    """The device status bits (FLAG_*) the kernel OR-ed into the workspace header (a host read: syncs)."""
-    return int(workspace[:4].view(torch.int32).item())
-
-
-def clear_status(workspace: torch.Tensor) -> None:
-    """Zero the status word (a device memset: capture-safe)."""
-    workspace[:4].zero_()

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from .batch import VerifyBatch, build_verify_batch
+from .dispatch import runner
 from .oracle import compare, reference
 
 Impl = str  # a key of impls.IMPLS
@@ -157,37 +158,11 @@ def gpu_grid(random_count: int, seed: int, heads: tuple[int, ...] = (8, 16, 64, 
                                 max_draft=64, heads=heads, budget_tokens=100_000_000)
 
 
-def runner_for(impl: Impl) -> Callable[[VerifyBatch, int], tuple[torch.Tensor, int]]:
-    """A function (batch, nsplit) -> (output, device status flags) for the chosen implementation."""
-    from . import loader
-
-    if impl in loader.CUDA_IMPLS:
-
-        def run_cuda(batch: VerifyBatch, nsplit: int):
-            ws = loader.alloc_workspace(batch.bs, batch.max_extend_len, batch.num_heads, nsplit, batch.q.device)
-            with loader.impl_config(impl):
-                out = loader.verify(batch, ws, nsplit)
-            return out, loader.read_status(ws)
-
-        return run_cuda
-    if impl == "triton":
-        from . import triton_verify
-
-        def run_triton(batch: VerifyBatch, nsplit: int):
-            ws = triton_verify.alloc_workspace(batch.bs, batch.max_extend_len, batch.num_heads, nsplit,
-                                               batch.q.device)
-            out = triton_verify.verify(batch, ws, nsplit)
-            return out, int(ws[:4].view(torch.int32).item())
-
-        return run_triton
-    raise ValueError(f"impl: expected one of {[*loader.CUDA_IMPLS, 'triton']}, got {impl!r}")
-
-
 def run_case(impl: Impl, case: Case, device: str | torch.device) -> CaseResult:
     """Build the case (output poisoned with NaN), run the kernel, compare with the fp64 oracle."""
     batch = case.build(device)
     t0 = time.perf_counter()
-    out, flags = runner_for(impl)(batch, case.nsplit)
+    out, flags = runner(impl)(batch, case.nsplit)
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize()
     secs = time.perf_counter() - t0

@@ -151,11 +151,6 @@ def _verify_reduce_kernel(o_ptr, o_st, o_sh, qo_ptr, o_part_ptr, lse_part_ptr, N
 
 
 
-def alloc_workspace(max_bs: int, num_draft: int, num_heads: int, nsplit: int,
-                    device: str | torch.device = "cpu") -> torch.Tensor:
-    return torch.zeros(workspace_bytes(max_bs, num_draft, num_heads, nsplit), dtype=torch.uint8, device=device)
-
-
 def launch(q, k_extend, v_extend, o, k_buffer, qo_indptr, kv_indptr, kv_indices, custom_mask, mask_indptr,
            max_extend_len: int, nsplit: int, sm_scale: float, k_scale: float, v_scale: float,
            workspace: torch.Tensor, block_m: int | None = None, block_n: int | None = None) -> None:

@@ -17,9 +17,9 @@ import sys
 import numpy as np
 import torch
 
-from kdtree_lab import loader, parity
+from kdtree_lab import dispatch, loader, parity
 from kdtree_lab.launch_plan import default_nsplit
-from kdtree_lab.bench import Shape, _batches, _copies, measure_ceilings
+from kdtree_lab.bench import Shape, measure_ceilings, shape_batches
 from kdtree_lab.oracle import compare, reference
 
 SHAPES = {"headline": Shape(1, 200_000, 16, 8), "deploy": Shape(8, 200_000, 16, 8),
@@ -46,16 +46,16 @@ def smoke(index: int, count: int) -> dict:
 
 
 def _run(batch, case):
-    ws = loader.alloc_workspace(batch.bs, batch.max_extend_len, batch.num_heads, case.nsplit, batch.q.device)
+    ws = dispatch.workspace(batch.bs, batch.max_extend_len, batch.num_heads, case.nsplit, batch.q.device)
     out = loader.verify(batch, ws, case.nsplit)
     torch.cuda.synchronize()
-    return out, loader.read_status(ws)
+    return out, dispatch.read_status(ws)
 
 
 def breakdown(index: int, shape: Shape, nsplit: int, iters: int = 10) -> dict:
-    copies = _copies(shape)
-    batches = _batches(shape, copies)
-    ws = loader.alloc_workspace(shape.batch, shape.draft, shape.heads, nsplit)
+    batches = shape_batches(shape)
+    copies = len(batches)
+    ws = dispatch.workspace(shape.batch, shape.draft, shape.heads, nsplit)
     loader.force_config(index)
     try:
         for i in range(3):
@@ -92,8 +92,8 @@ def main(argv=None) -> int:
     if a.plain:
         s = SHAPES[a.shapes.split(",")[0]]
         ns = int(a.nsplit.split(",")[0])
-        b = _batches(s, 1)[0]
-        ws = loader.alloc_workspace(s.batch, s.draft, s.heads, ns)
+        b = shape_batches(s, 1)[0]
+        ws = dispatch.workspace(s.batch, s.draft, s.heads, ns)
         loader.force_config(int(a.configs.split(",")[0]))
         for _ in range(a.plain):
             loader.verify(b, ws, ns)

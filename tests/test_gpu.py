@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from kdtree_lab import loader, parity, triton_verify
+from kdtree_lab import dispatch, loader, parity, triton_verify
 from kdtree_lab.audit import ContractError
 from kdtree_lab.batch import build_verify_batch
 from kdtree_lab.oracle import compare, reference
@@ -55,10 +55,10 @@ def test_triton_gpu_edge_grid_and_random():
 
 def test_cuda_and_triton_agree():
     b = build_verify_batch([4096, 777, 1], 16, 8, seed=11, device="cuda")
-    ws = loader.alloc_workspace(b.bs, 16, 8, 16)
+    ws = dispatch.workspace(b.bs, 16, 8, 16)
     cuda_out = loader.verify(b, ws, 16).clone()
     b.o.fill_(float("nan"))
-    tws = triton_verify.alloc_workspace(b.bs, 16, 8, 16, "cuda")
+    tws = dispatch.workspace(b.bs, 16, 8, 16, "cuda")
     triton_out = triton_verify.verify(b, tws, 16)
     assert compare(cuda_out, triton_out.double())["rel_l2"] < 1e-2
 
@@ -66,13 +66,13 @@ def test_cuda_and_triton_agree():
 def test_out_of_pool_index_sets_flag_and_gpu_stays_usable():
     b = build_verify_batch([300], 4, 8, seed=1, device="cuda")
     b.kv_indices[7] = b.k_buffer.shape[0] + 10_000_000
-    ws = loader.alloc_workspace(1, 4, 8, 4)
+    ws = dispatch.workspace(1, 4, 8, 4)
     loader.verify(b, ws, 4)
-    assert loader.read_status(ws) & loader.FLAG_INDEX_OUT_OF_POOL
-    loader.clear_status(ws)
+    assert dispatch.read_status(ws) & loader.FLAG_INDEX_OUT_OF_POOL
+    dispatch.clear_status(ws)
     good = build_verify_batch([300], 4, 8, seed=2, device="cuda")
     out = loader.verify(good, ws, 4)
-    assert loader.read_status(ws) == 0
+    assert dispatch.read_status(ws) == 0
     assert parity.within_tolerance(compare(out, reference(good)))
 
 
@@ -82,7 +82,7 @@ def test_bad_input_is_refused_before_launch():
     with pytest.raises(ValueError, match="workspace: expected at least"):
         loader.verify(b, small, 4)
     b.kv_indices = b.kv_indices.to(torch.int32)
-    ws = loader.alloc_workspace(1, 4, 8, 4)
+    ws = dispatch.workspace(1, 4, 8, 4)
     with pytest.raises(ValueError, match="kv_indices: expected int64"):
         loader.verify(b, ws, 4)
     with pytest.raises(ContractError, match="kv_indices"):
@@ -92,7 +92,7 @@ def test_bad_input_is_refused_before_launch():
 
 def test_launches_on_the_current_stream():
     b = build_verify_batch([5000, 3], 8, 8, seed=4, device="cuda")
-    ws = loader.alloc_workspace(b.bs, 8, 8, 8)
+    ws = dispatch.workspace(b.bs, 8, 8, 8)
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -103,7 +103,7 @@ def test_launches_on_the_current_stream():
 
 def test_cuda_graph_capture_and_replay_with_fresh_data():
     b = build_verify_batch([2000, 1, 64], 8, 16, variant="capture", padded_bs=4, seed=5, device="cuda")
-    ws = loader.alloc_workspace(b.bs, 8, 16, 8)
+    ws = dispatch.workspace(b.bs, 8, 16, 8)
     for _ in range(2):
         loader.verify(b, ws, 8)
     g = torch.cuda.CUDAGraph()

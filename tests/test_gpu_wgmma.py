@@ -5,7 +5,7 @@ tests/test_gpu.py covers it there as ``cuda``). Needs compute capability 9.x; el
 import pytest
 import torch
 
-from kdtree_lab import loader, parity
+from kdtree_lab import dispatch, loader, parity
 from kdtree_lab.batch import build_verify_batch
 from kdtree_lab.oracle import compare, reference
 
@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.gpu,
 def test_wgmma_small_case_first():
     """One small case, checked before the grid: a wrong descriptor shows up here with a readable error."""
     b = build_verify_batch([300], 16, 8, seed=5, device="cuda")
-    ws = loader.alloc_workspace(1, 16, 8, 4)
+    ws = dispatch.workspace(1, 16, 8, 4)
     with loader.impl_config("cuda_wgmma"):
         out = loader.verify(b, ws, 4)
     torch.cuda.synchronize()

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from kdtree_lab import parity, triton_verify
+from kdtree_lab import dispatch, parity, triton_verify
 from kdtree_lab.batch import build_verify_batch
 from kdtree_lab.oracle import compare, reference
 
@@ -55,7 +55,7 @@ def test_harness_fails_a_wrong_mask():
     b = build_verify_batch([40, 9], 8, 2, mask="tree", seed=7, device=DEVICE)
     ref = reference(b)
     b.custom_mask = None  # the kernel now runs causally: wrong for a tree
-    ws = triton_verify.alloc_workspace(b.bs, 8, 2, 2, DEVICE)
+    ws = dispatch.workspace(b.bs, 8, 2, 2, DEVICE)
     err = compare(triton_verify.verify(b, ws, 2), ref)
     assert not parity.within_tolerance(err)
 
@@ -63,15 +63,14 @@ def test_harness_fails_a_wrong_mask():
 def test_out_of_pool_index_sets_the_status_flag_and_stays_in_bounds():
     b = build_verify_batch([30], 4, 2, seed=1, device=DEVICE)
     b.kv_indices[5] = b.k_buffer.shape[0] + 100
-    ws = triton_verify.alloc_workspace(1, 4, 2, 2, DEVICE)
+    ws = dispatch.workspace(1, 4, 2, 2, DEVICE)
     triton_verify.verify(b, ws, 2)
-    assert int(ws[:4].view(torch.int32).item()) & 1
+    assert dispatch.read_status(ws) & 1
     assert torch.isfinite(b.o.float()).all()
 
 
 def test_validate_mode():
-    run = lambda batch: triton_verify.verify(batch, triton_verify.alloc_workspace(batch.bs, batch.max_extend_len,  # noqa: E731
-                                                                                 batch.num_heads, 2, DEVICE), 2)
+    run = dispatch.output_fn("triton", nsplit=2)  # the registry's runner: a fresh workspace per call
     b = build_verify_batch([20, 3], 4, 2, seed=2, device=DEVICE)
     parity.validated(run, b, "validate")
     with pytest.raises(parity.ValidationError, match="request 1, draft node"):
