@@ -15,13 +15,12 @@ from typing import Literal, Sequence
 import numpy as np
 import torch
 
-from .mla import D_QK, D_V
+from .mla import D_QK, D_V, MODEL_SM_SCALE
 from .tree import DraftTree, chain, random_ddtree
 
 Variant = Literal["eager", "capture"]
 MaskKind = Literal["tree", "chain", "causal"]
 
-DEFAULT_SM_SCALE = 192 ** -0.5
 
 
 @dataclass
@@ -44,7 +43,7 @@ class VerifyBatch:
     custom_mask: torch.Tensor | None  # bool (eager) / uint8 (capture), or None for causal
     mask_indptr: torch.Tensor  # int64 [bs+1]
     max_extend_len: int
-    sm_scale: float = DEFAULT_SM_SCALE
+    sm_scale: float = MODEL_SM_SCALE
     k_scale: float = 1.0
     v_scale: float = 1.0
     variant: Variant = "eager"
@@ -97,7 +96,7 @@ def build_verify_batch(
     ctx: int | None = None,
     device: str | torch.device = "cpu",
     seed: int = 0,
-    sm_scale: float = DEFAULT_SM_SCALE,
+    sm_scale: float = MODEL_SM_SCALE,
     v_extend_from_k: bool = True,
 ) -> VerifyBatch:
     """Build one verify batch.

@@ -9,7 +9,6 @@ per block, 64K registers per SM, no spills).
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import hashlib
 import re
@@ -227,24 +226,13 @@ def library_configs(library: Path) -> list[dict]:
 
 @functools.lru_cache(maxsize=8)
 def _library_configs(library: Path) -> tuple[dict, ...]:
-    """The kernel configurations compiled in (kdtree_verify_config), via ctypes (no GPU needed)."""
+    """The kernel configurations compiled in, via the C ABI (no GPU needed)."""
+    from .abi import configs, open_cdll
 
-    class KdtConfig(ctypes.Structure):
-        _fields_ = [("block_m", ctypes.c_int), ("stages", ctypes.c_int), ("threads", ctypes.c_int),
-                    ("dynamic_smem", ctypes.c_int), ("block_n", ctypes.c_int)]
-
-    lib = ctypes.CDLL(str(library))
-    lib.kdtree_verify_config_name.restype = ctypes.c_char_p
-    lib.kdtree_verify_config_name.argtypes = [ctypes.c_int]
-    rows = []
-    for i in range(lib.kdtree_verify_num_configs()):
-        cfg = KdtConfig()
-        if lib.kdtree_verify_config(i, ctypes.byref(cfg)) != 0:
-            raise CheckError(f"kdtree_verify_config({i}) failed")
-        rows.append({"index": i, "kernel": lib.kdtree_verify_config_name(i).decode(), "block_m": cfg.block_m,
-                     "block_n": cfg.block_n, "stages": cfg.stages, "threads": cfg.threads,
-                     "dynamic_smem": cfg.dynamic_smem})
-    return tuple(rows)
+    try:
+        return tuple(configs(open_cdll(library)))
+    except RuntimeError as exc:
+        raise CheckError(str(exc)) from None
 
 
 def resource_problems(resources: list[KernelResources], configs: list[dict],

@@ -30,7 +30,7 @@ def workspace(bs: int, num_draft: int, num_heads: int, nsplit: int,
 
 
 def read_status(ws: torch.Tensor) -> int:
-    """The device status bits (loader.FLAG_*) a kernel OR-ed into the workspace header (a host read: syncs)."""
+    """The device status bits (abi.FLAG_*) a kernel OR-ed into the workspace header (a host read: syncs)."""
     return int(ws[:4].view(torch.int32).item())
 
 

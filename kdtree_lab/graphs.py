@@ -19,7 +19,7 @@ from . import dispatch
 from .contract import sglang_capture_sizes
 from .impls import IMPLS
 from .launch_plan import plan
-from .mla import D_QK, D_V
+from .mla import D_QK, D_V, MODEL_SM_SCALE
 
 VALIDATE_TOL = 2.0 ** -5  # max |ours - reference| / max(1, max |reference|): a few bf16 ULPs
 
@@ -95,7 +95,7 @@ class VerifyGraphRunner:
         out = (o if o is not None else self.o)[: bs * n]
         args = (self.q[: bs * n], self.k_extend[: bs * n], self.v_extend[: bs * n], out, self.k_buffer,
                 self.qo_indptr[: bs + 1], self.kv_indptr[: bs + 1], self.kv_indices, self.custom_mask,
-                self.mask_indptr[: bs + 1], n, self.nsplit[bs], 192 ** -0.5, 1.0, 1.0,
+                self.mask_indptr[: bs + 1], n, self.nsplit[bs], MODEL_SM_SCALE, 1.0, 1.0,
                 workspace if workspace is not None else self.workspace)
         dispatch.launch(impl or self.cfg.impl, *args)
         return out

@@ -8,7 +8,6 @@ the SGLang contract first (that audit syncs, so it is for eager runs and tests).
 from __future__ import annotations
 
 import ctypes
-import math
 import re
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -16,12 +15,9 @@ from pathlib import Path
 
 import torch
 
-from .mla import D_QK, D_V
+from .abi import ABI_VERSION, KV_BF16, open_cdll
 from .impls import CUDA_IMPLS
-
-ABI_VERSION = 4
-KV_BF16 = 0
-FLAG_INDEX_OUT_OF_POOL = 1
+from .mla import D_QK, D_V
 
 
 class KernelLoadError(RuntimeError):
@@ -62,32 +58,6 @@ class KernelLibrary:
         if idx < 0:
             raise KernelLoadError(f"no kernel configuration fits {optin} B of shared memory per block")
         return self.configs()[idx]
-
-
-def _declare(lib: ctypes.CDLL) -> None:
-    c_i64, c_int, c_void, c_float = ctypes.c_int64, ctypes.c_int, ctypes.c_void_p, ctypes.c_float
-    lib.kdtree_verify_workspace_bytes.restype = ctypes.c_size_t
-    lib.kdtree_verify_workspace_bytes.argtypes = [c_int, c_int, c_int, c_int]
-    lib.kdtree_verify_strerror.restype = ctypes.c_char_p
-    lib.kdtree_verify_strerror.argtypes = [c_int]
-    lib.kdtree_verify_select_config.argtypes = [c_int, c_int]
-    lib.kdtree_verify_abi_version.restype = c_int
-    lib.kdtree_verify_force_config.argtypes = [c_int]
-    lib.kdtree_verify_mma_ceiling.argtypes = [c_int, c_int, c_void, c_void]
-    lib.kdtree_verify_attn_flash_paged_cg.restype = c_int
-    lib.kdtree_verify_attn_flash_paged_cg.argtypes = [
-        c_void, c_i64, c_i64,  # q
-        c_void, c_i64,  # k_extend
-        c_void, c_i64,  # v_extend
-        c_void, c_i64, c_i64,  # o
-        c_void, c_i64, c_i64, c_int,  # k_buffer, stride, pool rows, kv dtype
-        c_void, c_int,  # qo_indptr, is int64
-        c_void, c_void, c_void, c_void,  # kv_indptr, kv_indices, custom_mask, mask_indptr
-        c_int, c_int, c_int, c_int,  # bs, N, H, nsplit
-        c_float, c_float, c_float,  # sm_scale, k_scale, v_scale
-        c_void, ctypes.c_size_t,  # workspace
-        c_void,  # stream
-    ]
 
 
 _FORCED: int | None = None  # the configuration force_config set, as the library holds it
@@ -150,8 +120,7 @@ def open_library(path: str | Path, require_arch: str | None = None) -> KernelLib
     if require_arch and require_arch not in archs:
         raise KernelLoadError(f"{path.name} has cubins for {list(archs)} but this GPU needs {require_arch}; "
                               f"rebuild with kdtree-lab build --arch {require_arch}")
-    lib = ctypes.CDLL(str(path))
-    _declare(lib)
+    lib = open_cdll(path)
     version = lib.kdtree_verify_abi_version()
     if version != ABI_VERSION:
         raise KernelLoadError(f"{path.name} has ABI version {version}, this package expects {ABI_VERSION}")

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from .launch_plan import plan
-from .mla import D_QK, D_V
+from .mla import D_QK, D_V, KERNEL_DEFAULT_SM_SCALE
 
 log = logging.getLogger("kdtree_lab.sglang_hook")
 MODES = ("off", "validate", "on")
@@ -166,7 +166,7 @@ class VerifyHook:
             return self._fall_back(reason)
         if mask_indptr is None:  # a causal call without a mask: the kernel reads no mask offsets, but takes a buffer
             mask_indptr = self.no_mask_indptr[: bs + 1]
-        scale = sm_scale if sm_scale is not None else D_QK ** -0.5
+        scale = sm_scale if sm_scale is not None else KERNEL_DEFAULT_SM_SCALE  # as extend_attention_fwd
         ours = o if self.mode == "on" else self.scratch[: q.shape[0]]
         torch.ops.kdtree_lab.verify(q, k_extend, v_extend, ours, k_buffer, qo_indptr, kv_indptr, kv_indices,
                                     custom_mask, mask_indptr, int(max_extend_len), self.nsplit(bs), float(scale),

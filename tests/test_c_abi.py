@@ -3,7 +3,7 @@
 
 import pytest
 
-from kdtree_lab import build, launch_plan, loader
+from kdtree_lab import abi, build, launch_plan, loader
 from kdtree_lab.triton_verify import workspace_bytes as triton_workspace_bytes
 
 FAKE = 0x10000  # an aligned address that is never dereferenced: validation fails first
@@ -25,7 +25,7 @@ def _call(lib, **over):
 
 
 def test_abi_version_and_strerror(lib):
-    assert lib.lib.kdtree_verify_abi_version() == loader.ABI_VERSION
+    assert lib.lib.kdtree_verify_abi_version() == abi.ABI_VERSION
     assert "fp8" in lib.strerror(6)
     assert lib.strerror(999) == "unknown kdtree-lab status"
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from kdtree_lab import dispatch, loader, parity, triton_verify
+from kdtree_lab import abi, dispatch, loader, parity, triton_verify
 from kdtree_lab.audit import ContractError
 from kdtree_lab.batch import build_verify_batch
 from kdtree_lab.oracle import compare, reference
@@ -68,7 +68,7 @@ def test_out_of_pool_index_sets_flag_and_gpu_stays_usable():
     b.kv_indices[7] = b.k_buffer.shape[0] + 10_000_000
     ws = dispatch.workspace(1, 4, 8, 4)
     loader.verify(b, ws, 4)
-    assert dispatch.read_status(ws) & loader.FLAG_INDEX_OUT_OF_POOL
+    assert dispatch.read_status(ws) & abi.FLAG_INDEX_OUT_OF_POOL
     dispatch.clear_status(ws)
     good = build_verify_batch([300], 4, 8, seed=2, device="cuda")
     out = loader.verify(good, ws, 4)

@@ -28,7 +28,8 @@ def test_workspace_layout():
 
 
 def test_launch_plan_imports_without_torch():
-    code = "import sys, kdtree_lab.launch_plan, kdtree_lab.budget; sys.exit('torch' in sys.modules or 'ctypes' in sys.modules and 'kdtree_lab.loader' in sys.modules)"
+    code = ("import sys, kdtree_lab.launch_plan, kdtree_lab.budget, kdtree_lab.abi, kdtree_lab.mla; "
+            "sys.exit('torch' in sys.modules or 'kdtree_lab.loader' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0
 
 
@@ -39,9 +40,11 @@ def _defines(path: Path) -> set[str]:
     return names
 
 
-def test_one_home_for_the_split_rule_the_workspace_and_the_mla_widths():
+def test_one_home_for_the_split_rule_the_workspace_the_mla_constants_and_the_c_abi():
     homes = {"default_nsplit": "launch_plan.py", "MAX_NSPLIT": "launch_plan.py", "HEADER_BYTES": "launch_plan.py",
-             "workspace_bytes": "launch_plan.py", "D_QK": "mla.py", "D_V": "mla.py"}
+             "workspace_bytes": "launch_plan.py", "D_QK": "mla.py", "D_V": "mla.py", "MODEL_SM_SCALE": "mla.py",
+             "KERNEL_DEFAULT_SM_SCALE": "mla.py", "ABI_VERSION": "abi.py", "KV_BF16": "abi.py",
+             "FLAG_INDEX_OUT_OF_POOL": "abi.py", "KdtConfig": "abi.py", "declare": "abi.py", "_declare": "abi.py"}
     for path in sorted((ROOT / "kdtree_lab").glob("*.py")):
         for name in _defines(path) & set(homes):
             assert path.name == homes[name], f"{name} defined in {path.name}, its home is {homes[name]}"
