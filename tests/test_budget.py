@@ -8,7 +8,9 @@ import pytest
 
 from kdtree_lab import budget
 from kdtree_lab.budget import BudgetInputError, BudgetInputs, compute
-from kdtree_lab.paths import DATA, H200_GRAPHS
+from kdtree_lab.paths import DATA, RESULTS
+
+H200_GRAPHS = RESULTS / "h200" / "2026-11-29-v4-wgmma" / "notebook-05" / "05_cuda_graphs.json"
 
 MIB, GIB = budget.MIB, budget.GIB
 

@@ -1,7 +1,7 @@
 """Tables the README and docs/performance.md quote, generated from committed result files (so no figure is typed
 by hand).
 
-``python -m kdtree_lab.readme_tables`` rewrites the blocks between ``<!-- BEGIN name -->`` and ``<!-- END name -->``
+``python scripts/readme_tables.py`` rewrites the blocks between ``<!-- BEGIN name -->`` and ``<!-- END name -->``
 in README.md and docs/performance.md; a test checks that both match what this module generates."""
 
 from __future__ import annotations
@@ -10,8 +10,14 @@ import json
 import re
 from pathlib import Path
 
-from .bench import Shape, streaming_fits
-from .paths import H200_BENCH, H200_SM120, H200_V3, H200_V4, ROOT
+from kdtree_lab.bench import Shape, streaming_fits
+from kdtree_lab.paths import RESULTS, ROOT
+
+# The H200 results of record these tables quote (data/results/h200/README.md indexes every folder and its command).
+H200_V3 = RESULTS / "h200" / "2026-11-29-v3-kernel"  # kernel v3 (mma.sync), eager timing, every earlier version
+H200_V4 = RESULTS / "h200" / "2026-11-29-v4-wgmma"  # kernel v4 (wgmma), the sm_90a default
+H200_BENCH = H200_V4 / "bench-issue.json"  # the issue grid, CUDA-graph replay timing
+H200_SM120 = RESULTS / "h200" / "2026-12-01-sm120"  # the sm_120 kernel forced on the H200 beside v1, v3, v4
 
 PROFILE_V3 = H200_V3 / "profile-v3.json"
 PROFILE_V3B = H200_V3 / "profile-v3b.json"
@@ -237,7 +243,7 @@ def sm120_targets_table() -> str:
 
 def rtx_prediction_table() -> str:
     """Predicted times of the sm_120 kernel on RTX cards from its H200 measurement (labelled as predictions)."""
-    from .budget import gpus
+    from kdtree_lab.budget import gpus
 
     data, by_shape = _bench(SM120_BENCH)
     c = data["ceilings"]
