@@ -11,6 +11,7 @@ import ast
 import datetime as _dt
 import json
 import re
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -202,6 +203,24 @@ def _outcome_from_results(name: str, duration: float, output: Path, run_dir: Pat
                            output=str(output))
 
 
+def _ipc_kernel_manager(folder: Path):
+    """A kernel manager whose kernels talk over IPC sockets in ``folder`` instead of loopback TCP: nothing listens on
+    the network, and ipykernel no longer warns, at every start, that TCP is unencrypted."""
+    from jupyter_client.manager import AsyncKernelManager
+    from traitlets import default
+
+    class IPCKernelManager(AsyncKernelManager):
+        @default("transport")
+        def _transport_default(self):
+            return "ipc"
+
+        @default("ip")
+        def _ip_default(self):
+            return str(folder / "kernel")
+
+    return IPCKernelManager
+
+
 def execute(entries: list[NotebookEntry], profile: Profile, overrides: dict[str, Any], out_dir: Path | None = None,
             progress: bool = True, timeout_s: int | None = None) -> tuple[Path, list[NotebookOutcome]]:
     """Run the notebooks in order; stop at the first failure. Returns the run dir and per-notebook outcomes."""
@@ -216,6 +235,8 @@ def execute(entries: list[NotebookEntry], profile: Profile, overrides: dict[str,
     plan = plan_parameters(entries, profile, overrides, run_dir)
     outcomes: list[NotebookOutcome] = []
     failed = False
+    sockets_dir = tempfile.TemporaryDirectory(prefix="kdtree-kernels-")  # the kernels' IPC sockets
+    sockets = Path(sockets_dir.name)
     for i, e in enumerate(entries, 1):
         output = run_dir / f"{e.name}.ipynb"
         if failed:
@@ -226,7 +247,8 @@ def execute(entries: list[NotebookEntry], profile: Profile, overrides: dict[str,
         t0 = time.perf_counter()
         try:
             papermill.execute_notebook(str(e.path), str(output), parameters=plan[e.name], kernel_name="python3",
-                                       progress_bar=progress, cwd=str(e.path.parent), execution_timeout=timeout_s)
+                                       progress_bar=progress, cwd=str(e.path.parent), execution_timeout=timeout_s,
+                                       kernel_manager_class=_ipc_kernel_manager(sockets))
             outcome = _outcome_from_results(e.name, time.perf_counter() - t0, output, run_dir)
         except DeadKernelError as exc:
             outcome = NotebookOutcome(e.name, "failed", time.perf_counter() - t0, output=str(output),
@@ -250,6 +272,7 @@ def execute(entries: list[NotebookEntry], profile: Profile, overrides: dict[str,
                       + (f": {outcome.error}" if outcome.error else "")
                       + (f" ({len(outcome.skipped)} skipped)" if outcome.skipped else ""))
         failed = outcome.status in ("failed", "interrupted")
+    sockets_dir.cleanup()
     write_summary(run_dir, profile, outcomes)
     return run_dir, outcomes
 
