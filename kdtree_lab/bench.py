@@ -317,9 +317,9 @@ def run_grid(shapes: list[Shape], impls: list[str], ceilings: Ceilings | None = 
     rows = []
     it = shapes
     if progress:
-        from tqdm.auto import tqdm
+        from .display import progress as bar
 
-        it = tqdm(shapes, desc="bench", unit="shape")
+        it = bar(shapes, desc="bench", unit="shape")
     have_sglang = sglang_available()
     for shape in it:
         timings = {}
@@ -388,9 +388,9 @@ def run_preset(name: str, impls: list[str] | None = None, progress: bool = True,
     rows, have = list(resume["rows"]) if resume else [], sglang_available()
     items = [(s, i) for s, i in preset(name) if (s.batch, s.prefix, s.draft, s.heads) not in done]
     if progress:
-        from tqdm.auto import tqdm
+        from .display import progress as bar
 
-        items = tqdm(items, desc=f"bench {name}", unit="shape")
+        items = bar(items, desc=f"bench {name}", unit="shape")
     result = {"preset": name, "ceilings": asdict(ceilings), "sglang": have, "timing": method, "rows": rows}
     if resume:
         result["resumed_from"] = {"rows": len(resume["rows"]), "ceilings": resume.get("ceilings")}

@@ -141,12 +141,16 @@ def build_library(archs: tuple[str, ...] | list[str] = DEFAULT_ARCHS, out_dir: P
     if lib.exists() and log_path.exists() and not force:
         return BuildResult(lib, archs, True, 0.0, version, cmd, log_path.read_text())
     t0 = time.perf_counter()
-    if progress:
+    from .display import headless
+
+    if progress and not headless():  # a spinner in a terminal; in a headless notebook rich would leave a widget
         from rich.console import Console
 
         with Console(stderr=True).status(f"nvcc: building {lib.name} for {', '.join(archs)}"):
             proc = subprocess.run(cmd, capture_output=True, text=True)
     else:
+        if progress:
+            print(f"nvcc: building {lib.name} for {', '.join(archs)}", flush=True)
         proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise BuildError(f"nvcc failed (exit {proc.returncode}) for {', '.join(archs)}:\n{proc.stderr[-4000:]}")

@@ -2,7 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import os
+from typing import Any, Iterable, Sequence
+
+HEADLESS_ENV = "KDTREE_HEADLESS"  # set by kdtree-lab run for the notebook kernels it starts
+
+
+def headless() -> bool:
+    """True inside a notebook that ``kdtree-lab run`` executes: nobody watches widgets there and papermill does not
+    save their state, so a progress widget would be stored as its first frame ("0/67") or an empty Output()."""
+    return os.environ.get(HEADLESS_ENV) == "1"
+
+
+def progress(iterable: Iterable, **kwargs):
+    """A tqdm progress bar: a widget in an interactive notebook, plain text in headless runs and terminals."""
+    if headless():
+        from tqdm.std import tqdm
+    else:
+        from tqdm.auto import tqdm
+    return tqdm(iterable, **kwargs)
 
 
 def markdown_table(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None) -> str:

@@ -178,9 +178,9 @@ def run_parity(impl: Impl, cases: list[Case], device: str | torch.device,
     report = ParityReport(impl, str(device))
     iterator = cases
     if progress:
-        from tqdm.auto import tqdm
+        from .display import progress as bar
 
-        iterator = tqdm(cases, desc=f"parity {impl}", unit="case")
+        iterator = bar(cases, desc=f"parity {impl}", unit="case")
     for case in iterator:
         report.results.append(run_case(impl, case, device))
     return report

@@ -36,7 +36,7 @@ def budget_bar(result, path: str | Path | None = None):
     parts += [(c.name.split(" (")[0], c.bytes) for c in result.consumers if c.where == "slack"]
     used = sum(b for _, b in parts)
     parts.append(("free / unassigned", max(0, result.gpu_bytes - used)))
-    fig, ax = plt.subplots(figsize=(9, 2.6))
+    fig, ax = plt.subplots(figsize=(9, 3.4))
     left = 0.0
     cmap = plt.get_cmap("tab20")
     for i, (name, b) in enumerate(parts):
@@ -47,7 +47,7 @@ def budget_bar(result, path: str | Path | None = None):
     ax.set_xlim(0, result.gpu_bytes / gib)
     ax.set_yticks([])
     ax.set_xlabel("GiB")
-    ax.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.35))
+    ax.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.45))  # below the "GiB" label
     fig.tight_layout()
     return _save(fig, path)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import datetime as _dt
 import json
+import os
 import re
 import tempfile
 import time
@@ -19,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from .display import HEADLESS_ENV
 from .paths import NOTEBOOKS, RUNS
 from .profiles import Profile
 from .record import load_results
@@ -235,6 +237,7 @@ def execute(entries: list[NotebookEntry], profile: Profile, overrides: dict[str,
     plan = plan_parameters(entries, profile, overrides, run_dir)
     outcomes: list[NotebookOutcome] = []
     failed = False
+    os.environ[HEADLESS_ENV] = "1"  # the kernels inherit it: plain-text progress (display.headless)
     sockets_dir = tempfile.TemporaryDirectory(prefix="kdtree-kernels-")  # the kernels' IPC sockets
     sockets = Path(sockets_dir.name)
     for i, e in enumerate(entries, 1):

@@ -199,3 +199,16 @@ def test_fp8_launch_line_says_the_hook_falls_back():
     r = compute(BudgetInputs(kv_dtype="fp8"))
     assert "--kv-cache-dtype fp8_e4m3" in r.launch_line
     assert any("does not serve fp8" in w and "falls back" in w for w in r.warnings)
+
+
+def test_budget_bar_legend_clears_the_axis_label():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from kdtree_lab.plots import budget_bar
+
+    fig = budget_bar(compute(BudgetInputs()))
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    legend, label = ax.get_legend().get_window_extent(), ax.xaxis.label.get_window_extent()
+    assert not legend.overlaps(label), (legend, label)

@@ -165,3 +165,17 @@ def test_a_corrupted_notebook_is_named(tmp_path):
     e = runner.NotebookEntry("90", "90_bad", "bad", "no", 0.1, 0.1, source=bad)
     with pytest.raises(runner.ParameterError, match=f"{bad}: not a readable notebook"):
         runner.plan_parameters([e], PROFILE, {}, tmp_path)
+
+
+@pytest.mark.slow
+def test_headless_runs_store_text_progress_not_stale_widgets(tmp_path):
+    body = ("import os\nfrom kdtree_lab.display import headless, progress\n"
+            "assert headless(), os.environ.get('KDTREE_HEADLESS')\nfor _ in progress(range(3), desc='work'): pass\n"
+            + SAVE.format(name="99_bar", payload="{}"))
+    e = _notebook(tmp_path, "99_bar", body)
+    _, outcomes = runner.execute([e], PROFILE, {}, tmp_path / "r", progress=False)
+    assert outcomes[0].status == "passed", outcomes[0].error
+    nb = nbformat.read(tmp_path / "r" / "99_bar.ipynb", as_version=4)
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    assert not [o for o in outputs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+    assert any("work: 100%" in o.get("text", "") for o in outputs), outputs
