@@ -321,3 +321,16 @@ def enablement(cfg: GraphConfig, replays: int = 100, seed: int = 0) -> dict:
         "replay": rep.__dict__ | {"ok": rep.ok},
         "validate_in_graph": validate,
     }
+
+
+def graph_checks(result: dict | None, plants: list[dict]) -> list[dict]:
+    """The named pass/fail checks of notebook 05 and ``kdtree-lab capture``: every planted capture hazard caught
+    by the audit, and (when ``result`` from :func:`enablement` is given) replays matching eager and the oracle
+    with stable addresses, a capture-safe call, the in-graph validate mode clean and catching a planted error."""
+    checks = [{"name": f"audit catches: {p['planted']}", "ok": bool(p["caught"])} for p in plants]
+    if result:
+        checks += [{"name": "replays match eager and the oracle, addresses stable", "ok": bool(result["replay"]["ok"])},
+                   {"name": "the captured call is capture-safe", "ok": bool(result["audit_capture_safe"])},
+                   {"name": "validate-in-graph clean and catches a planted error",
+                    "ok": all(r["clean_ok"] and r["planted_caught"] for r in result["validate_in_graph"])}]
+    return checks

@@ -150,12 +150,22 @@ def random_cases(count: int, rng: np.random.Generator, max_prefix: int = 4096, m
     return out
 
 
+def grid(random_count: int, seed: int, max_prefix: int, max_batch: int, max_draft: int, heads: tuple[int, ...],
+         budget_tokens: int | None = None, edge: bool = True) -> list[Case]:
+    """The parity grid notebook 03 and ``kdtree-lab parity`` run: the edge grid (prefixes up to ``max_prefix``,
+    batches up to ``max_batch``, N up to ``max_draft``) unless ``edge`` is False, then ``random_count`` random
+    draws (B <= min(max_batch, 8), B*L*N*H <= ``budget_tokens``) from ``seed``."""
+    cases = edge_cases(max_prefix=max_prefix, max_batch=max_batch, heads=heads, big_n=max_draft) if edge else []
+    return cases + random_cases(random_count, np.random.default_rng(seed), max_prefix=max_prefix,
+                                max_batch=min(max_batch, 8), max_draft=max_draft, heads=heads,
+                                budget_tokens=budget_tokens)
+
+
 def gpu_grid(random_count: int, seed: int, heads: tuple[int, ...] = (8, 16, 64, 128)) -> list[Case]:
     """The GPU grid the tests run per implementation: the edge grid at full size (prefixes up to 200k tokens,
     batch 48, N up to 64) plus ``random_count`` random draws (B <= 8, N <= 64, B*L*N*H <= 1e8)."""
-    cases = edge_cases(max_prefix=200_000, max_batch=48, heads=heads, big_n=64)
-    return cases + random_cases(random_count, np.random.default_rng(seed), max_prefix=200_000, max_batch=8,
-                                max_draft=64, heads=heads, budget_tokens=100_000_000)
+    return grid(random_count, seed, max_prefix=200_000, max_batch=48, max_draft=64, heads=heads,
+                budget_tokens=100_000_000)
 
 
 def run_case(impl: Impl, case: Case, device: str | torch.device) -> CaseResult:

@@ -49,3 +49,17 @@ def test_sglang_capture_sizes_largest_first():
     assert len(sglang_capture_sizes(48)) == 23
     assert GraphConfig(max_bs=48).capture_sizes[:3] == [48, 44, 40]
     assert GraphConfig(max_bs=8).capture_sizes == [8, 7, 6, 5, 4, 3, 2, 1]
+
+
+def test_graph_checks_are_one_list_for_the_cli_and_notebook_05():
+    from kdtree_lab.graphs import graph_checks
+
+    plants = [{"planted": "a host read", "caught": True}, {"planted": "an allocation", "caught": False}]
+    assert [c["ok"] for c in graph_checks(None, plants)] == [True, False]
+    result = {"replay": {"ok": True}, "audit_capture_safe": True,
+              "validate_in_graph": [{"clean_ok": True, "planted_caught": True}]}
+    names = [c["name"] for c in graph_checks(result, plants[:1])]
+    assert names[1:] == ["replays match eager and the oracle, addresses stable", "the captured call is capture-safe",
+                         "validate-in-graph clean and catches a planted error"]
+    result["validate_in_graph"][0]["planted_caught"] = False
+    assert not graph_checks(result, plants[:1])[-1]["ok"]

@@ -90,3 +90,15 @@ def test_workspace_too_small_is_refused():
     b = build_verify_batch([10], 4, 2, seed=0, device=DEVICE)
     with pytest.raises(ValueError, match="workspace"):
         triton_verify.verify(b, torch.zeros(16, dtype=torch.uint8, device=DEVICE), 2)
+
+
+def test_parity_grid_is_the_edge_grid_then_random_draws():
+    import numpy as np
+
+    g = parity.grid(5, 3, max_prefix=600, max_batch=48, max_draft=16, heads=(2, 3), budget_tokens=20_000)
+    edge = parity.edge_cases(max_prefix=600, max_batch=48, heads=(2, 3), big_n=16)
+    rand = parity.random_cases(5, np.random.default_rng(3), max_prefix=600, max_batch=8, max_draft=16, heads=(2, 3),
+                               budget_tokens=20_000)
+    assert g == edge + rand
+    assert parity.grid(5, 3, max_prefix=600, max_batch=48, max_draft=16, heads=(2, 3), budget_tokens=20_000,
+                       edge=False) == rand
