@@ -376,6 +376,17 @@ def preset(name: str) -> list[tuple[Shape, list[str]]]:
     raise ValueError(f"unknown bench preset {name!r}: expected quick or issue")
 
 
+def preset_items(name: str, impls: list[str] | None = None) -> list[tuple[Shape, list[str]]]:
+    """Preset ``name``'s (shape, implementations) pairs, filtered to ``impls``; a CUDA kernel configuration the
+    preset does not name (cuda_rows32, cuda_wgmma) is timed wherever the preset times ``cuda``."""
+    out = []
+    for shape, shape_impls in preset(name):
+        chosen = [i for i in shape_impls if impls is None or i in impls]
+        chosen += [i for i in impls or [] if i not in shape_impls and i in TIMEABLE and "cuda" in shape_impls]
+        out.append((shape, chosen))
+    return out
+
+
 def run_preset(name: str, impls: list[str] | None = None, progress: bool = True,
                checkpoint: Path | None = None, method: str = "graph", resume: dict | None = None) -> dict:
     """Time preset ``name`` (ceilings first). ``impls`` filters the implementations the preset names per shape;
@@ -386,7 +397,7 @@ def run_preset(name: str, impls: list[str] | None = None, progress: bool = True,
     ceilings = measure_ceilings()
     done = {(r["B"], r["L"], r["N"], r["H"]) for r in resume["rows"]} if resume else set()
     rows, have = list(resume["rows"]) if resume else [], sglang_available()
-    items = [(s, i) for s, i in preset(name) if (s.batch, s.prefix, s.draft, s.heads) not in done]
+    items = [(s, i) for s, i in preset_items(name, impls) if (s.batch, s.prefix, s.draft, s.heads) not in done]
     if progress:
         from .display import progress as bar
 
@@ -394,9 +405,7 @@ def run_preset(name: str, impls: list[str] | None = None, progress: bool = True,
     result = {"preset": name, "ceilings": asdict(ceilings), "sglang": have, "timing": method, "rows": rows}
     if resume:
         result["resumed_from"] = {"rows": len(resume["rows"]), "ceilings": resume.get("ceilings")}
-    for shape, shape_impls in items:
-        chosen = [i for i in shape_impls if impls is None or i in impls]
-        chosen += [i for i in impls or [] if i not in shape_impls and i in TIMEABLE and "cuda" in shape_impls]
+    for shape, chosen in items:
         rows += run_grid([shape], chosen, ceilings, progress=False, method=method)["rows"]
         if checkpoint is not None:
             Path(checkpoint).write_text(json.dumps(result, indent=1))

@@ -51,6 +51,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"kdtree-lab run: {exc}", file=sys.stderr)
         return 2
+    if args.gpus:
+        return _run_fleet(args, entries, profile, overrides)
     run_dir, outcomes = runner.execute(entries, profile, overrides, Path(args.out) if args.out else None,
                                        progress=not args.no_progress, timeout_s=args.cell_timeout)
     print((run_dir / "summary.md").read_text())
@@ -61,6 +63,41 @@ def cmd_run(args: argparse.Namespace) -> int:
     if any(o.status == "interrupted" for o in outcomes):
         return 130
     return 1 if any(o.status == "failed" for o in outcomes) else 0
+
+
+def _run_fleet(args: argparse.Namespace, entries, profile, overrides) -> int:
+    """The notebook sequence once per GPU (run_dir/gpu-<label>), then one comparison of the GPUs."""
+    import datetime
+    import json
+    from pathlib import Path
+
+    from . import fleet
+    from .cli_kernels import _fleet_labels
+    from .display import markdown_table
+    from .paths import RUNS
+
+    labels = _fleet_labels(args, "run")
+    if labels is None:
+        return 2
+    run_dir = Path(args.out) if args.out else RUNS / (datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+                                                     + f"-{profile.name}-fleet")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    rep = fleet.run(entries, profile, overrides, run_dir, labels, args.scheduler, args.cell_timeout)
+    table = fleet.compare(rep.rows)
+    doc = {"profile": profile.name, "gpus": rep.summary(), "complete": rep.complete, "notebooks": rep.rows,
+           "comparison": table}
+    (run_dir / "fleet-summary.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    text = (f"# kdtree-lab run on {len(labels)} GPUs ({profile.name})\n\n" + markdown_table(rep.summary())
+            + "\n\n" + markdown_table([{"notebook": r["notebook"], "figure": r["figure"],
+                                          **{f"GPU {g}": v for g, v in r["values"].items()},
+                                          "outlier": "**yes**" if r["outlier"] else ""} for r in table]))
+    (run_dir / "fleet-summary.md").write_text(text + "\n")
+    print(text)
+    for o in rep.outcomes:
+        if o.error:
+            print(f"kdtree-lab run: GPU {o.gpu}: {o.error}; the run is incomplete", file=sys.stderr)
+    bad = [r for r in rep.rows if r["status"] not in ("passed", "passed-with-skips")]
+    return 0 if rep.complete and not bad else 1
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -79,9 +116,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="run directory (default runs/<timestamp>-<profile>)")
     p.add_argument("--no-progress", action="store_true", help="hide the per-cell progress bar")
     p.add_argument("--cell-timeout", type=int, default=None, help="seconds allowed per cell (default: none)")
-    p.set_defaults(func=cmd_run)
-
     from . import cli_kernels
+
+    cli_kernels._fleet_flags(p)
+    p.set_defaults(func=cmd_run)
 
     cli_kernels.register(sub)
     return parser

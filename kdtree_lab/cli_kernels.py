@@ -94,6 +94,8 @@ def cmd_parity(args: argparse.Namespace) -> int:
     heads = tuple(int(h) for h in args.heads.split(","))
     cases = grid(args.cases, args.seed, max_prefix=args.max_prefix, max_batch=args.max_batch,
                  max_draft=args.max_draft, heads=heads, budget_tokens=args.budget_tokens, edge=not args.no_edge)
+    if args.gpus:
+        return _fleet_parity(args, cases)
     report = run_parity(args.impl, cases, device, progress=not args.json)
     summary = report.summary()
     text = (f"{args.impl} on {device}: {summary['passed']}/{summary['cases']} cases within tolerance; "
@@ -102,6 +104,42 @@ def cmd_parity(args: argparse.Namespace) -> int:
         text += f"\nFAILED: {summary['failed']}"
     _emit(args, {"summary": summary, "cases": [r.row() for r in report.results]}, text)
     return 0 if report.ok else 1
+
+
+def _fleet_labels(args: argparse.Namespace, cmd: str) -> list[str] | None:
+    """The --gpus list, or None after a one-line refusal."""
+    from .fleet import FleetError, available, parse_gpus
+
+    try:
+        if available() is None:
+            raise FleetError("--gpus needs Dask distributed (pip install -e .[fleet]); without it runs use one GPU")
+        return parse_gpus(args.gpus)
+    except FleetError as exc:
+        print(f"kdtree-lab {cmd}: {exc}", file=sys.stderr)
+        return None
+
+
+def _fleet_report(args, cmd: str, rep, extra: dict, text: str) -> int:
+    from .display import markdown_table
+
+    doc = extra | {"gpus": rep.summary(), "complete": rep.complete, "rows": rep.rows}
+    _emit(args, doc, text + "\n\n" + markdown_table(rep.summary()))
+    for o in rep.outcomes:
+        if o.error:
+            print(f"kdtree-lab {cmd}: GPU {o.gpu}: {o.error}; the run is incomplete", file=sys.stderr)
+    return 0 if rep.complete and all(r.get("ok", True) for r in rep.rows) else 1
+
+
+def _fleet_parity(args: argparse.Namespace, cases) -> int:
+    from . import fleet
+
+    labels = _fleet_labels(args, "parity")
+    if labels is None:
+        return 2
+    rep = fleet.parity(args.impl, cases, labels, args.scheduler)
+    passed = sum(r["ok"] for r in rep.rows)
+    text = f"{args.impl} on {len(labels)} workers ({','.join(labels)}): {passed}/{len(rep.rows)} cases within tolerance"
+    return _fleet_report(args, "parity", rep, {"impl": args.impl, "cases": len(cases)}, text)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -120,6 +158,21 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     impls = args.impl.split(",") if args.impl else None
     out = Path(args.out) if args.out else None
+    if args.gpus:
+        from . import fleet
+        from .bench import preset_items, sglang_available
+
+        labels = _fleet_labels(args, "bench")
+        if labels is None:
+            return 2
+        rep = fleet.bench(preset_items(args.preset, impls), labels, args.timing, args.scheduler)
+        result = {"preset": args.preset, "ceilings": {o.gpu: o.value["ceilings"] for o in rep.outcomes
+                                                      if o.error is None},
+                  "sglang": sglang_available(), "timing": args.timing, "provenance": provenance()}
+        if out:
+            out.write_text(json.dumps(jsonable(result | {"gpus": rep.summary(), "complete": rep.complete,
+                                                         "rows": rep.rows}), indent=2) + "\n")
+        return _fleet_report(args, "bench", rep, result, markdown_table(rep.rows))
     resume = json.loads(Path(args.resume).read_text()) if args.resume else None
     result = run_preset(args.preset, impls, progress=not args.json, method=args.timing,
                         checkpoint=out.with_suffix(".partial.json") if out else None, resume=resume)
@@ -196,6 +249,12 @@ def cmd_budget(args: argparse.Namespace) -> int:
     return 0
 
 
+def _fleet_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--gpus", help="all | 0,1,... | cpu:N: shard the grid over these GPUs (one Dask worker each; "
+                                  "needs the fleet extra), rows merged in grid order with their GPU")
+    p.add_argument("--scheduler", help="a running Dask scheduler (tcp://host:8786) whose workers serve --gpus")
+
+
 def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argparse has no public type
     p = sub.add_parser("audit", help="audit a generated verify batch against the SGLang buffer contract")
     p.add_argument("--variant", choices=["eager", "capture"], default="eager", help="which variant to build")
@@ -228,6 +287,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when present)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print the summary and every case as JSON")
+    _fleet_flags(p)
     p.set_defaults(func=cmd_parity)
 
     p = sub.add_parser("budget", help="memory budget: KV tokens, slack consumers and the --mem-fraction-static to pass")
@@ -282,4 +342,5 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
     p.add_argument("--resume", metavar="PARTIAL_JSON",
                    help="keep the rows of an interrupted run of the same preset and time only the missing shapes")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    _fleet_flags(p)
     p.set_defaults(func=cmd_bench)

@@ -34,6 +34,7 @@ class Environment:
     gpu_count: int = 0
     cuobjdump: str | None = None
     nvdisasm: str | None = None
+    dask_distributed: str | None = None  # the fleet extra (--gpus); None: runs use one GPU
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -140,7 +141,18 @@ def collect() -> Environment:
         gpu_count=count,
         cuobjdump=find_cuda_tool("cuobjdump"),
         nvdisasm=find_cuda_tool("nvdisasm"),
+        dask_distributed=fleet_available(),
     )
+
+
+def fleet_available() -> str | None:
+    """Dask distributed's version when it imports (the fleet extra behind --gpus), else None."""
+    try:
+        import distributed
+
+        return distributed.__version__
+    except ImportError:
+        return None
 
 
 def render(env: Environment) -> str:
@@ -158,6 +170,7 @@ def render(env: Environment) -> str:
         ("sm_120 in torch arch list", str(env.sm120_in_torch) if env.torch_arch_list else "n/a (no CUDA torch)"),
         ("cuobjdump", env.cuobjdump or "absent"),
         ("nvdisasm", env.nvdisasm or "absent"),
+        ("Dask distributed (--gpus)", env.dask_distributed or "absent: one GPU at a time (pip install -e .[fleet])"),
     ]
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
