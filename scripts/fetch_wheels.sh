@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Download the wheels the lent H200 needs (Python 3.12, no network there) into .whl/ (git-ignored; add
 # `/.whl/` to .git/info/exclude). The image already has torch, triton, numpy, matplotlib, pyyaml, requests, rich,
-# tqdm, aiohttp, anyio, pytest, hypothesis; these are the rest: the notebook stack, pyelftools, and SGLang 0.5.23
-# with the small packages its attention kernels import.
+# tqdm, aiohttp, anyio, pytest, hypothesis; these are the rest: the notebook stack, pyelftools, SGLang 0.5.23
+# with the small packages its attention kernels import, and Dask distributed for --gpus (the fleet extra).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PKGS=(papermill nbclient nbformat ipykernel ipython jupyter_client jupyter_core traitlets pyzmq tornado comm
@@ -10,7 +10,9 @@ PKGS=(papermill nbclient nbformat ipykernel ipython jupyter_client jupyter_core 
       asttokens executing pure_eval ipython_pygments_lexers fastjsonschema jsonschema jsonschema-specifications
       referencing rpds-py platformdirs entrypoints tenacity pyelftools tzdata ipywidgets widgetsnbextension
       jupyterlab_widgets
-      sglang==0.5.23 orjson pybase64 starlette msgspec pydantic pydantic_core annotated_types typing_inspection)
+      sglang==0.5.23 orjson pybase64 starlette msgspec pydantic pydantic_core annotated_types typing_inspection
+      dask distributed cloudpickle toolz partd fsspec locket msgpack sortedcontainers tblib zict click jinja2
+      markupsafe)
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_34_x86_64 --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
   --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux1_x86_64 --platform any \
