@@ -42,9 +42,12 @@ def launch_problems(server_args) -> list[str]:
     return problems
 
 
-def after_backend_init(result, backend, model_runner, *args, **kwargs):
-    """HookRegistry AFTER hook on TritonAttnBackend.__init__: install the verify hook on a target MLA backend."""
+def after_backend_init(result, backend, *args, **kwargs):
+    """HookRegistry AFTER hook on TritonAttnBackend.__init__(self, model_runner, ...): install the verify hook on a
+    target MLA backend (model_runner passed by position or by name)."""
     from .sglang_hook import install
+
+    model_runner = args[0] if args else kwargs.get("model_runner")
 
     if getattr(model_runner, "is_draft_worker", False) or hasattr(backend, "_kdtree_hook"):
         return result

@@ -145,6 +145,9 @@ def test_after_backend_init_installs_on_target_mla_backends_only(monkeypatch):
     assert len(calls) == 1  # a draft model's backend is left alone
     with pytest.raises(sglang_hook.HookInstallError, match="/models/llama does not use MLA"):
         serve.after_backend_init(None, SimpleNamespace(use_mla=False), target)
+    other = SimpleNamespace(use_mla=True)
+    serve.after_backend_init(None, other, model_runner=target)  # the runner passed by name
+    assert calls[-1] == (other, "on")
 
 
 def _source(module: str) -> ast.Module:
