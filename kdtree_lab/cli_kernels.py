@@ -108,11 +108,10 @@ def cmd_parity(args: argparse.Namespace) -> int:
 
 def _fleet_labels(args: argparse.Namespace, cmd: str) -> list[str] | None:
     """The --gpus list, or None after a one-line refusal."""
-    from .fleet import FleetError, available, parse_gpus
+    from .fleet import FleetError, parse_gpus, require
 
     try:
-        if available() is None:
-            raise FleetError("--gpus needs Dask distributed (pip install -e .[fleet]); without it runs use one GPU")
+        require()
         return parse_gpus(args.gpus)
     except FleetError as exc:
         print(f"kdtree-lab {cmd}: {exc}", file=sys.stderr)

@@ -39,8 +39,8 @@ def clear_status(ws: torch.Tensor) -> None:
     ws[:4].zero_()
 
 
-def row_tile(impl: str, device: str | torch.device | None = None) -> int:
-    """Rows of draft node x head per CTA of ``impl`` on this device (what the split rule needs)."""
+def row_tile(impl: str) -> int:
+    """Rows of draft node x head per CTA of ``impl`` on the current device (what the split rule needs)."""
     _check(impl)
     if IMPLS[impl].family == "cuda":
         from . import loader

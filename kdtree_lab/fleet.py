@@ -23,11 +23,12 @@ class FleetError(ValueError):
     """A GPU list or scheduler that cannot be used; the message names it."""
 
 
-def available() -> str | None:
-    """distributed's version when Dask distributed imports, else None (then everything runs on one GPU)."""
+def require() -> None:
+    """Raise FleetError unless Dask distributed imports (doctor.fleet_available reports it)."""
     from .doctor import fleet_available
 
-    return fleet_available()
+    if fleet_available() is None:
+        raise FleetError("--gpus needs Dask distributed (pip install -e .[fleet]); without it runs use one GPU")
 
 
 def parse_gpus(spec: str, visible: int | None = None) -> list[str]:
@@ -58,8 +59,7 @@ def parse_gpus(spec: str, visible: int | None = None) -> list[str]:
 @contextmanager
 def cluster(n_workers: int, scheduler: str | None = None) -> Iterator[Any]:
     """A Dask client: a local cluster of ``n_workers`` single-thread worker processes, or a running scheduler."""
-    if available() is None:
-        raise FleetError("--gpus needs Dask distributed (pip install -e .[fleet]); without it runs use one GPU")
+    require()
     from distributed import Client, LocalCluster
 
     if scheduler:
@@ -190,13 +190,12 @@ def bench(items: list, gpus: Sequence[str], method: str = "graph", scheduler: st
     return FleetReport(list(gpus), outcomes, [r for rows in per_item for r in rows])
 
 
-def _run_sequence(entries, profile, overrides, out_dir: str, label: str, timeout_s):
+def _run_sequence(entries, profile, overrides, out_dir: str, timeout_s):
     from pathlib import Path
 
     from . import runner
 
-    _, outcomes = runner.execute(entries, profile, overrides, Path(out_dir), progress=False,
-                                       timeout_s=timeout_s)
+    _, outcomes = runner.execute(entries, profile, overrides, Path(out_dir), progress=False, timeout_s=timeout_s)
     return [{"notebook": o.notebook, "status": o.status, "error": o.error, "figures": o.figures}
             for o in outcomes]
 
@@ -207,7 +206,7 @@ def run(entries, profile, overrides, run_dir, gpus: Sequence[str], scheduler: st
     (GPU, notebook), figures that differ between GPUs flagged in :func:`compare`."""
     with cluster(len(gpus), scheduler) as client:
         outcomes = per_gpu(client, gpus, _run_sequence,
-                           [(entries, profile, overrides, str(run_dir / f"gpu-{g}"), g, timeout_s) for g in gpus])
+                           [(entries, profile, overrides, str(run_dir / f"gpu-{g}"), timeout_s) for g in gpus])
     rows = [row | {"gpu": o.gpu} for o in outcomes if o.error is None for row in o.value]
     return FleetReport(list(gpus), outcomes, rows)
 

@@ -237,45 +237,52 @@ def execute(entries: list[NotebookEntry], profile: Profile, overrides: dict[str,
     plan = plan_parameters(entries, profile, overrides, run_dir)
     outcomes: list[NotebookOutcome] = []
     failed = False
+    previous = os.environ.get(HEADLESS_ENV)
     os.environ[HEADLESS_ENV] = "1"  # the kernels inherit it: plain-text progress (display.headless)
     sockets_dir = tempfile.TemporaryDirectory(prefix="kdtree-kernels-")  # the kernels' IPC sockets
-    sockets = Path(sockets_dir.name)
-    for i, e in enumerate(entries, 1):
-        output = run_dir / f"{e.name}.ipynb"
-        if failed:
-            outcomes.append(NotebookOutcome(e.name, "not-run", error=f"{outcomes[-1].notebook} "
-                                                                      f"{outcomes[-1].status} before it"))
-            continue
-        console.print(f"[bold][{i}/{len(entries)}][/bold] {e.name}  ({e.title}; profile {profile.name})")
-        t0 = time.perf_counter()
-        try:
-            papermill.execute_notebook(str(e.path), str(output), parameters=plan[e.name], kernel_name="python3",
-                                       progress_bar=progress, cwd=str(e.path.parent), execution_timeout=timeout_s,
-                                       kernel_manager_class=_ipc_kernel_manager(sockets))
-            outcome = _outcome_from_results(e.name, time.perf_counter() - t0, output, run_dir)
-        except DeadKernelError as exc:
-            outcome = NotebookOutcome(e.name, "failed", time.perf_counter() - t0, output=str(output),
-                                      error=f"kernel died (out of memory or a crash; papermill exit 138): {exc}")
-        except papermill.PapermillExecutionError as exc:
-            outcome = NotebookOutcome(e.name, "failed", time.perf_counter() - t0, output=str(output),
-                                      error=f"cell {exc.cell_index} of the output notebook (execution count "
-                                            f"{exc.exec_count}, starting {_first_line(exc.source)!r}): "
-                                            f"{exc.ename}: {exc.evalue}")
-        except CellTimeoutError:
-            where = mark_stopped(output, f"timed out after {timeout_s} s (--cell-timeout)")
-            outcome = NotebookOutcome(e.name, "failed", time.perf_counter() - t0, output=str(output),
-                                      error=f"{where} ran past the {timeout_s} s cell timeout (--cell-timeout)")
-        except KeyboardInterrupt:
-            where = mark_stopped(output, "interrupted (Ctrl-C)")
-            outcome = NotebookOutcome(e.name, "interrupted", time.perf_counter() - t0, output=str(output),
-                                      error=f"interrupted (Ctrl-C) in {where}")
-        outcomes.append(outcome)
-        colour = {"passed": "green", "passed-with-skips": "yellow"}.get(outcome.status, "red")
-        console.print(f"    [{colour}]{outcome.status}[/{colour}] in {outcome.duration_s:.1f} s"
-                      + (f": {outcome.error}" if outcome.error else "")
-                      + (f" ({len(outcome.skipped)} skipped)" if outcome.skipped else ""))
-        failed = outcome.status in ("failed", "interrupted")
-    sockets_dir.cleanup()
+    manager = _ipc_kernel_manager(Path(sockets_dir.name))
+    try:
+        for i, e in enumerate(entries, 1):
+            output = run_dir / f"{e.name}.ipynb"
+            if failed:
+                outcomes.append(NotebookOutcome(e.name, "not-run", error=f"{outcomes[-1].notebook} "
+                                                                          f"{outcomes[-1].status} before it"))
+                continue
+            console.print(f"[bold][{i}/{len(entries)}][/bold] {e.name}  ({e.title}; profile {profile.name})")
+            t0 = time.perf_counter()
+            try:
+                papermill.execute_notebook(str(e.path), str(output), parameters=plan[e.name], kernel_name="python3",
+                                           progress_bar=progress, cwd=str(e.path.parent), execution_timeout=timeout_s,
+                                           kernel_manager_class=manager)
+                outcome = _outcome_from_results(e.name, time.perf_counter() - t0, output, run_dir)
+            except DeadKernelError as exc:
+                outcome = NotebookOutcome(e.name, "failed", time.perf_counter() - t0, output=str(output),
+                                          error=f"kernel died (out of memory or a crash; papermill exit 138): {exc}")
+            except papermill.PapermillExecutionError as exc:
+                outcome = NotebookOutcome(e.name, "failed", time.perf_counter() - t0, output=str(output),
+                                          error=f"cell {exc.cell_index} of the output notebook (execution count "
+                                                f"{exc.exec_count}, starting {_first_line(exc.source)!r}): "
+                                                f"{exc.ename}: {exc.evalue}")
+            except CellTimeoutError:
+                where = mark_stopped(output, f"timed out after {timeout_s} s (--cell-timeout)")
+                outcome = NotebookOutcome(e.name, "failed", time.perf_counter() - t0, output=str(output),
+                                          error=f"{where} ran past the {timeout_s} s cell timeout (--cell-timeout)")
+            except KeyboardInterrupt:
+                where = mark_stopped(output, "interrupted (Ctrl-C)")
+                outcome = NotebookOutcome(e.name, "interrupted", time.perf_counter() - t0, output=str(output),
+                                          error=f"interrupted (Ctrl-C) in {where}")
+            outcomes.append(outcome)
+            colour = {"passed": "green", "passed-with-skips": "yellow"}.get(outcome.status, "red")
+            console.print(f"    [{colour}]{outcome.status}[/{colour}] in {outcome.duration_s:.1f} s"
+                          + (f": {outcome.error}" if outcome.error else "")
+                          + (f" ({len(outcome.skipped)} skipped)" if outcome.skipped else ""))
+            failed = outcome.status in ("failed", "interrupted")
+    finally:  # this process's own environment and temporary folder as they were
+        sockets_dir.cleanup()
+        if previous is None:
+            os.environ.pop(HEADLESS_ENV, None)
+        else:
+            os.environ[HEADLESS_ENV] = previous
     write_summary(run_dir, profile, outcomes)
     return run_dir, outcomes
 

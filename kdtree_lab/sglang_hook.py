@@ -72,7 +72,8 @@ def unsupported_reason(q, k_extend, v_extend, o, k_buffer, custom_mask, is_causa
     ``extra``: the keyword arguments of EXTRA_ARGS; any other name falls back as unknown."""
     for name, value in extra.items():
         if name not in EXTRA_ARGS:
-            return f"argument {name}={value!r} unknown to the hook (written against SGLang 0.5.23's extend_attention_fwd)"
+            return (f"argument {name}={value!r} unknown to the hook (written against SGLang 0.5.23's "
+                    "extend_attention_fwd)")
         served, why = EXTRA_ARGS[name]
         if not served(value):
             return why.format(v=value)
