@@ -26,6 +26,7 @@ from .paths import DATA
 MIB = 1 << 20
 GIB = 1 << 30
 MLA_MAX_KV_SPLITS = 256  # Triton backend's max_kv_splits for MLA on >= 132-SM parts at long context
+LEAN_BLOCK_M = 16  # rows per program of the Triton backend's lean decode partials (decode_attention._LEAN_BLOCK_M)
 
 
 class BudgetInputError(ValueError):
@@ -103,6 +104,8 @@ class Consumer:
     bytes: int
     where: str  # "pool" (inside mfs) or "slack" (must fit in G*(1-mfs))
     source: str  # sglang-formula | kdtree | estimate | measured | preset
+    # the SGLang tensors this item stands for: (phase, attribute name) as scripts/sglang_graph_state.py records them
+    sglang: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -176,23 +179,71 @@ def sglang_default_fraction(memory_mib: int, tp: int, chunked_prefill: int | Non
 
 
 def triton_graph_buffers(heads: int, max_bs: int, draft_tokens: int, topk: int, steps: int, context: int,
-                         max_kv_splits: int = MLA_MAX_KV_SPLITS) -> list[Consumer]:
-    """The Triton backend's graph-time buffers (target verify, draft decode, draft extend), per section 6.3."""
+                         sms: int, max_kv_splits: int = MLA_MAX_KV_SPLITS) -> list[Consumer]:
+    """The Triton backend's graph-time buffers (target verify, draft decode, draft extend), per section 6.3 and
+    as SGLang 0.5.23's own classes allocate them (data/results/h200/*-sglang-graph-state/)."""
     n, s = draft_tokens, max_kv_splits
+    backends = 1 + (steps - 1) + 1  # target, one per draft decode step but the last, draft extend
+    lean = sms * LEAN_BLOCK_M * (512 + 2) * 4 + sms * 4  # Mp, Lp, Op (fp32) and the locks (int32), per backend
     out = [
         Consumer("target attn_logits (split-K decode partials, unused by verify)", max_bs * n * heads * s * 512 * 4,
-                 "slack", "sglang-formula"),
-        Consumer("target attn_lse", max_bs * n * heads * s * 4, "slack", "sglang-formula"),
-        Consumer("target cuda_graph_kv_indices", max_bs * n * context * 8, "slack", "sglang-formula"),
-        Consumer("target verify mask (uint8)", max_bs * n * (context + n), "slack", "sglang-formula"),
+                 "slack", "sglang-formula", (("target_verify", "cuda_graph_attn_logits"),)),
+        Consumer("target attn_lse", max_bs * n * heads * s * 4, "slack", "sglang-formula",
+                 (("target_verify", "cuda_graph_attn_lse"),)),
+        Consumer("target cuda_graph_kv_indices", max_bs * n * context * 8, "slack", "sglang-formula",
+                 (("target_verify", "cuda_graph_kv_indices"),)),
+        Consumer("target verify mask (uint8)", max_bs * n * (context + n), "slack", "sglang-formula",
+                 (("target_verify", "_verify_mask.buffer"),)),
     ]
     if steps > 1:
-        out.append(Consumer("draft decode attn_logits", (steps - 1) * max_bs * topk * heads * s * 512 * 4, "slack",
-                            "sglang-formula"))
-    out.append(Consumer("draft decode kv_indices", steps * max_bs * topk * context * 8, "slack", "sglang-formula"))
-    out.append(Consumer("draft extend attn_logits + kv_indices",
-                        max_bs * n * heads * s * 512 * 4 + max_bs * n * context * 8, "slack", "sglang-formula"))
+        out.append(Consumer("draft decode attn_logits + lse", (steps - 1) * max_bs * topk * heads * s * (512 + 1) * 4,
+                            "slack", "sglang-formula", (("draft_decode", "cuda_graph_attn_logits"),
+                                                        ("draft_decode", "cuda_graph_attn_lse"))))
+    out.append(Consumer("draft decode kv_indices", steps * max_bs * topk * context * 8, "slack", "sglang-formula",
+                        (("draft_decode", "cuda_graph_kv_indices"),)))
+    out.append(Consumer("draft extend attn_logits + lse + kv_indices",
+                        max_bs * n * heads * s * (512 + 1) * 4 + max_bs * n * context * 8, "slack", "sglang-formula",
+                        (("draft_extend", "cuda_graph_attn_logits"), ("draft_extend", "cuda_graph_attn_lse"),
+                         ("draft_extend", "cuda_graph_kv_indices"))))
+    out.append(Consumer(f"lean decode partials ({backends} backends x {sms} programs)", backends * lean, "slack",
+                        "sglang-formula", tuple((ph, f"cuda_graph_lean_{k}") for ph in
+                                                ("target_verify", "draft_decode", "draft_extend")
+                                                for k in ("Mp", "Lp", "Op", "locks"))))
     return out
+
+
+def sglang_state_rows(state: dict) -> list[dict]:
+    """The budget's graph-time line items beside what SGLang's own classes allocated for the same deployment
+    (``state``: the JSON of scripts/sglang_graph_state.py). One row per line item (ratio = SGLang / budget), one for
+    SGLang's tensors no item stands for, and the totals. Bytes."""
+    inp, widths = state["inputs"], state["widths"]
+    if widths["target_verify"] != inp["draft_tokens"] or widths["draft_extend"] != inp["draft_tokens"]:
+        raise ValueError(f"widths: the budget sizes verify and draft extend by draft_tokens={inp['draft_tokens']}, "
+                         f"SGLang captured {widths}")
+    heads = models()[inp["model"]].heads // inp["tp"]
+    items = triton_graph_buffers(heads, inp["max_bs"], inp["draft_tokens"], inp["topk"], inp["spec_steps"],
+                                 inp["context"], state["sms"], state["phases"][0]["max_kv_splits"])
+    held = [(ph["phase"], t) for ph in state["phases"] for t in ph["tensors"]]
+    used: set[int] = set()
+    rows = []
+    for item in items:
+        got = [i for i, (ph, t) in enumerate(held)
+               if any(ph == want_ph and want in (t["name"], t["name"].split(".", 1)[-1])
+                      for want_ph, want in item.sglang)]
+        used.update(got)
+        sglang_bytes = sum(held[i][1]["bytes"] for i in got)
+        rows.append({"item": item.name, "budget": item.bytes, "sglang": sglang_bytes,
+                     "ratio": round(sglang_bytes / item.bytes, 4) if item.bytes else None})
+    rest = sum(t["bytes"] for i, (_, t) in enumerate(held) if i not in used)
+    rows.append({"item": "SGLang tensors no line item stands for", "budget": 0, "sglang": rest, "ratio": None})
+    total_budget, total_sglang = sum(r["budget"] for r in rows), sum(r["sglang"] for r in rows)
+    rows.append({"item": "total", "budget": total_budget, "sglang": total_sglang,
+                 "ratio": round(total_sglang / total_budget, 4)})
+    allocated = [ph["allocated_bytes"] for ph in state["phases"]]
+    if all(a is not None for a in allocated):
+        rows.append({"item": "total as torch's allocator counted it", "budget": total_budget,
+                     "sglang": sum(allocated), "ratio": round(sum(allocated) / total_budget, 4)})
+    return rows
 
 
 def compute(inp: BudgetInputs) -> BudgetResult:
@@ -232,7 +283,8 @@ def compute(inp: BudgetInputs) -> BudgetResult:
     chunk = inp.chunked_prefill or default_chunk
     capture_sizes = sglang_capture_sizes(inp.max_bs)
     consumers = [Consumer("weights (per GPU)", weights, "pool", "measured" if "weights" in inp.measured else "preset")]
-    consumers += triton_graph_buffers(heads, inp.max_bs, inp.draft_tokens, inp.topk, inp.spec_steps, inp.context)
+    consumers += triton_graph_buffers(heads, inp.max_bs, inp.draft_tokens, inp.topk, inp.spec_steps, inp.context,
+                                      g.sms)
     # the workspace the SGLang hook allocates: batch sizes 1..max_bs at the kernel's own split counts
     ws = int(inp.measured.get("workspace", plan(range(1, inp.max_bs + 1), inp.draft_tokens, heads, g.sms, g.row_tile,
                                                 inp.nsplit, inp.partial_bytes).workspace_bytes))

@@ -3,8 +3,24 @@
 # `/.whl/` to .git/info/exclude). The image already has torch, triton, numpy, matplotlib, pyyaml, requests, rich,
 # tqdm, aiohttp, anyio, pytest, hypothesis; these are the rest: the notebook stack, pyelftools, SGLang 0.5.23
 # with the small packages its attention kernels import, and Dask distributed for --gpus (the fleet extra).
+#
+# --sglang-state: instead, the wheels scripts/sglang_graph_state.py needs there (SGLang's Triton attention backend
+# imports its server stack: openai, tvm-ffi, ...; the image's transformers 5.17 serves it) into .whl-sglang/ (add `/.whl-sglang/` to
+# .git/info/exclude); it stays under the 64 MiB a device call carries, so carry it instead of .whl/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+PLATFORMS=(--python-version 3.12 --implementation cp --platform manylinux_2_34_x86_64 --platform manylinux_2_28_x86_64
+           --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64
+           --platform manylinux1_x86_64 --platform any)
+if [ "${1:-}" = "--sglang-state" ]; then
+  python3 -m pip download -q --no-deps --only-binary=:all: "${PLATFORMS[@]}" -d .whl-sglang \
+    sglang==0.5.23 orjson pybase64 starlette msgspec pydantic pydantic_core annotated_types typing_inspection pyzmq \
+    ipython traitlets pexpect ptyprocess prompt_toolkit wcwidth stack_data asttokens executing pure_eval \
+    ipython_pygments_lexers matplotlib-inline openai==3.57.0 httpx2 httpcore2 jiter truststore sniffio \
+    partial-json-parser dill loguru gguf compressed-tensors==0.18.0 apache-tvm-ffi==0.1.11
+  du -sh .whl-sglang
+  exit 0
+fi
 PKGS=(papermill nbclient nbformat ipykernel ipython jupyter_client jupyter_core traitlets pyzmq tornado comm
       debugpy matplotlib-inline nest-asyncio2 jedi parso pexpect ptyprocess prompt_toolkit wcwidth stack_data
       asttokens executing pure_eval ipython_pygments_lexers fastjsonschema jsonschema jsonschema-specifications
@@ -13,8 +29,5 @@ PKGS=(papermill nbclient nbformat ipykernel ipython jupyter_client jupyter_core 
       sglang==0.5.23 orjson pybase64 starlette msgspec pydantic pydantic_core annotated_types typing_inspection
       dask distributed cloudpickle toolz partd fsspec locket msgpack sortedcontainers tblib zict click jinja2
       markupsafe)
-python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-  --platform manylinux_2_34_x86_64 --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
-  --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux1_x86_64 --platform any \
-  -d .whl "${PKGS[@]}"
+python3 -m pip download -q --no-deps --only-binary=:all: "${PLATFORMS[@]}" -d .whl "${PKGS[@]}"
 du -sh .whl
