@@ -7,6 +7,8 @@ and found. The audit reads index values on the host, so it syncs: it refuses to 
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -97,9 +99,39 @@ def _eval_dim(expr: Any, env: Mapping[str, Any]) -> int:
     return int(eval(str(expr), {"__builtins__": {}}, dict(env)))  # noqa: S307 - contract file expressions
 
 
+KV_CACHE_DTYPES = {"auto": "bfloat16", "bf16": "bfloat16", "bfloat16": "bfloat16", "fp8": "float8_e4m3fn",
+                   "fp8_e4m3": "float8_e4m3fn"}  # SGLang's --kv-cache-dtype (and ours) -> the pool's torch dtype
+
+
+def _kv_pool_check(buffers: Mapping[str, Any], kv_dtype: str | None) -> InvariantResult:
+    """The KV pool against its declared dtype (SGLang's --kv-cache-dtype) and the scales an fp8 pool needs:
+    k_buffer / v_buffer of one dtype, the declared one; for float8_e4m3fn, k_scale and v_scale finite and > 0."""
+    kb, vb = buffers.get("k_buffer"), buffers.get("v_buffer")
+    found = _dtype_name(kb) if isinstance(kb, torch.Tensor) else "None"
+    problems = []
+    if kv_dtype is not None:
+        if kv_dtype not in KV_CACHE_DTYPES:
+            raise ValueError(f"kv_dtype: expected one of {sorted(KV_CACHE_DTYPES)}, got {kv_dtype!r}")
+        if found != KV_CACHE_DTYPES[kv_dtype]:
+            problems.append(f"k_buffer: declared {kv_dtype} (--kv-cache-dtype) expects {KV_CACHE_DTYPES[kv_dtype]}, "
+                            f"found {found}")
+    if isinstance(vb, torch.Tensor) and _dtype_name(vb) != found:
+        problems.append(f"v_buffer: {_dtype_name(vb)}, expected k_buffer's dtype {found}")
+    if found == "float8_e4m3fn":
+        for name in ("k_scale", "v_scale"):
+            x = buffers.get(name)
+            if not isinstance(x, (int, float)) or not math.isfinite(x) or x <= 0:
+                problems.append(f"{name}: an fp8 pool needs a finite scale > 0 (SGLang: layer.{name}_float, "
+                                f"else 1.0), found {x!r}")
+    return InvariantResult("kv_pool_dtype", not problems, "; ".join(problems) or
+                           f"{found} pool" + (f", scales k {buffers.get('k_scale')} v {buffers.get('v_scale')}"
+                                              if found == "float8_e4m3fn" else ""))
+
+
 def audit(buffers: Mapping[str, Any], contract: Contract | None = None, variant: str = "eager",
-          workspace: WorkspaceSpec | None = None, enforce: bool = False) -> AuditReport:
-    """Check ``buffers`` (name -> tensor/scalar, e.g. ``VerifyBatch.buffers()``) against ``contract``."""
+          workspace: WorkspaceSpec | None = None, enforce: bool = False, kv_dtype: str | None = None) -> AuditReport:
+    """Check ``buffers`` (name -> tensor/scalar, e.g. ``VerifyBatch.buffers()``) against ``contract``; ``kv_dtype``:
+    the pool dtype the server declares (SGLang's --kv-cache-dtype: auto/bf16 or fp8_e4m3), None to not check it."""
     if variant not in VARIANTS:
         raise ValueError(f"variant: expected one of {VARIANTS}, got {variant!r}")
     if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
@@ -171,6 +203,7 @@ def audit(buffers: Mapping[str, Any], contract: Contract | None = None, variant:
                              str(t.device), not problems, problems))
 
     inv.append(InvariantResult("same_device", len(devices) <= 1, f"devices {sorted(devices)}"))
+    inv.append(_kv_pool_check(buffers, kv_dtype))
     bs, n, p = env["bs"], env["N"], env["P"]
     qo = host.get("qo_indptr", [])
     q = get("q")

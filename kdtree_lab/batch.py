@@ -35,8 +35,8 @@ class VerifyBatch:
     k_extend: torch.Tensor  # bf16 [bs*N, 1, 576]
     v_extend: torch.Tensor  # bf16 [bs*N, 1, 512]
     o: torch.Tensor  # bf16 [bs*N, H, 512]
-    k_buffer: torch.Tensor  # bf16 [P, 1, 576]
-    v_buffer: torch.Tensor  # bf16 view [P, 1, 512], strides (576, 576, 1)
+    k_buffer: torch.Tensor  # bf16 or float8_e4m3fn (--kv-cache-dtype fp8_e4m3) [P, 1, 576]
+    v_buffer: torch.Tensor  # the same dtype, view [P, 1, 512], strides (576, 576, 1)
     qo_indptr: torch.Tensor  # int32 (eager) / int64 (capture) [bs+1]
     kv_indptr: torch.Tensor  # int32 [bs+1]
     kv_indices: torch.Tensor  # int64 [>= kv_indptr[bs]]
@@ -98,6 +98,9 @@ def build_verify_batch(
     seed: int = 0,
     sm_scale: float = MODEL_SM_SCALE,
     v_extend_from_k: bool = True,
+    kv_dtype: str = "bf16",
+    k_scale: float = 1.0,
+    v_scale: float = 1.0,
 ) -> VerifyBatch:
     """Build one verify batch.
 
@@ -107,7 +110,11 @@ def build_verify_batch(
     padded_bs: capture variant only, pad to this captured batch size with L=1 at slot 0.
     ctx: capture variant's context length, sizing kv_indices / mask as SGLang does (default: a smaller slack).
     v_extend_from_k: v_extend = k_extend[..., :512] as in SGLang; False draws it independently (tests).
+    kv_dtype: 'bf16', or 'fp8' for SGLang's fp8_e4m3 pool (latent rows cast to e4m3 unscaled, as SGLang writes
+    them; k_extend / v_extend stay bf16). k_scale / v_scale: the per-tensor scales SGLang passes (prefix only).
     """
+    if kv_dtype not in ("bf16", "fp8"):
+        raise ValueError(f"kv_dtype: expected 'bf16' or 'fp8', got {kv_dtype!r}")
     lens = [int(x) for x in prefix_lens]
     if not lens or min(lens) < 1:
         raise ValueError(f"prefix_lens: expected >= 1 request with length >= 1, got {lens}")
@@ -141,6 +148,8 @@ def build_verify_batch(
         raise ValueError(f"pool_size={pool} is smaller than the live prefix tokens {live_tokens}")
     rows = pool + 1  # row 0 = padding slot
     k_buffer = torch.randn(rows, 1, D_QK, generator=gen, device=dev, dtype=torch.bfloat16)
+    if kv_dtype == "fp8":
+        k_buffer = k_buffer.to(torch.float8_e4m3fn)
     slots = torch.randperm(pool, generator=gen, device=dev)[:live_tokens] + 1
     kv_parts, start = [], 0
     for b, length in enumerate(lens):
@@ -196,6 +205,6 @@ def build_verify_batch(
     batch = VerifyBatch(q=q, k_extend=k_extend, v_extend=v_extend, o=o, k_buffer=k_buffer,
                         v_buffer=k_buffer[..., :D_V], qo_indptr=qo_indptr, kv_indptr=kv_indptr,
                         kv_indices=kv_indices, custom_mask=custom_mask, mask_indptr=mask_indptr,
-                        max_extend_len=n, sm_scale=sm_scale, variant=variant, prefix_lens=lens, trees=trees,
-                        live_bs=live)
+                        max_extend_len=n, sm_scale=sm_scale, k_scale=k_scale, v_scale=v_scale, variant=variant,
+                        prefix_lens=lens, trees=trees, live_bs=live)
     return batch

@@ -45,8 +45,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
     batch = build_verify_batch(args.prefix, args.draft, args.heads,
                                variant=args.variant, mask=args.mask, seed=args.seed,
-                               padded_bs=args.padded_bs if args.variant == "capture" else None)
-    report = audit(batch.buffers(), variant=args.against or args.variant)
+                               padded_bs=args.padded_bs if args.variant == "capture" else None,
+                               kv_dtype=args.kv_dtype, k_scale=args.k_scale, v_scale=args.v_scale)
+    report = audit(batch.buffers(), variant=args.against or args.variant, kv_dtype=args.declare_kv_dtype)
     _emit(args, report, report.table())
     return 0 if report.ok else 1
 
@@ -78,7 +79,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 def cmd_parity(args: argparse.Namespace) -> int:
     import torch
 
-    from .parity import grid, run_parity
+    from .parity import fp8_cases, grid, run_parity
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if IMPLS[args.impl].family == "cuda" and device == "cpu":
@@ -91,9 +92,15 @@ def cmd_parity(args: argparse.Namespace) -> int:
         if os.environ.get("TRITON_INTERPRET") != "1":
             print("kdtree-lab parity: Triton on the CPU needs TRITON_INTERPRET=1 in the environment", file=sys.stderr)
             return 2
+    if args.kv_dtype not in IMPLS[args.impl].kv_dtypes:
+        print(f"kdtree-lab parity: --impl {args.impl} serves {'/'.join(IMPLS[args.impl].kv_dtypes)} KV pools, not "
+              f"--kv-dtype {args.kv_dtype}", file=sys.stderr)
+        return 2
     heads = tuple(int(h) for h in args.heads.split(","))
     cases = grid(args.cases, args.seed, max_prefix=args.max_prefix, max_batch=args.max_batch,
                  max_draft=args.max_draft, heads=heads, budget_tokens=args.budget_tokens, edge=not args.no_edge)
+    if args.kv_dtype == "fp8":
+        cases = fp8_cases(cases)
     if args.gpus:
         return _fleet_parity(args, cases)
     report = run_parity(args.impl, cases, device, progress=not args.json)
@@ -264,6 +271,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
     p.add_argument("--mask", choices=["tree", "chain", "causal"], default="tree")
     p.add_argument("--padded-bs", type=positive_int, default=None, help="capture variant: pad to this batch size")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--kv-dtype", choices=["bf16", "fp8"], default="bf16", help="the pool to build (fp8: e4m3)")
+    p.add_argument("--k-scale", type=float, default=1.0, help="k_scale passed with the batch")
+    p.add_argument("--v-scale", type=float, default=1.0, help="v_scale passed with the batch")
+    p.add_argument("--declare-kv-dtype", choices=["auto", "bf16", "fp8_e4m3"], default=None,
+                   help="audit the pool against this --kv-cache-dtype (default: not checked)")
     p.add_argument("--json", action="store_true", help="print the audit as JSON")
     p.set_defaults(func=cmd_audit)
 
@@ -285,6 +297,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
     p.add_argument("--budget-tokens", type=int, default=None, help="cap on sum(L)*N*H per random case")
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when present)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--kv-dtype", choices=["bf16", "fp8"], default="bf16",
+                   help="KV pool: bf16, or fp8 (SGLang's fp8_e4m3, with k_scale / v_scale other than 1)")
     p.add_argument("--json", action="store_true", help="print the summary and every case as JSON")
     _fleet_flags(p)
     p.set_defaults(func=cmd_parity)

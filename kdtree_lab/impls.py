@@ -17,6 +17,7 @@ class Impl:
     family: str  # "cuda" (the C ABI library) or "triton"
     kernel: str | None  # the CUDA configuration forced; None: the one the device selects
     summary: str
+    kv_dtypes: tuple[str, ...] = ("bf16",)  # KV pool dtypes it serves: "bf16", "fp8" (SGLang's fp8_e4m3)
 
 
 IMPLS: dict[str, Impl] = {i.name: i for i in (
@@ -25,6 +26,6 @@ IMPLS: dict[str, Impl] = {i.name: i for i in (
     Impl("cuda_rows32", "cuda", "verify_rows32_kernel<64,2>", "v3, the 231 KB mma.sync kernel, forced"),
     Impl("cuda_wgmma", "cuda", "verify_wgmma_kernel<64,2>", "v4, the sm_90a wgmma kernel, forced (9.x only)"),
     Impl("cuda_narrow", "cuda", "verify_split_kernel<32,2>", "v1, the first 99 KB kernel, forced (for comparison)"),
-    Impl("triton", "triton", None, "the Triton twin"),
+    Impl("triton", "triton", None, "the Triton twin", ("bf16", "fp8")),
 )}
 CUDA_IMPLS: dict[str, str | None] = {n: i.kernel for n, i in IMPLS.items() if i.family == "cuda"}

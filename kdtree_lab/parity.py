@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Callable
 
 import numpy as np
@@ -18,6 +18,7 @@ import torch
 
 from .batch import VerifyBatch, build_verify_batch
 from .dispatch import runner
+from .impls import IMPLS
 from .oracle import compare, reference
 
 Impl = str  # a key of impls.IMPLS
@@ -39,11 +40,15 @@ class Case:
     padded_bs: int | None = None
     seed: int = 0
     v_extend_from_k: bool = True
+    kv_dtype: str = "bf16"  # or "fp8": SGLang's fp8_e4m3 pool
+    k_scale: float = 1.0
+    v_scale: float = 1.0
 
     def build(self, device: str | torch.device) -> VerifyBatch:
         return build_verify_batch(list(self.prefix_lens), self.num_draft, self.num_heads, variant=self.variant,
                                   mask=self.mask, padded_bs=self.padded_bs, seed=self.seed, device=device,
-                                  v_extend_from_k=self.v_extend_from_k)
+                                  v_extend_from_k=self.v_extend_from_k, kv_dtype=self.kv_dtype,
+                                  k_scale=self.k_scale, v_scale=self.v_scale)
 
 
 @dataclass
@@ -60,7 +65,7 @@ class CaseResult:
     def row(self) -> dict:
         c = self.case
         return {"name": c.name, "B": len(c.prefix_lens), "L_max": max(c.prefix_lens), "N": c.num_draft,
-                "H": c.num_heads, "variant": c.variant, "mask": c.mask, "nsplit": c.nsplit,
+                "H": c.num_heads, "variant": c.variant, "mask": c.mask, "nsplit": c.nsplit, "kv_dtype": c.kv_dtype,
                 "padded_bs": c.padded_bs, "max_abs": self.max_abs, "rel_l2": self.rel_l2, "nan": self.nan,
                 "ok": self.ok, "seconds": round(self.seconds, 3)}
 
@@ -150,6 +155,13 @@ def random_cases(count: int, rng: np.random.Generator, max_prefix: int = 4096, m
     return out
 
 
+def fp8_cases(cases: list[Case], scales: tuple[tuple[float, float], ...] = ((0.75, 1.5), (1.0, 1.0), (2.0, 0.5))
+              ) -> list[Case]:
+    """The same cases over SGLang's fp8_e4m3 pool, cycling through (k_scale, v_scale) pairs other than 1."""
+    return [replace(c, name=f"{c.name}_fp8", kv_dtype="fp8", k_scale=scales[i % len(scales)][0],
+                    v_scale=scales[i % len(scales)][1]) for i, c in enumerate(cases)]
+
+
 def grid(random_count: int, seed: int, max_prefix: int, max_batch: int, max_draft: int, heads: tuple[int, ...],
          budget_tokens: int | None = None, edge: bool = True) -> list[Case]:
     """The parity grid notebook 03 and ``kdtree-lab parity`` run: the edge grid (prefixes up to ``max_prefix``,
@@ -170,6 +182,9 @@ def gpu_grid(random_count: int, seed: int, heads: tuple[int, ...] = (8, 16, 64, 
 
 def run_case(impl: Impl, case: Case, device: str | torch.device) -> CaseResult:
     """Build the case (output poisoned with NaN), run the kernel, compare with the fp64 oracle."""
+    served = IMPLS[impl].kv_dtypes
+    if case.kv_dtype not in served:
+        raise ValueError(f"{case.name}: impl {impl} serves KV pools of {'/'.join(served)}, not {case.kv_dtype}")
     batch = case.build(device)
     t0 = time.perf_counter()
     out, flags = runner(impl)(batch, case.nsplit)

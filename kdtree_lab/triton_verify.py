@@ -6,6 +6,11 @@ reads k_extend / v_extend under the tree mask (or causally). Each split writes f
 log2-domain LSE into a caller-owned workspace; a second kernel merges them and writes bf16 ``o``.
 NSPLIT is a compile-time constant and nothing syncs the host, so the launch can be captured.
 
+An fp8 (e4m3) pool, SGLang's ``--kv-cache-dtype fp8_e4m3``, is read as e4m3 and converted to the dot's dtype
+(exact: e4m3 has 3 mantissa bits); ``k_scale`` scales the prefix logits and ``v_scale`` the prefix output, as
+SGLang's ``extend_attention_fwd`` applies them (data/contracts/sglang-0.5.23-fp8-kv.yaml). Unlike SGLang, Q and P
+stay bf16 (SGLang casts both to e4m3 for its prefix dots).
+
 Under ``TRITON_INTERPRET=1`` (CPU) ``tl.dot`` on two bf16 operands returns garbage (triton 3.6 and 3.9), so
 the dot operands are upcast to fp32 there, and only there (``UPCAST``).
 """
@@ -162,8 +167,8 @@ def launch(q, k_extend, v_extend, o, k_buffer, qo_indptr, kv_indptr, kv_indices,
     if workspace.numel() < need or workspace.dtype != torch.uint8:
         raise ValueError(f"workspace: expected a uint8 tensor of at least {need} bytes, found "
                          f"{workspace.dtype} with {workspace.numel()}")
-    if k_buffer.dtype != torch.bfloat16:
-        raise NotImplementedError(f"k_buffer: {k_buffer.dtype} pools are not served yet (bfloat16 only)")
+    if k_buffer.dtype not in (torch.bfloat16, torch.float8_e4m3fn):
+        raise NotImplementedError(f"k_buffer: expected a bfloat16 or float8_e4m3fn pool, found {k_buffer.dtype}")
     upcast = interpreting()
     bm = block_m or (16 if upcast else 32)
     bn = block_n or 16  # 32 spills on sm_90 and sm_120 with BLOCK_M=32 (see triton_aot)

@@ -1,6 +1,7 @@
 """Every contract invariant has a failing example; the enforcing audit names every mismatch."""
 
 import pytest
+import torch
 
 from kdtree_lab.audit import ContractError, WorkspaceSpec, audit, planted_mismatches
 from kdtree_lab.batch import build_verify_batch
@@ -140,3 +141,40 @@ def test_planted_mismatches_all_caught():
 def test_unknown_variant():
     with pytest.raises(ValueError, match="variant"):
         audit(_eager().buffers(), variant="graph")
+
+
+def _kv_check(report):
+    return next(i for i in report.invariants if i.name == "kv_pool_dtype")
+
+
+def test_fp8_pool_with_scales_passes_when_declared_fp8():
+    b = build_verify_batch([37, 5], 4, 2, kv_dtype="fp8", k_scale=0.5, v_scale=1.25)
+    report = audit(b.buffers(), kv_dtype="fp8_e4m3")
+    assert report.ok and "float8_e4m3fn pool" in _kv_check(report).detail
+
+
+@pytest.mark.parametrize("kv_dtype,declared,scales,fragment", [
+    ("bf16", "fp8_e4m3", (1.0, 1.0), "declared fp8_e4m3 (--kv-cache-dtype) expects float8_e4m3fn, found bfloat16"),
+    ("fp8", "auto", (1.0, 1.0), "declared auto (--kv-cache-dtype) expects bfloat16, found float8_e4m3fn"),
+    ("fp8", "fp8_e4m3", (None, 1.0), "k_scale: an fp8 pool needs a finite scale > 0"),
+    ("fp8", None, (1.0, float("nan")), "v_scale: an fp8 pool needs a finite scale > 0"),
+    ("fp8", None, (0.0, 1.0), "k_scale: an fp8 pool needs a finite scale > 0"),
+])
+def test_fp8_mismatches_are_named(kv_dtype, declared, scales, fragment):
+    b = build_verify_batch([37, 5], 4, 2, kv_dtype=kv_dtype)
+    b.k_scale, b.v_scale = scales
+    report = audit(b.buffers(), kv_dtype=declared)
+    check = _kv_check(report)
+    assert not check.ok and fragment in check.detail and not report.ok
+
+
+def test_value_buffer_of_another_dtype_than_the_key_buffer_is_named():
+    b = build_verify_batch([20], 4, 2, kv_dtype="fp8")
+    buffers = b.buffers() | {"v_buffer": b.k_buffer.to(torch.bfloat16)[..., :512]}
+    assert "v_buffer: bfloat16, expected k_buffer's dtype float8_e4m3fn" in _kv_check(audit(buffers)).detail
+
+
+def test_unknown_declared_kv_dtype_is_refused():
+    b = build_verify_batch([20], 4, 2)
+    with pytest.raises(ValueError, match="kv_dtype: expected one of"):
+        audit(b.buffers(), kv_dtype="int8")

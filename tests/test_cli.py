@@ -108,3 +108,21 @@ def test_run_refuses_a_gpu_profile_without_a_gpu_and_an_unwritable_out(capsys, t
         return
     assert main(["run", "--profile", "h200", "--only", "00"]) == 2
     assert "--profile h200: expected a CUDA GPU, found none" in capsys.readouterr().err
+
+
+def test_parity_refuses_an_fp8_pool_for_an_impl_that_does_not_serve_it(capsys):
+    from kdtree_lab.cli import main
+
+    assert main(["parity", "--impl", "cuda", "--kv-dtype", "fp8", "--device", "cuda"]) == 2
+    err = capsys.readouterr().err
+    assert "--impl cuda serves bf16 KV pools, not --kv-dtype fp8" in err and "Traceback" not in err
+
+
+def test_audit_cli_names_an_fp8_declaration_over_a_bf16_pool(capsys):
+    from kdtree_lab.cli import main
+
+    assert main(["audit", "--declare-kv-dtype", "fp8_e4m3", "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    bad = [i for i in data["invariants"] if not i["ok"]]
+    assert [i["name"] for i in bad] == ["kv_pool_dtype"] and "found bfloat16" in bad[0]["detail"]
+    assert main(["audit", "--kv-dtype", "fp8", "--k-scale", "0.5", "--declare-kv-dtype", "fp8_e4m3"]) == 0

@@ -102,3 +102,38 @@ def test_parity_grid_is_the_edge_grid_then_random_draws():
     assert g == edge + rand
     assert parity.grid(5, 3, max_prefix=600, max_batch=48, max_draft=16, heads=(2, 3), budget_tokens=20_000,
                        edge=False) == rand
+
+
+# fp8 (e4m3) KV pools, SGLang's --kv-cache-dtype fp8_e4m3 (issue 17): the twin reads e4m3 and applies k_scale to the
+# prefix logits and v_scale to the prefix output; the oracle computes the same from the dequantised pool in fp64.
+
+def test_fp8_pool_edge_grid_with_scales():
+    cases = parity.fp8_cases(parity.edge_cases(max_prefix=300, max_batch=12, heads=(2,), big_n=8))
+    assert all(c.kv_dtype == "fp8" for c in cases) and {c.k_scale for c in cases} >= {0.75, 2.0}
+    report = parity.run_parity("triton", cases, DEVICE)
+    assert report.ok, report.summary()
+
+
+def test_fp8_pool_random_cases():
+    cases = parity.fp8_cases(parity.random_cases(12, np.random.default_rng(8), max_prefix=400, max_batch=3,
+                                                 max_draft=8, heads=(1, 2, 3), budget_tokens=12000))
+    report = parity.run_parity("triton", cases, DEVICE)
+    assert len(report.results) == 12 and report.ok, report.summary()
+
+
+def test_fp8_scales_are_applied_where_sglang_applies_them():
+    b = build_verify_batch([90, 20], 6, 2, mask="tree", seed=5, device=DEVICE, kv_dtype="fp8", k_scale=2.0,
+                           v_scale=0.5)
+    assert b.k_buffer.dtype == torch.float8_e4m3fn and b.v_buffer.dtype == torch.float8_e4m3fn
+    ws = dispatch.workspace(b.bs, 6, 2, 2, DEVICE)
+    out = triton_verify.verify(b, ws, 2).clone()
+    assert parity.within_tolerance(compare(out, reference(b)))
+    for k_scale, v_scale in ((1.0, 0.5), (2.0, 1.0)):  # a kernel that ignored either scale would match these
+        b.k_scale, b.v_scale = k_scale, v_scale
+        assert not parity.within_tolerance(compare(out, reference(b)))
+
+
+def test_fp8_case_on_an_impl_that_does_not_serve_it_is_refused_in_one_line():
+    case = parity.fp8_cases([parity.Case("x", (5,), 2, 2)])[0]
+    with pytest.raises(ValueError, match="serves KV pools of bf16, not fp8"):
+        parity.run_case("cuda", case, DEVICE)
