@@ -295,9 +295,21 @@ def planted_mismatches(prefix_lens=(37, 200, 1), num_draft: int = 8, num_heads: 
     b = eager_batch()
     b.v_buffer = b.v_buffer.contiguous()
     plants.append(("v_buffer copied instead of a view of k_buffer", "eager", b))
+    declared = {}  # plant -> the --kv-cache-dtype the server runs with
+    b = eager_batch()
+    plants.append(("a bf16 pool where SGLang runs --kv-cache-dtype fp8_e4m3", "eager", b))
+    declared[plants[-1][0]] = "fp8_e4m3"
+    b = build_verify_batch(list(prefix_lens), num_draft, num_heads, variant="eager", seed=seed, kv_dtype="fp8")
+    b.k_scale = None
+    plants.append(("an fp8 pool without its k_scale", "eager", b))
+    declared[plants[-1][0]] = "fp8_e4m3"
+    b = build_verify_batch(list(prefix_lens), num_draft, num_heads, variant="capture", padded_bs=len(prefix_lens) + 1,
+                           seed=seed, kv_dtype="fp8", k_scale=0.5, v_scale=2.0)
+    plants.append(("an fp8 pool where the server declares bf16 (--kv-cache-dtype auto)", "capture", b))
+    declared[plants[-1][0]] = "auto"
     rows = []
     for what, variant, batch in plants:
-        report = audit(batch.buffers(), variant=variant)
+        report = audit(batch.buffers(), variant=variant, kv_dtype=declared.get(what))
         rows.append({"planted": what, "variant": variant, "caught": not report.ok,
                      "audit says": "; ".join(report.mismatches())})
     return rows

@@ -135,7 +135,10 @@ def test_enforcing_audit_lists_every_mismatch():
 
 def test_planted_mismatches_all_caught():
     rows = planted_mismatches()
-    assert len(rows) == 5 and all(r["caught"] for r in rows), rows
+    assert len(rows) == 8 and all(r["caught"] for r in rows), rows
+    fp8 = {r["planted"]: r["audit says"] for r in rows if "fp8" in r["planted"]}
+    assert "found bfloat16" in fp8["a bf16 pool where SGLang runs --kv-cache-dtype fp8_e4m3"]
+    assert "k_scale: an fp8 pool needs" in fp8["an fp8 pool without its k_scale"]
 
 
 def test_unknown_variant():
