@@ -46,10 +46,11 @@ class Shape:
     draft: int
     heads: int
     mask: str = "tree"
+    kv: str = "bf16"  # the KV pool: bf16, or fp8 (SGLang's fp8_e4m3: one byte per element)
 
     @property
     def kv_bytes(self) -> int:
-        return self.batch * self.prefix * D_QK * 2
+        return self.batch * self.prefix * D_QK * (1 if self.kv == "fp8" else 2)
 
     @property
     def flops(self) -> float:
@@ -63,7 +64,7 @@ ONE_TOKEN = {"sglang_decode_1tok"}
 
 def work_shape(impl: str, shape: Shape) -> Shape:
     """The shape of the work ``impl`` does when timed on ``shape`` (its bytes and FLOPs)."""
-    return Shape(shape.batch, shape.prefix, 1, shape.heads, "causal") if impl in ONE_TOKEN else shape
+    return Shape(shape.batch, shape.prefix, 1, shape.heads, "causal", shape.kv) if impl in ONE_TOKEN else shape
 
 
 def derived(impl: str, shape: Shape, ms: float, ceilings: dict) -> dict:
@@ -106,6 +107,7 @@ class Timing:
     def row(self, ceilings: Ceilings) -> dict:
         s = self.shape
         return {"impl": self.impl, "B": s.batch, "L": s.prefix, "N": s.draft, "H": s.heads, "mask": s.mask,
+                **({"kv": s.kv} if s.kv != "bf16" else {}),
                 "ms": round(self.ms, 4), **derived(self.impl, s, self.ms, asdict(ceilings)),
                 "nsplit": self.nsplit, "timing": self.method, **({"kernel": self.kernel} if self.kernel else {})}
 
@@ -203,14 +205,19 @@ def mma_sync_tflops(iters: int = 4096) -> float:
     return blocks * 8 * iters * 8 * 4096 / (ms * 1e-3) / 1e12
 
 
+FP8_SCALES = (0.75, 1.5)  # k_scale, v_scale of the fp8 shapes: other than 1, as a calibrated checkpoint passes them
+
+
 def _copies(shape: Shape) -> int:
     return max(1, min(MAX_COPIES, math.ceil(L2_ROTATE_BYTES / max(1, shape.kv_bytes))))
 
 
 def shape_batches(shape: Shape, copies: int | None = None, seed: int = 0) -> list[VerifyBatch]:
     """``copies`` input sets of ``shape`` on the GPU (default: enough that timing rotates them out of L2)."""
+    scales = FP8_SCALES if shape.kv == "fp8" else (1.0, 1.0)
     return [build_verify_batch([shape.prefix] * shape.batch, shape.draft, shape.heads, mask=shape.mask,
-                               seed=seed + i, device="cuda") for i in range(copies or _copies(shape))]
+                               seed=seed + i, device="cuda", kv_dtype=shape.kv, k_scale=scales[0],
+                               v_scale=scales[1]) for i in range(copies or _copies(shape))]
 
 
 def sglang_available() -> str | None:
@@ -253,8 +260,8 @@ def time_sglang_extend(shape: Shape, iters: int = 5, method: str = "graph") -> T
     def run(i: int) -> None:
         b = batches[i]
         extend_attention_fwd(b.q, b.k_extend, b.v_extend, b.o, b.k_buffer, b.v_buffer, b.qo_indptr, b.kv_indptr,
-                             b.kv_indices, b.custom_mask, True, b.mask_indptr, b.max_extend_len, 1.0, 1.0,
-                             sm_scale=b.sm_scale)
+                             b.kv_indices, b.custom_mask, True, b.mask_indptr, b.max_extend_len, b.k_scale,
+                             b.v_scale, sm_scale=b.sm_scale)
 
     ms, n, how = timed(run, copies, method, warmup=1, iters=iters)
     return Timing("sglang_extend", shape, ms, n, method=how)
@@ -267,7 +274,7 @@ def time_sglang_decode(shape: Shape, max_kv_splits: int = 256, method: str = "gr
     from sglang.kernels.ops.attention.decode_attention import decode_attention_fwd
     from sglang.kernels.ops.attention.metadata import get_num_kv_splits_triton
 
-    one = Shape(shape.batch, shape.prefix, 1, shape.heads, "causal")
+    one = Shape(shape.batch, shape.prefix, 1, shape.heads, "causal", shape.kv)
     copies = _copies(one)
     batches = shape_batches(one, copies)
     bsz, heads = shape.batch, shape.heads
@@ -282,7 +289,7 @@ def time_sglang_decode(shape: Shape, max_kv_splits: int = 256, method: str = "gr
     def run(i: int) -> None:
         b = batches[i]
         decode_attention_fwd(b.q, b.k_buffer, b.v_buffer, b.o, b.kv_indptr, b.kv_indices, logits, lse, splits,
-                             max_kv_splits, b.sm_scale, 1.0, 1.0, has_mla=True, use_pdl=True)
+                             max_kv_splits, b.sm_scale, b.k_scale, b.v_scale, has_mla=True, use_pdl=True)
 
     ms, n, how = timed(run, copies, method)
     return Timing("sglang_decode_1tok", shape, ms, n, method=how)
@@ -294,7 +301,7 @@ def streaming_fits(rows: list[dict], ceilings: dict, impl: str = "cuda", short: 
     (KV bytes and FLOPs added over the time added: GB/s, TFLOP/s, and as fractions of the ceilings) and the
     intercept (ms), the part of a call's time the prefix length does not explain; a straight line through the two
     points. Separates a kernel's per-token speed from its fixed cost per call."""
-    ms = {(r["B"], r["L"], r["N"], r["H"]): r["ms"] for r in rows if r["impl"] == impl}
+    ms = {(r["B"], r["L"], r["N"], r["H"]): r["ms"] for r in rows if r["impl"] == impl and r.get("kv", "bf16") == "bf16"}
     out = []
     for (b, length, n, h), t2 in sorted(ms.items()):
         t1 = ms.get((b, short, n, h))
@@ -326,6 +333,8 @@ def run_grid(shapes: list[Shape], impls: list[str], ceilings: Ceilings | None = 
         for impl in impls:
             if impl.startswith("sglang") and not have_sglang:
                 continue
+            if impl in TIMEABLE and shape.kv not in IMPLS[impl].kv_dtypes:
+                continue  # not served: no row (the summary says which implementations serve fp8)
             if impl in TIMEABLE:
                 timings[impl] = time_ours(impl, shape, method=method)
             elif impl == "sglang_extend":
@@ -373,7 +382,14 @@ def preset(name: str) -> list[tuple[Shape, list[str]]]:
                         slow = b * h * math.ceil(n / 32) > 132 and length > 32_768
                         out.append((s, ["cuda", "triton"] + ([] if slow else ["sglang_extend", "sglang_decode"])))
         return out
-    raise ValueError(f"unknown bench preset {name!r}: expected quick or issue")
+    if name == "fp8":  # issue 17: each shape over a bf16 pool and over an fp8 one, in one run
+        out = []
+        for b, length, n, h in ((1, 200_000, 4, 8), (8, 200_000, 4, 8), (8, 32_768, 4, 16), (1, 200_000, 16, 8),
+                                (8, 200_000, 16, 8), (1, 200_000, 64, 128)):
+            for kv in ("bf16", "fp8"):
+                out.append((Shape(b, length, n, h, kv=kv), [*OURS, "sglang_extend"]))
+        return out
+    raise ValueError(f"unknown bench preset {name!r}: expected quick, issue or fp8")
 
 
 def preset_items(name: str, impls: list[str] | None = None) -> list[tuple[Shape, list[str]]]:
@@ -395,9 +411,9 @@ def run_preset(name: str, impls: list[str] | None = None, progress: bool = True,
     interrupted run keeps what it measured. ``resume``: an earlier (partial) result of this preset; its rows are
     kept and its shapes skipped."""
     ceilings = measure_ceilings()
-    done = {(r["B"], r["L"], r["N"], r["H"]) for r in resume["rows"]} if resume else set()
+    done = {(r["B"], r["L"], r["N"], r["H"], r.get("kv", "bf16")) for r in resume["rows"]} if resume else set()
     rows, have = list(resume["rows"]) if resume else [], sglang_available()
-    items = [(s, i) for s, i in preset_items(name, impls) if (s.batch, s.prefix, s.draft, s.heads) not in done]
+    items = [(s, i) for s, i in preset_items(name, impls) if (s.batch, s.prefix, s.draft, s.heads, s.kv) not in done]
     if progress:
         from .display import progress as bar
 

@@ -86,3 +86,21 @@ def test_summary_is_one_line_per_implementation():
     assert [r["impl"] for r in s] == ["cuda", "sglang_extend"]
     assert (s[0]["of roofline: worst"], s[0]["median"], s[0]["best"]) == (0.2, 0.5, 0.9)
     assert s[1]["median speed-up vs SGLang verify"] is None
+
+
+def test_fp8_shapes_are_credited_with_their_own_bytes():
+    bf16, fp8 = Shape(8, 32_768, 4, 16), Shape(8, 32_768, 4, 16, kv="fp8")
+    assert fp8.kv_bytes * 2 == bf16.kv_bytes == 8 * 32_768 * 576 * 2 and fp8.flops == bf16.flops
+    c = Ceilings(copy_gbps=4000.0, gemm_tflops=700.0)
+    row = Timing("cuda_sm120", fp8, 0.1, 5).row(c)
+    assert row["kv"] == "fp8" and row["GB/s"] == round(fp8.kv_bytes / 1e-4 / 1e9, 1)
+    assert "kv" not in Timing("cuda_sm120", bf16, 0.1, 5).row(c)  # bf16 rows keep the form of earlier results
+    assert bench.work_shape("sglang_decode_1tok", fp8).kv == "fp8"
+
+
+def test_fp8_preset_pairs_every_shape_over_both_pools():
+    items = bench.preset("fp8")
+    keys = [(s.batch, s.prefix, s.draft, s.heads) for s, _ in items]
+    assert len(items) == 12 and all(keys.count(k) == 2 for k in keys)
+    assert {s.kv for s, _ in items} == {"bf16", "fp8"} and all("sglang_extend" in i for _, i in items)
+    assert any(s.draft * s.heads <= 64 for s, _ in items) and any(s.draft * s.heads >= 128 for s, _ in items)
