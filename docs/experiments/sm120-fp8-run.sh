@@ -3,12 +3,7 @@
 # k_scale / v_scale other than 1 (config 1 forced: the launcher takes its fp8 variant, config 4), then split +
 # combine time of the sm_120 kernel over the same shapes with a bf16 pool and with an fp8 pool.
 set -uo pipefail
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH
-python3 -c "import json, sys; from kdtree_lab.provenance import provenance; print(json.dumps(provenance(sys.argv[1]), indent=1))" \
-  "bash docs/experiments/sm120-fp8-run.sh" > "$OUT/provenance.json"
-python3 -m kdtree_lab build --json > "$OUT/build.json"; echo "build rc=$?"
+source scripts/device_prologue.sh "bash docs/experiments/sm120-fp8-run.sh"
 timeout 140 python3 scripts/kernel_profile.py --configs 1 --smoke 40 --kv-dtype fp8 --shapes mem,headline,deploy \
   --out "$OUT/profile-fp8-smoke.json" 2>&1 | grep -E "smoke|rror" | cut -c1-300; echo "smoke rc=${PIPESTATUS[0]}"
 timeout 60 python3 scripts/kernel_profile.py --configs 1 --smoke 0 --kv-dtype bf16 --shapes mem,headline,deploy \
