@@ -29,3 +29,8 @@ IMPLS: dict[str, Impl] = {i.name: i for i in (
     Impl("triton", "triton", None, "the Triton twin", ("bf16", "fp8")),
 )}
 CUDA_IMPLS: dict[str, str | None] = {n: i.kernel for n, i in IMPLS.items() if i.family == "cuda"}
+
+
+def kv_dtypes_of(kernel: str) -> tuple[str, ...]:
+    """The KV pools the CUDA configuration named ``kernel`` serves (the forced impl that names it; bf16 if none)."""
+    return next((i.kv_dtypes for i in IMPLS.values() if i.kernel == kernel), ("bf16",))

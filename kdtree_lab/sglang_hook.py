@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .impls import kv_dtypes_of
 from .launch_plan import plan
 from .mla import D_QK, D_V, KERNEL_DEFAULT_SM_SCALE
 
@@ -65,11 +66,15 @@ EXTRA_ARGS = {
 }
 
 
+POOL_DTYPES = {torch.bfloat16: "bf16", torch.float8_e4m3fn: "fp8"}  # a KV pool's dtype -> Impl.kv_dtypes' names
+
+
 def unsupported_reason(q, k_extend, v_extend, o, k_buffer, custom_mask, is_causal, logit_cap=0.0,
                        sliding_window_size=-1, sinks=None, window_kv_offsets=None, xai_temperature_len=-1,
-                       mask_indptr=None, **extra) -> str | None:
+                       mask_indptr=None, kv_dtypes: tuple[str, ...] = ("bf16",), **extra) -> str | None:
     """Why our kernel cannot serve this call (SGLang then falls back), or None when it can. Host metadata only.
-    ``extra``: the keyword arguments of EXTRA_ARGS; any other name falls back as unknown."""
+    ``kv_dtypes``: the KV pools the kernel configuration serves (its ``Impl.kv_dtypes``). ``extra``: the keyword
+    arguments of EXTRA_ARGS; any other name falls back as unknown."""
     for name, value in extra.items():
         if name not in EXTRA_ARGS:
             return (f"argument {name}={value!r} unknown to the hook (written against SGLang 0.5.23's "
@@ -77,8 +82,9 @@ def unsupported_reason(q, k_extend, v_extend, o, k_buffer, custom_mask, is_causa
         served, why = EXTRA_ARGS[name]
         if not served(value):
             return why.format(v=value)
-    if k_buffer.dtype != torch.bfloat16:
-        return f"KV pool dtype {k_buffer.dtype} (only bfloat16 pools are served; fp8 is not yet)"
+    if POOL_DTYPES.get(k_buffer.dtype) not in kv_dtypes:
+        return (f"KV pool dtype {k_buffer.dtype} (this GPU's kernel configuration serves {'/'.join(kv_dtypes)} "
+                "pools; fp8 pools are issue 17)")
     if q.dim() != 3 or q.shape[-1] != D_QK or v_extend.shape[-1] != D_V or k_buffer.shape[1:] != (1, D_QK):
         return f"not an MLA shape (q {tuple(q.shape)}, v_extend {tuple(v_extend.shape)}, k_buffer " \
                f"{tuple(k_buffer.shape)}; expected 576-wide latent+rope rows and 512-wide V)"
@@ -126,7 +132,9 @@ class VerifyHook:
         if self.mode == "off":  # nothing to allocate: every call falls back
             return
         sms = torch.cuda.get_device_properties(self.device).multi_processor_count
-        self.block_m = loader.library().selected_config(self.device)["block_m"]
+        selected = loader.library().selected_config(self.device)
+        self.block_m = selected["block_m"]
+        self.kv_dtypes = kv_dtypes_of(selected["kernel"])
         self.sms = sms
         # The split count of every batch size up to max_bs, chosen once here: default_nsplit searches its split
         # counts (~0.1 ms of Python), too slow for every eager call.
@@ -158,7 +166,7 @@ class VerifyHook:
             return self._fall_back("mode off")
         reason = unsupported_reason(q, k_extend, v_extend, o, k_buffer, custom_mask, is_causal, logit_cap,
                                     sliding_window_size, sinks, window_kv_offsets, xai_temperature_len, mask_indptr,
-                                    **extra)
+                                    kv_dtypes=self.kv_dtypes, **extra)
         bs = kv_indptr.shape[0] - 1
         if reason is None and (q.shape[1] != self.num_heads or max_extend_len != self.num_draft or bs > self.max_bs):
             reason = (f"shape outside the workspace (H={q.shape[1]}, N={max_extend_len}, bs={bs}; sized for "

@@ -51,6 +51,22 @@ def test_fall_back_reasons(over, needle):
     assert reason and needle in reason
 
 
+def test_kv_pool_dtypes_follow_what_the_configuration_serves():
+    fp8 = torch.zeros(5, 1, 576, dtype=torch.float8_e4m3fn)
+    assert "serves bf16 pools" in sglang_hook.unsupported_reason(**_args(k_buffer=fp8))
+    assert sglang_hook.unsupported_reason(**_args(k_buffer=fp8), kv_dtypes=("bf16", "fp8")) is None
+    assert "serves fp8 pools" in sglang_hook.unsupported_reason(**_args(), kv_dtypes=("fp8",))
+    half = torch.zeros(5, 1, 576, dtype=torch.float16)
+    assert "float16" in sglang_hook.unsupported_reason(**_args(k_buffer=half), kv_dtypes=("bf16", "fp8"))
+
+
+def test_kv_dtypes_of_a_configuration_come_from_the_registry():
+    from kdtree_lab.impls import IMPLS, kv_dtypes_of
+
+    assert kv_dtypes_of(IMPLS["cuda_sm120"].kernel) == IMPLS["cuda_sm120"].kv_dtypes
+    assert kv_dtypes_of("a configuration no impl names") == ("bf16",)
+
+
 def _fake_backend():
     return SimpleNamespace(verify_shared_kv_fwd="sglang's own", use_verify_shared_kv=False,
                            req_to_token_pool=SimpleNamespace(size=48), num_head=8, num_draft_tokens=4)
