@@ -116,13 +116,26 @@ def summary(rows: list[dict]) -> list[dict]:
     """One line per implementation: shapes timed, roofline fraction (worst / median / best), median speed-up over
     SGLang's verify."""
     out = []
-    for impl in sorted({r["impl"] for r in rows}):
-        mine = [r for r in rows if r["impl"] == impl]
+    for impl, kv in sorted({(r["impl"], r.get("kv", "bf16")) for r in rows}):
+        mine = [r for r in rows if r["impl"] == impl and r.get("kv", "bf16") == kv]
         roof = sorted(r["of_roofline"] for r in mine)
         up = [r["speedup_vs_sglang_verify"] for r in mine if "speedup_vs_sglang_verify" in r]
-        out.append({"impl": impl, "shapes": len(mine), "of roofline: worst": roof[0],
+        out.append({"impl": impl if kv == "bf16" else f"{impl} ({kv} KV)", "shapes": len(mine), "of roofline: worst": roof[0],
                     "median": statistics.median(roof), "best": roof[-1],
                     "median speed-up vs SGLang verify": statistics.median(up) if up else None})
+    return out
+
+
+def fp8_speedups(rows: list[dict]) -> list[dict]:
+    """Per implementation and shape timed over both pools: the time over a bf16 pool / the time over an fp8 pool
+    (issue 17's targets: >= 1.7 on memory-bound shapes, >= 1 on compute-bound ones) and the fp8 row's bound."""
+    by = {(r["impl"], r["B"], r["L"], r["N"], r["H"], r.get("kv", "bf16")): r for r in rows}
+    out = []
+    for (impl, b, length, n, h, kv), r in sorted(by.items()):
+        base = by.get((impl, b, length, n, h, "bf16"))
+        if kv == "fp8" and base:
+            out.append({"impl": impl, "B": b, "L": length, "N": n, "H": h, "bf16 ms": base["ms"], "fp8 ms": r["ms"],
+                        "bf16 / fp8": round(base["ms"] / r["ms"], 3), "bound (fp8)": r["bound"]})
     return out
 
 

@@ -104,3 +104,15 @@ def test_fp8_preset_pairs_every_shape_over_both_pools():
     assert len(items) == 12 and all(keys.count(k) == 2 for k in keys)
     assert {s.kv for s, _ in items} == {"bf16", "fp8"} and all("sglang_extend" in i for _, i in items)
     assert any(s.draft * s.heads <= 64 for s, _ in items) and any(s.draft * s.heads >= 128 for s, _ in items)
+
+
+def test_fp8_speedups_pair_rows_over_both_pools_and_summary_keeps_them_apart():
+    rows = [{"impl": "cuda_sm120", "B": 1, "L": 200_000, "N": 4, "H": 8, "ms": 0.09, "bound": "memory",
+             "of_roofline": 0.5},
+            {"impl": "cuda_sm120", "B": 1, "L": 200_000, "N": 4, "H": 8, "kv": "fp8", "ms": 0.05, "bound": "memory",
+             "of_roofline": 0.45},
+            {"impl": "triton", "B": 1, "L": 200_000, "N": 4, "H": 8, "kv": "fp8", "ms": 0.2, "bound": "memory",
+             "of_roofline": 0.1}]
+    assert bench.fp8_speedups(rows) == [{"impl": "cuda_sm120", "B": 1, "L": 200_000, "N": 4, "H": 8, "bf16 ms": 0.09,
+                                         "fp8 ms": 0.05, "bf16 / fp8": 1.8, "bound (fp8)": "memory"}]
+    assert [s["impl"] for s in bench.summary(rows)] == ["cuda_sm120", "cuda_sm120 (fp8 KV)", "triton (fp8 KV)"]
