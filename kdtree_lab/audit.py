@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 import torch
 
+from .batch import KV_DTYPES, kv_dtype_name
 from .contract import VARIANTS, Contract, load_contract
 
 
@@ -99,8 +100,8 @@ def _eval_dim(expr: Any, env: Mapping[str, Any]) -> int:
     return int(eval(str(expr), {"__builtins__": {}}, dict(env)))  # noqa: S307 - contract file expressions
 
 
-KV_CACHE_DTYPES = {"auto": "bfloat16", "bf16": "bfloat16", "bfloat16": "bfloat16", "fp8": "float8_e4m3fn",
-                   "fp8_e4m3": "float8_e4m3fn"}  # SGLang's --kv-cache-dtype (and ours) -> the pool's torch dtype
+KV_CACHE_DTYPES = {"auto": "bf16", "bf16": "bf16", "bfloat16": "bf16", "fp8": "fp8",
+                   "fp8_e4m3": "fp8"}  # SGLang's --kv-cache-dtype (and ours) -> the pool, by its batch.KV_DTYPES name
 
 
 def _kv_pool_check(buffers: Mapping[str, Any], kv_dtype: str | None) -> InvariantResult:
@@ -108,16 +109,17 @@ def _kv_pool_check(buffers: Mapping[str, Any], kv_dtype: str | None) -> Invarian
     k_buffer / v_buffer of one dtype, the declared one; for float8_e4m3fn, k_scale and v_scale finite and > 0."""
     kb, vb = buffers.get("k_buffer"), buffers.get("v_buffer")
     found = _dtype_name(kb) if isinstance(kb, torch.Tensor) else "None"
+    fp8 = isinstance(kb, torch.Tensor) and kv_dtype_name(kb.dtype) == "fp8"
     problems = []
     if kv_dtype is not None:
         if kv_dtype not in KV_CACHE_DTYPES:
             raise ValueError(f"kv_dtype: expected one of {sorted(KV_CACHE_DTYPES)}, got {kv_dtype!r}")
-        if found != KV_CACHE_DTYPES[kv_dtype]:
-            problems.append(f"k_buffer: declared {kv_dtype} (--kv-cache-dtype) expects {KV_CACHE_DTYPES[kv_dtype]}, "
-                            f"found {found}")
+        want = str(KV_DTYPES[KV_CACHE_DTYPES[kv_dtype]]).replace("torch.", "")
+        if found != want:
+            problems.append(f"k_buffer: declared {kv_dtype} (--kv-cache-dtype) expects {want}, found {found}")
     if isinstance(vb, torch.Tensor) and _dtype_name(vb) != found:
         problems.append(f"v_buffer: {_dtype_name(vb)}, expected k_buffer's dtype {found}")
-    if found == "float8_e4m3fn":
+    if fp8:
         for name in ("k_scale", "v_scale"):
             x = buffers.get(name)
             if not isinstance(x, (int, float)) or not math.isfinite(x) or x <= 0:
@@ -125,7 +127,7 @@ def _kv_pool_check(buffers: Mapping[str, Any], kv_dtype: str | None) -> Invarian
                                 f"else 1.0), found {x!r}")
     return InvariantResult("kv_pool_dtype", not problems, "; ".join(problems) or
                            f"{found} pool" + (f", scales k {buffers.get('k_scale')} v {buffers.get('v_scale')}"
-                                              if found == "float8_e4m3fn" else ""))
+                                              if fp8 else ""))
 
 
 def audit(buffers: Mapping[str, Any], contract: Contract | None = None, variant: str = "eager",

@@ -20,6 +20,14 @@ from .tree import DraftTree, chain, random_ddtree
 
 Variant = Literal["eager", "capture"]
 MaskKind = Literal["tree", "chain", "causal"]
+# The KV pools by the names the package uses (Impl.kv_dtypes, --kv-dtype, Case.kv_dtype, Shape.kv): bf16, or fp8 for
+# SGLang's fp8_e4m3 pool (float8_e4m3fn views of uint8 storage).
+KV_DTYPES = {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}
+
+
+def kv_dtype_name(dtype: torch.dtype) -> str | None:
+    """The KV_DTYPES name of a pool's torch dtype, or None for a dtype no pool of ours has."""
+    return next((name for name, t in KV_DTYPES.items() if t == dtype), None)
 
 
 
@@ -113,8 +121,8 @@ def build_verify_batch(
     kv_dtype: 'bf16', or 'fp8' for SGLang's fp8_e4m3 pool (latent rows cast to e4m3 unscaled, as SGLang writes
     them; k_extend / v_extend stay bf16). k_scale / v_scale: the per-tensor scales SGLang passes (prefix only).
     """
-    if kv_dtype not in ("bf16", "fp8"):
-        raise ValueError(f"kv_dtype: expected 'bf16' or 'fp8', got {kv_dtype!r}")
+    if kv_dtype not in KV_DTYPES:
+        raise ValueError(f"kv_dtype: expected one of {list(KV_DTYPES)}, got {kv_dtype!r}")
     lens = [int(x) for x in prefix_lens]
     if not lens or min(lens) < 1:
         raise ValueError(f"prefix_lens: expected >= 1 request with length >= 1, got {lens}")
@@ -147,9 +155,7 @@ def build_verify_batch(
     if pool < live_tokens:
         raise ValueError(f"pool_size={pool} is smaller than the live prefix tokens {live_tokens}")
     rows = pool + 1  # row 0 = padding slot
-    k_buffer = torch.randn(rows, 1, D_QK, generator=gen, device=dev, dtype=torch.bfloat16)
-    if kv_dtype == "fp8":
-        k_buffer = k_buffer.to(torch.float8_e4m3fn)
+    k_buffer = torch.randn(rows, 1, D_QK, generator=gen, device=dev, dtype=torch.bfloat16).to(KV_DTYPES[kv_dtype])
     slots = torch.randperm(pool, generator=gen, device=dev)[:live_tokens] + 1
     kv_parts, start = [], 0
     for b, length in enumerate(lens):

@@ -22,7 +22,7 @@ from typing import Callable
 
 import torch
 
-from .batch import VerifyBatch, build_verify_batch
+from .batch import KV_DTYPES, VerifyBatch, build_verify_batch
 from .impls import CUDA_IMPLS, IMPLS
 from .mla import D_QK, D_V
 
@@ -46,11 +46,11 @@ class Shape:
     draft: int
     heads: int
     mask: str = "tree"
-    kv: str = "bf16"  # the KV pool: bf16, or fp8 (SGLang's fp8_e4m3: one byte per element)
+    kv: str = "bf16"  # the KV pool, a batch.KV_DTYPES name: bf16, or fp8 (SGLang's fp8_e4m3: one byte per element)
 
     @property
     def kv_bytes(self) -> int:
-        return self.batch * self.prefix * D_QK * (1 if self.kv == "fp8" else 2)
+        return self.batch * self.prefix * D_QK * KV_DTYPES[self.kv].itemsize
 
     @property
     def flops(self) -> float:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .batch import kv_dtype_name
 from .impls import kv_dtypes_of
 from .launch_plan import plan
 from .mla import D_QK, D_V, KERNEL_DEFAULT_SM_SCALE
@@ -66,9 +67,6 @@ EXTRA_ARGS = {
 }
 
 
-POOL_DTYPES = {torch.bfloat16: "bf16", torch.float8_e4m3fn: "fp8"}  # a KV pool's dtype -> Impl.kv_dtypes' names
-
-
 def unsupported_reason(q, k_extend, v_extend, o, k_buffer, custom_mask, is_causal, logit_cap=0.0,
                        sliding_window_size=-1, sinks=None, window_kv_offsets=None, xai_temperature_len=-1,
                        mask_indptr=None, kv_dtypes: tuple[str, ...] = ("bf16",), **extra) -> str | None:
@@ -82,7 +80,7 @@ def unsupported_reason(q, k_extend, v_extend, o, k_buffer, custom_mask, is_causa
         served, why = EXTRA_ARGS[name]
         if not served(value):
             return why.format(v=value)
-    if POOL_DTYPES.get(k_buffer.dtype) not in kv_dtypes:
+    if kv_dtype_name(k_buffer.dtype) not in kv_dtypes:
         return (f"KV pool dtype {k_buffer.dtype} (this GPU's kernel configuration serves {'/'.join(kv_dtypes)} "
                 "pools; fp8 pools are issue 17)")
     if q.dim() != 3 or q.shape[-1] != D_QK or v_extend.shape[-1] != D_V or k_buffer.shape[1:] != (1, D_QK):

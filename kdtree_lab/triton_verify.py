@@ -23,6 +23,7 @@ import torch
 import triton
 import triton.language as tl
 
+from .batch import KV_DTYPES, kv_dtype_name
 from .launch_plan import HEADER_BYTES, workspace_bytes  # the CUDA kernel's workspace layout
 from .mla import D_V
 
@@ -167,8 +168,8 @@ def launch(q, k_extend, v_extend, o, k_buffer, qo_indptr, kv_indptr, kv_indices,
     if workspace.numel() < need or workspace.dtype != torch.uint8:
         raise ValueError(f"workspace: expected a uint8 tensor of at least {need} bytes, found "
                          f"{workspace.dtype} with {workspace.numel()}")
-    if k_buffer.dtype not in (torch.bfloat16, torch.float8_e4m3fn):
-        raise NotImplementedError(f"k_buffer: expected a bfloat16 or float8_e4m3fn pool, found {k_buffer.dtype}")
+    if kv_dtype_name(k_buffer.dtype) is None:
+        raise NotImplementedError(f"k_buffer: expected a pool of {list(KV_DTYPES.values())}, found {k_buffer.dtype}")
     upcast = interpreting()
     bm = block_m or (16 if upcast else 32)
     bn = block_n or 16  # 32 spills on sm_90 and sm_120 with BLOCK_M=32 (see triton_aot)
