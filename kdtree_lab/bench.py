@@ -57,6 +57,11 @@ class Shape:
         return 2.0 * (D_QK + D_V) * self.batch * self.draft * self.heads * (self.prefix + self.draft)
 
 
+def row_kv(row: dict) -> str:
+    """A result row's KV pool: rows carry ``kv`` only when it is not bf16 (so bf16 rows keep their earlier form)."""
+    return row.get("kv", "bf16")
+
+
 # Implementations that do less than the verify's work on a shape: SGLang's one-token decode reads the same KV but
 # computes one query token per request, not N. Each row is credited with the work its implementation does.
 ONE_TOKEN = {"sglang_decode_1tok"}
@@ -116,8 +121,8 @@ def summary(rows: list[dict]) -> list[dict]:
     """One line per implementation: shapes timed, roofline fraction (worst / median / best), median speed-up over
     SGLang's verify."""
     out = []
-    for impl, kv in sorted({(r["impl"], r.get("kv", "bf16")) for r in rows}):
-        mine = [r for r in rows if r["impl"] == impl and r.get("kv", "bf16") == kv]
+    for impl, kv in sorted({(r["impl"], row_kv(r)) for r in rows}):
+        mine = [r for r in rows if r["impl"] == impl and row_kv(r) == kv]
         roof = sorted(r["of_roofline"] for r in mine)
         up = [r["speedup_vs_sglang_verify"] for r in mine if "speedup_vs_sglang_verify" in r]
         out.append({"impl": impl if kv == "bf16" else f"{impl} ({kv} KV)", "shapes": len(mine), "of roofline: worst": roof[0],
@@ -129,7 +134,7 @@ def summary(rows: list[dict]) -> list[dict]:
 def fp8_speedups(rows: list[dict]) -> list[dict]:
     """Per implementation and shape timed over both pools: the time over a bf16 pool / the time over an fp8 pool
     (issue 17's targets: >= 1.7 on memory-bound shapes, >= 1 on compute-bound ones) and the fp8 row's bound."""
-    by = {(r["impl"], r["B"], r["L"], r["N"], r["H"], r.get("kv", "bf16")): r for r in rows}
+    by = {(r["impl"], r["B"], r["L"], r["N"], r["H"], row_kv(r)): r for r in rows}
     out = []
     for (impl, b, length, n, h, kv), r in sorted(by.items()):
         base = by.get((impl, b, length, n, h, "bf16"))
@@ -314,7 +319,7 @@ def streaming_fits(rows: list[dict], ceilings: dict, impl: str = "cuda", short: 
     (KV bytes and FLOPs added over the time added: GB/s, TFLOP/s, and as fractions of the ceilings) and the
     intercept (ms), the part of a call's time the prefix length does not explain; a straight line through the two
     points. Separates a kernel's per-token speed from its fixed cost per call."""
-    ms = {(r["B"], r["L"], r["N"], r["H"]): r["ms"] for r in rows if r["impl"] == impl and r.get("kv", "bf16") == "bf16"}
+    ms = {(r["B"], r["L"], r["N"], r["H"]): r["ms"] for r in rows if r["impl"] == impl and row_kv(r) == "bf16"}
     out = []
     for (b, length, n, h), t2 in sorted(ms.items()):
         t1 = ms.get((b, short, n, h))
@@ -424,7 +429,7 @@ def run_preset(name: str, impls: list[str] | None = None, progress: bool = True,
     interrupted run keeps what it measured. ``resume``: an earlier (partial) result of this preset; its rows are
     kept and its shapes skipped."""
     ceilings = measure_ceilings()
-    done = {(r["B"], r["L"], r["N"], r["H"], r.get("kv", "bf16")) for r in resume["rows"]} if resume else set()
+    done = {(r["B"], r["L"], r["N"], r["H"], row_kv(r)) for r in resume["rows"]} if resume else set()
     rows, have = list(resume["rows"]) if resume else [], sglang_available()
     items = [(s, i) for s, i in preset_items(name, impls) if (s.batch, s.prefix, s.draft, s.heads, s.kv) not in done]
     if progress:
