@@ -8,8 +8,9 @@ import ctypes
 import functools
 from pathlib import Path
 
-ABI_VERSION = 4  # KDT_ABI_VERSION
+ABI_VERSION = 5  # KDT_ABI_VERSION
 KV_BF16, KV_FP8_E4M3 = 0, 1  # KDT_KV_BF16, KDT_KV_FP8_E4M3
+KV_CODES = {"bf16": KV_BF16, "fp8": KV_FP8_E4M3}  # the kv_dtype code of each batch.KV_DTYPES name
 FLAG_INDEX_OUT_OF_POOL = 1  # KDT_FLAG_INDEX_OUT_OF_POOL: a kv_indices entry outside the pool (row 0 was read)
 
 
@@ -34,6 +35,8 @@ def declare(lib: ctypes.CDLL) -> None:
     lib.kdtree_verify_config_name.argtypes = [c_int]
     lib.kdtree_verify_select_config.restype = c_int
     lib.kdtree_verify_select_config.argtypes = [c_int, c_int]
+    lib.kdtree_verify_config_for_pool.restype = c_int
+    lib.kdtree_verify_config_for_pool.argtypes = [c_int, c_int]
     lib.kdtree_verify_abi_version.restype = c_int
     lib.kdtree_verify_force_config.restype = c_int
     lib.kdtree_verify_force_config.argtypes = [c_int]

@@ -263,23 +263,20 @@ def time_ours(impl: str, shape: Shape, nsplit: int | None = None, method: str = 
     ms, n, how = timed(lambda i: dispatch.verify(impl, batches[i], ws, ns), copies, method)
     kernel = None
     if impl in CUDA_IMPLS:
-        with loader.impl_config(impl) as cfg:
-            kernel = cfg["kernel"]
+        with loader.impl_config(impl):
+            kernel = loader.library().selected_config(kv=shape.kv)["kernel"]  # fp8: the e4m3 variant that ran
     return Timing(impl, shape, ms, n, ns, how, kernel)
 
 
 def time_sglang_extend(shape: Shape, iters: int = 5, method: str = "graph") -> Timing:
     """SGLang 0.5.23's ``extend_attention_fwd`` as TritonAttnBackend calls it for MLA target verify."""
-    from sglang.kernels.ops.attention.extend_attention import extend_attention_fwd
+    from .sglang_kernels import extend_attention
 
     copies = min(_copies(shape), 4)
     batches = shape_batches(shape, copies)
 
     def run(i: int) -> None:
-        b = batches[i]
-        extend_attention_fwd(b.q, b.k_extend, b.v_extend, b.o, b.k_buffer, b.v_buffer, b.qo_indptr, b.kv_indptr,
-                             b.kv_indices, b.custom_mask, True, b.mask_indptr, b.max_extend_len, b.k_scale,
-                             b.v_scale, sm_scale=b.sm_scale)
+        extend_attention(batches[i])
 
     ms, n, how = timed(run, copies, method, warmup=1, iters=iters)
     return Timing("sglang_extend", shape, ms, n, method=how)

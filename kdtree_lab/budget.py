@@ -326,9 +326,6 @@ def compute(inp: BudgetInputs) -> BudgetResult:
         if inp.mem_fraction is None and default > safe:  # only when the user left the fraction to us
             warnings.append(f"SGLang's default fraction {default:.3f} leaves too little slack for the verify "
                             f"workspace and graphs: pass --mem-fraction-static {safe:.3f}")
-    if impossible is None and inp.kv_dtype == "fp8":
-        warnings.append("--kv-cache-dtype fp8_e4m3: the kdtree hook does not serve fp8 KV pools yet and falls back to "
-                        "SGLang's own Triton verify (logged once); the budget is right, the speed-up is not there")
     max_ctx = tokens // inp.concurrency
     if impossible is None and max_ctx < inp.context and not frac < need <= safe:
         warnings.append(f"KV pool holds {tokens} tokens: {max_ctx} per request at {inp.concurrency} concurrent, "
@@ -342,6 +339,20 @@ def compute(inp: BudgetInputs) -> BudgetResult:
 
 
 SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "DFLASH")
+
+
+def kv_dtype_rows(inp: BudgetInputs) -> list[dict]:
+    """The same deployment over each KV pool (bf16, fp8): bytes per token, KV tokens and the context each of
+    ``inp.concurrency`` requests gets, at the fraction each one's budget picks (or ``inp.mem_fraction``)."""
+    from dataclasses import replace
+
+    rows = []
+    for kv in ("bf16", "fp8"):
+        r = compute(replace(inp, kv_dtype=kv))
+        rows.append({"KV cache": kv, "bytes per token": r.cell_bytes, "fraction": round(r.fraction, 3),
+                     "KV tokens": r.kv_tokens, "context per request": r.max_context_per_request,
+                     "launch flag": "--kv-cache-dtype fp8_e4m3" if kv == "fp8" else "(default)"})
+    return rows
 
 
 def speculative_problem(algorithm: str, steps: int, topk: int, draft_tokens: int) -> str | None:

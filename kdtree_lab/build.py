@@ -33,6 +33,7 @@ REQUIRED_SYMBOLS = (
     "kdtree_verify_abi_version",
     "kdtree_verify_force_config",
     "kdtree_verify_config_name",
+    "kdtree_verify_config_for_pool",
 )
 NVCC_FLAGS = ("-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC,-fvisibility=hidden", "-lineinfo",
               "--use_fast_math", "-Xptxas", "-v")
@@ -172,10 +173,15 @@ def exported_symbols(library: Path) -> set[str]:
 
 
 def _short(kernel: str) -> str:
-    m = re.search(r"(verify_[a-z0-9]+_kernel)(ILi(\d+)ELi(\d+)E)?", kernel)
+    """A mangled kernel name as the configuration table names it: int template arguments, and a trailing bool
+    shown when true (``..._kernelILi32ELi2ELb1EEvNS_6ParamsE`` -> ``verify_sm120_kernel<32,2,true>``)."""
+    m = re.search(r"(verify_[a-z0-9]+_kernel)(I((?:Li\d+E)+)(?:Lb([01])E)?E)?", kernel)
     if not m:
         return kernel
-    return m.group(1) + (f"<{m.group(3)},{m.group(4)}>" if m.group(2) else "")
+    if not m.group(2):
+        return m.group(1)
+    args = re.findall(r"Li(\d+)E", m.group(3)) + (["true"] if m.group(4) == "1" else [])
+    return f"{m.group(1)}<{','.join(args)}>"
 
 
 def _cuobjdump(args: list[str]) -> str:

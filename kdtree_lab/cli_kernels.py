@@ -52,6 +52,16 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def _kv_refused(command: str, args: argparse.Namespace) -> bool:
+    """Say in one line (stderr) when --impl does not serve --kv-dtype; True then."""
+    served = IMPLS[args.impl].kv_dtypes
+    if args.kv_dtype in served:
+        return False
+    print(f"kdtree-lab {command}: --impl {args.impl} serves {'/'.join(served)} KV pools, not --kv-dtype {args.kv_dtype}",
+          file=sys.stderr)
+    return True
+
+
 def cmd_build(args: argparse.Namespace) -> int:
     from .build import BuildError, CheckError, build_library, check_library
 
@@ -92,9 +102,7 @@ def cmd_parity(args: argparse.Namespace) -> int:
         if os.environ.get("TRITON_INTERPRET") != "1":
             print("kdtree-lab parity: Triton on the CPU needs TRITON_INTERPRET=1 in the environment", file=sys.stderr)
             return 2
-    if args.kv_dtype not in IMPLS[args.impl].kv_dtypes:
-        print(f"kdtree-lab parity: --impl {args.impl} serves {'/'.join(IMPLS[args.impl].kv_dtypes)} KV pools, not "
-              f"--kv-dtype {args.kv_dtype}", file=sys.stderr)
+    if _kv_refused("parity", args):
         return 2
     heads = tuple(int(h) for h in args.heads.split(","))
     cases = grid(args.cases, args.seed, max_prefix=args.max_prefix, max_batch=args.max_batch,
@@ -203,11 +211,11 @@ def cmd_capture(args: argparse.Namespace) -> int:
         _emit(args, {"capture_audit_plants": plants, "skipped": "graph capture needs a CUDA GPU"},
               markdown_table(plants) + "\n\ngraph capture and replay need a CUDA GPU: only the audit ran")
         return 2
-    from .graphs import GraphConfig, enablement, graph_checks
+    from .graphs import GraphConfig, enablement, graph_checks, pool_fields
 
     sizes = tuple(int(x) for x in args.bs.split(",")) if args.bs else ()
     cfg = GraphConfig(max_bs=max(sizes or (args.max_bs,)), num_draft=args.draft, num_heads=args.heads, ctx=args.ctx,
-                      impl=args.impl, mask=args.mask, sizes=sizes)
+                      impl=args.impl, mask=args.mask, sizes=sizes, **pool_fields(args.kv_dtype))
     result = enablement(cfg, replays=args.replays, seed=args.seed) | {"capture_audit_plants": plants}
     checks = graph_checks(result, plants)
     rep = result["replay"]
@@ -339,6 +347,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
     p.add_argument("--ctx", type=int, default=1024, help="longest prefix per request (tokens)")
     p.add_argument("--impl", choices=["cuda", "triton"], default="cuda")
     p.add_argument("--mask", choices=["tree", "causal"], default="tree")
+    p.add_argument("--kv-dtype", choices=["bf16", "fp8"], default="bf16",
+                   help="KV pool held by the graphs (fp8: e4m3 with k_scale / v_scale other than 1)")
     p.add_argument("--replays", type=int, default=100, help="fresh random batches replayed per size")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print the result as JSON")

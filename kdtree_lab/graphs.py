@@ -4,7 +4,8 @@ Persistent buffers sized for ``max_bs`` (N draft tokens, H heads, context ``ctx`
 dtypes (int64 ``qo_indptr``, uint8 mask, ``kv_indices`` of ``max_bs*N*ctx``); the verify batch sizes SGLang
 captures for speculative verify, largest first, into one shared memory pool; two eager warm-ups per size before
 capture, with every row at prefix length 1 and slot 0 (as at SGLang's capture); replay after copying fresh data
-into the buffers. Optionally the graph also runs a reference implementation and accumulates the worst relative
+into the buffers. The KV pool is bf16 or SGLang's fp8_e4m3 (``GraphConfig.kv``; its ``k_scale`` / ``v_scale`` are
+captured as constants, as SGLang passes ``layer.k_scale_float``). Optionally the graph also runs a reference implementation and accumulates the worst relative
 difference into a device scalar: a validate mode that works inside the graph (read it after replay).
 """
 
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .batch import VerifyBatch
+from .batch import KV_DTYPES, VerifyBatch
 from . import dispatch
 from .contract import sglang_capture_sizes
 from .impls import IMPLS
@@ -37,6 +38,13 @@ class GraphConfig:
     mask: str = "tree"  # "tree" (uint8 mask buffer) or "causal" (custom_mask None)
     validate: bool = False  # also run the reference implementation in the graph and record the difference
     sizes: tuple[int, ...] = ()
+    kv: str = "bf16"  # the KV pool, a batch.KV_DTYPES name: bf16 or fp8 (e4m3)
+    k_scale: float = 1.0  # the pool's scales (fp8: per-tensor dequantisation factors; 1 for bf16)
+    v_scale: float = 1.0
+
+    def __post_init__(self):
+        if self.kv not in KV_DTYPES:
+            raise ValueError(f"kv: expected one of {sorted(KV_DTYPES)}, found {self.kv!r}")
 
     @property
     def capture_sizes(self) -> list[int]:
@@ -45,6 +53,15 @@ class GraphConfig:
     @property
     def slots(self) -> int:
         return self.pool_size or self.max_bs * self.ctx
+
+
+def pool_fields(kv: str) -> dict:
+    """GraphConfig's pool fields for ``kv``: an fp8 pool with the bench's scales (bench.FP8_SCALES, other than 1),
+    a bf16 pool with scales 1."""
+    from .bench import FP8_SCALES
+
+    k_scale, v_scale = FP8_SCALES if kv == "fp8" else (1.0, 1.0)
+    return {"kv": kv, "k_scale": k_scale, "v_scale": v_scale}
 
 
 @dataclass
@@ -67,7 +84,7 @@ class VerifyGraphRunner:
         self.v_extend = torch.zeros(mb * n, 1, D_V, dtype=torch.bfloat16, device=dev)
         self.o = torch.zeros(mb * n, h, D_V, dtype=torch.bfloat16, device=dev)
         self.o_ref = torch.zeros_like(self.o)
-        self.k_buffer = torch.zeros(cfg.slots + 1, 1, D_QK, dtype=torch.bfloat16, device=dev)
+        self.k_buffer = torch.zeros(cfg.slots + 1, 1, D_QK, dtype=KV_DTYPES[cfg.kv], device=dev)
         self.qo_indptr = torch.zeros(mb + 1, dtype=torch.int64, device=dev)
         self.kv_indptr = torch.zeros(mb + 1, dtype=torch.int32, device=dev)
         self.kv_indices = torch.zeros(mb * n * cfg.ctx, dtype=torch.int64, device=dev)
@@ -95,7 +112,7 @@ class VerifyGraphRunner:
         out = (o if o is not None else self.o)[: bs * n]
         args = (self.q[: bs * n], self.k_extend[: bs * n], self.v_extend[: bs * n], out, self.k_buffer,
                 self.qo_indptr[: bs + 1], self.kv_indptr[: bs + 1], self.kv_indices, self.custom_mask,
-                self.mask_indptr[: bs + 1], n, self.nsplit[bs], MODEL_SM_SCALE, 1.0, 1.0,
+                self.mask_indptr[: bs + 1], n, self.nsplit[bs], MODEL_SM_SCALE, self.cfg.k_scale, self.cfg.v_scale,
                 workspace if workspace is not None else self.workspace)
         dispatch.launch(impl or self.cfg.impl, *args)
         return out
@@ -161,6 +178,11 @@ class VerifyGraphRunner:
                              f"N={n}, H={self.cfg.num_heads}")
         if (batch.custom_mask is None) != (self.custom_mask is None):
             raise ValueError("mask kind differs from the captured one (tree mask buffer vs causal None)")
+        if batch.k_buffer.dtype != self.k_buffer.dtype or (batch.k_scale, batch.v_scale) != (self.cfg.k_scale,
+                                                                                              self.cfg.v_scale):
+            raise ValueError(f"k_buffer: graphs hold a {self.k_buffer.dtype} pool with scales "
+                             f"{(self.cfg.k_scale, self.cfg.v_scale)}, the batch has {batch.k_buffer.dtype} with "
+                             f"{(batch.k_scale, batch.v_scale)}")
         if batch.k_buffer.shape[0] > self.k_buffer.shape[0]:
             raise ValueError(f"k_buffer: batch pool has {batch.k_buffer.shape[0]} rows, graphs hold "
                              f"{self.k_buffer.shape[0]}")
@@ -233,7 +255,8 @@ def replay_parity(runner: VerifyGraphRunner, replays: int = 100, seed: int = 0, 
             lens = [int(x) for x in rng.integers(1, cfg.ctx + 1, size=live)]
             batch = build_verify_batch(lens, cfg.num_draft, cfg.num_heads, variant="capture", padded_bs=bs,
                                        mask="tree" if cfg.mask == "tree" else "causal", pool_size=cfg.slots,
-                                       ctx=cfg.ctx, seed=int(rng.integers(0, 2**31)), device=runner.device)
+                                       ctx=cfg.ctx, seed=int(rng.integers(0, 2**31)), device=runner.device,
+                                       kv_dtype=cfg.kv, k_scale=cfg.k_scale, v_scale=cfg.v_scale)
             runner.load(batch)
             runner.o.fill_(float("nan"))
             out = runner.replay(bs)
@@ -285,7 +308,8 @@ def validate_in_graph(cfg: GraphConfig, sizes: tuple[int, ...] = (1, 8), seed: i
     for bs in sizes:
         batch = build_verify_batch([cfg.ctx // 2] * bs, cfg.num_draft, cfg.num_heads, variant="capture",
                                    padded_bs=bs, mask="tree" if cfg.mask == "tree" else "causal",
-                                   pool_size=cfg.slots, ctx=cfg.ctx, seed=seed + bs, device=runner.device)
+                                   pool_size=cfg.slots, ctx=cfg.ctx, seed=seed + bs, device=runner.device,
+                                   kv_dtype=cfg.kv, k_scale=cfg.k_scale, v_scale=cfg.v_scale)
         runner.load(batch)
         runner.replay(bs)
         clean = runner.validation_error()
@@ -323,14 +347,16 @@ def enablement(cfg: GraphConfig, replays: int = 100, seed: int = 0) -> dict:
     }
 
 
-def graph_checks(result: dict | None, plants: list[dict]) -> list[dict]:
+def graph_checks(result: dict | None, plants: list[dict], label: str = "") -> list[dict]:
     """The named pass/fail checks of notebook 05 and ``kdtree-lab capture``: every planted capture hazard caught
     by the audit, and (when ``result`` from :func:`enablement` is given) replays matching eager and the oracle
-    with stable addresses, a capture-safe call, the in-graph validate mode clean and catching a planted error."""
+    with stable addresses, a capture-safe call, the in-graph validate mode clean and catching a planted error.
+    ``label`` prefixes the names of the checks on ``result`` (notebook 05: the pool, for every pool after the first)."""
     checks = [{"name": f"audit catches: {p['planted']}", "ok": bool(p["caught"])} for p in plants]
     if result:
-        checks += [{"name": "replays match eager and the oracle, addresses stable", "ok": bool(result["replay"]["ok"])},
-                   {"name": "the captured call is capture-safe", "ok": bool(result["audit_capture_safe"])},
-                   {"name": "validate-in-graph clean and catches a planted error",
+        checks += [{"name": f"{label}replays match eager and the oracle, addresses stable",
+                    "ok": bool(result["replay"]["ok"])},
+                   {"name": f"{label}the captured call is capture-safe", "ok": bool(result["audit_capture_safe"])},
+                   {"name": f"{label}validate-in-graph clean and catches a planted error",
                     "ok": all(r["clean_ok"] and r["planted_caught"] for r in result["validate_in_graph"])}]
     return checks

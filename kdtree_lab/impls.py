@@ -21,10 +21,19 @@ class Impl:
 
 
 IMPLS: dict[str, Impl] = {i.name: i for i in (
-    Impl("cuda", "cuda", None, "the configuration this GPU selects (v4 on sm_90a, the sm_120 kernel on 99 KB GPUs)"),
-    Impl("cuda_sm120", "cuda", "verify_sm120_kernel<32,2>", "the sm_120 kernel (86.9 KB, Q in registers), forced"),
+    Impl("cuda", "cuda", None, "the configuration this GPU selects (v4 on sm_90a, the sm_120 kernel on 99 KB GPUs; "
+         "both read fp8 pools, v3 refuses them)", ("bf16", "fp8")),
+    Impl("cuda_sm120", "cuda", "verify_sm120_kernel<32,2>", "the sm_120 kernel (86.9 KB, Q in registers), forced",
+         ("bf16", "fp8")),
+    Impl("cuda_sm120_fp8", "cuda", "verify_sm120_kernel<32,2,true>",
+         "the sm_120 kernel over e4m3 pools (the launcher takes it for an fp8 pool under cuda_sm120), forced",
+         ("fp8",)),
     Impl("cuda_rows32", "cuda", "verify_rows32_kernel<64,2>", "v3, the 231 KB mma.sync kernel, forced"),
-    Impl("cuda_wgmma", "cuda", "verify_wgmma_kernel<64,2>", "v4, the sm_90a wgmma kernel, forced (9.x only)"),
+    Impl("cuda_wgmma", "cuda", "verify_wgmma_kernel<64,2>", "v4, the sm_90a wgmma kernel, forced (9.x only)",
+         ("bf16", "fp8")),
+    Impl("cuda_wgmma_fp8", "cuda", "verify_wgmma_kernel<64,2,true>",
+         "v4 over e4m3 pools (the launcher takes it for an fp8 pool under cuda_wgmma), forced (9.x only)",
+         ("fp8",)),
     Impl("cuda_narrow", "cuda", "verify_split_kernel<32,2>", "v1, the first 99 KB kernel, forced (for comparison)"),
     Impl("triton", "triton", None, "the Triton twin", ("bf16", "fp8")),
 )}

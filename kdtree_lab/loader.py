@@ -15,7 +15,8 @@ from pathlib import Path
 
 import torch
 
-from .abi import ABI_VERSION, KV_BF16, open_cdll
+from .abi import ABI_VERSION, KV_CODES, open_cdll
+from .batch import KV_DTYPES, kv_dtype_name
 from .impls import CUDA_IMPLS
 from .mla import D_QK, D_V
 
@@ -46,18 +47,28 @@ class KernelLibrary:
 
         return library_configs(self.path)
 
-    def selected_config(self, device: torch.device | int | None = None) -> dict:
-        """The configuration a call on ``device`` uses: the forced one (force_config), else the one chosen by its
-        compute capability and opt-in shared memory per block, as the launcher chooses."""
+    def selected_config(self, device: torch.device | int | None = None, kv: str | None = None) -> dict:
+        """The configuration calls on ``device`` use: the forced one (force_config), else the one chosen by its
+        compute capability and opt-in shared memory per block, as the launcher chooses. With ``kv`` (a
+        batch.KV_DTYPES name), the one a call over that pool runs (an fp8 pool: the e4m3 variant,
+        kdtree_verify_config_for_pool); a configuration that does not read the pool raises KernelCallError."""
         if _FORCED is not None:
-            return self.configs()[_FORCED]
-        dev = torch.device("cuda", device) if isinstance(device, int) else torch.device(device or "cuda")
-        props = torch.cuda.get_device_properties(dev)
-        optin = props.shared_memory_per_block_optin
-        idx = self.lib.kdtree_verify_select_config(int(optin), props.major * 10 + props.minor)
-        if idx < 0:
-            raise KernelLoadError(f"no kernel configuration fits {optin} B of shared memory per block")
-        return self.configs()[idx]
+            idx = _FORCED
+        else:
+            dev = torch.device("cuda", device) if isinstance(device, int) else torch.device(device or "cuda")
+            props = torch.cuda.get_device_properties(dev)
+            optin = props.shared_memory_per_block_optin
+            idx = self.lib.kdtree_verify_select_config(int(optin), props.major * 10 + props.minor)
+            if idx < 0:
+                raise KernelLoadError(f"no kernel configuration fits {optin} B of shared memory per block")
+        return self.configs()[idx] if kv is None else self.config_for_pool(idx, kv)
+
+    def config_for_pool(self, index: int, kv: str) -> dict:
+        """The configuration a call on configuration ``index`` over a ``kv`` pool runs (the library's mapping)."""
+        run = self.lib.kdtree_verify_config_for_pool(index, KV_CODES[kv])
+        if run < 0:
+            raise KernelCallError(f"{self.configs()[index]['kernel']}, {kv} KV pool: {self.strerror(-run)}")
+        return self.configs()[run]
 
 
 _FORCED: int | None = None  # the configuration force_config set, as the library holds it
@@ -157,8 +168,8 @@ def _check_meta(q, k_extend, v_extend, o, k_buffer, qo_indptr, kv_indptr, kv_ind
         want(t.dtype == torch.bfloat16, f"{name}: expected bfloat16, found {t.dtype}")
         want(t.dim() == 3, f"{name}: expected 3 dims, found shape {tuple(t.shape)}")
         want(t.stride(-1) == 1, f"{name}: expected the last dim contiguous, found strides {t.stride()}")
-    if k_buffer.dtype != torch.bfloat16:
-        raise NotImplementedError(f"k_buffer: {k_buffer.dtype} pools are not served yet (bfloat16 only)")
+    if kv_dtype_name(k_buffer.dtype) is None:
+        raise NotImplementedError(f"k_buffer: expected a pool of {list(KV_DTYPES.values())}, found {k_buffer.dtype}")
     tokens, heads = q.shape[0], q.shape[1]
     want(q.shape[2] == D_QK, f"q: expected last dim {D_QK}, found {q.shape[2]}")
     want(tuple(k_extend.shape) == (tokens, 1, D_QK), f"k_extend: expected {(tokens, 1, D_QK)}, found "
@@ -210,7 +221,8 @@ def _verify_op(q: torch.Tensor, k_extend: torch.Tensor, v_extend: torch.Tensor, 
         k_extend.data_ptr(), k_extend.stride(0),
         v_extend.data_ptr(), v_extend.stride(0),
         o.data_ptr(), o.stride(0), o.stride(1),
-        k_buffer.data_ptr(), k_buffer.stride(0), k_buffer.shape[0], KV_BF16,
+        k_buffer.data_ptr(), k_buffer.stride(0), k_buffer.shape[0],
+        KV_CODES[kv_dtype_name(k_buffer.dtype)],
         qo_indptr.data_ptr(), int(qo_indptr.dtype == torch.int64),
         kv_indptr.data_ptr(), kv_indices.data_ptr(),
         custom_mask.data_ptr() if custom_mask is not None else None, mask_indptr.data_ptr(),

@@ -211,6 +211,34 @@ def run_parity(impl: Impl, cases: list[Case], device: str | torch.device,
     return report
 
 
+SGLANG_GAP_FACTOR = 1.5  # ours vs SGLang may differ by this times SGLang's own distance to the oracle (+ REL_L2_TOL)
+
+
+def against_sglang(impl: Impl, cases: list[Case], device: str | torch.device = "cuda") -> list[dict]:
+    """Per case: ``impl`` and SGLang's own ``extend_attention_fwd`` on the same batch (both outputs poisoned first),
+    each against the fp64 oracle and against each other (rel_l2 over live rows). ``ok``: ours within tolerance
+    and no further from SGLang than SGLANG_GAP_FACTOR x SGLang's own error + REL_L2_TOL. Over an fp8 pool SGLang
+    downcasts Q and P to e4m3 for the prefix (data/contracts/sglang-0.5.23-fp8-kv.yaml), so its own error is
+    the larger one there. Needs SGLang and a GPU."""
+    from .sglang_kernels import extend_attention
+
+    rows = []
+    for case in cases:
+        batch = case.build(device)
+        ours, flags = runner(impl)(batch, case.nsplit)
+        ours = ours.clone()
+        theirs = extend_attention(batch, torch.full_like(batch.o, float("nan")))
+        live = batch.live_bs * batch.max_extend_len
+        ref = reference(batch)[:live]
+        mine, sgl = compare(ours[:live], ref), compare(theirs[:live], ref)
+        gap = compare(ours[:live], theirs[:live])["rel_l2"]
+        ok = within_tolerance(mine) and flags == 0 and gap <= SGLANG_GAP_FACTOR * sgl["rel_l2"] + REL_L2_TOL
+        rows.append({"name": case.name, "kv_dtype": case.kv_dtype, "k_scale": case.k_scale, "v_scale": case.v_scale,
+                     "variant": case.variant, "mask": case.mask, "ours_rel_l2": mine["rel_l2"],
+                     "sglang_rel_l2": sgl["rel_l2"], "ours_vs_sglang_rel_l2": gap, "ok": ok})
+    return rows
+
+
 class ValidationError(AssertionError):
     """Validate mode found an output outside the bf16 tolerance; the message names the worst row."""
 

@@ -14,6 +14,7 @@
 
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "ceilings/mma_peak.cuh"
 #include "combine/verify_reduce.cuh"
@@ -31,7 +32,11 @@ namespace {
 // (rows32) on Hopper-sized shared memory (227 KB), the sm_120 kernel on 99 KB. v1 (verify_split) is never chosen
 // automatically; kdtree_verify_force_config picks any entry (tests and benchmarks time the sm_120 configuration
 // and v1 on a Hopper GPU that way).
-const ConfigEntry kConfigs[] = {rows32_entry<2>(), sm120_entry<2>(), split_entry<32, 2>(), wgmma_entry<2>()};
+const ConfigEntry kConfigs[] = {rows32_entry<2>(), sm120_entry<2>(), split_entry<32, 2>(), wgmma_entry<2>(),
+                                 sm120_fp8_entry(), wgmma_fp8_entry()};
+// The e4m3-pool variants of the sm_120 kernel and of v4 (issue 17): an fp8 pool on configuration 1 runs 4, on 3 runs 5;
+// v3 and v1 refuse fp8 pools (KDT_ERR_UNSUPPORTED).
+constexpr int kSm120Config = 1, kSm120Fp8Config = 4, kWgmmaFp8Config = 5;
 constexpr int kAutoConfigs[] = {0, 1};
 constexpr int kWgmmaConfig = 3;  // needs compute capability 9.x (sm_90a)
 #ifdef KDT_SM90A_BUILT
@@ -48,6 +53,36 @@ unsigned g_attr_set[kMaxDevices];         // bit i: config i's shared-memory att
 int g_forced_config = -1;                 // kdtree_verify_force_config
 
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
+
+// The combine kernel after the split kernel on stream s: reduce_warps(nsplit + 1) warps per (row, quarter), and on
+// compute capability 9.0 and later with programmatic stream serialization, so that it launches while the split
+// kernel's last CTAs run (they call griddepcontrol.launch_dependents) and waits in griddepcontrol.wait.
+template <int W>
+bool launch_combine_w(const Params& p, bool pdl, cudaStream_t s) {
+  const dim3 grid((p.R * 4 + 4 / W - 1) / (4 / W), p.bs);
+  cudaLaunchConfig_t lc = {};
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  lc.gridDim = grid;
+  lc.blockDim = dim3(128);
+  lc.stream = s;
+  lc.attrs = attr;
+  lc.numAttrs = pdl ? 1 : 0;
+  if (cudaLaunchKernelEx(&lc, verify_reduce_kernel<W>, p) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return true;
+}
+
+bool launch_combine(const Params& p, bool pdl, cudaStream_t s) {
+  switch (reduce_warps(p.nsplit + 1)) {
+    case 1: return launch_combine_w<1>(p, pdl, s);
+    case 2: return launch_combine_w<2>(p, pdl, s);
+    default: return launch_combine_w<4>(p, pdl, s);
+  }
+}
 
 }  // namespace
 }  // namespace kdt
@@ -84,6 +119,16 @@ int kdtree_verify_select_config(int smem_optin_bytes, int compute_capability) {
   return -1;
 }
 
+int kdtree_verify_config_for_pool(int index, int kv_dtype) {
+  if (index < 0 || index >= kNumConfigs) return -KDT_ERR_BAD_SHAPE;
+  const bool fp8_variant = index == kSm120Fp8Config || index == kWgmmaFp8Config;
+  if (kv_dtype == KDT_KV_BF16) return fp8_variant ? -KDT_ERR_BAD_DTYPE : index;
+  if (kv_dtype != KDT_KV_FP8_E4M3) return -KDT_ERR_BAD_DTYPE;
+  if (index == kSm120Config || index == kSm120Fp8Config) return kSm120Fp8Config;
+  if (index == kWgmmaConfig || index == kWgmmaFp8Config) return kWgmmaFp8Config;
+  return -KDT_ERR_UNSUPPORTED;
+}
+
 int kdtree_verify_abi_version(void) { return KDT_ABI_VERSION; }
 
 int kdtree_verify_force_config(int index) {
@@ -98,9 +143,9 @@ const char* kdtree_verify_strerror(int status) {
     case KDT_ERR_NULL_POINTER: return "a required pointer is NULL";
     case KDT_ERR_BAD_SHAPE: return "bs, num_draft, num_heads or nsplit is out of range";
     case KDT_ERR_BAD_STRIDE: return "a stride or base pointer breaks the 16-byte alignment the kernel loads need";
-    case KDT_ERR_BAD_DTYPE: return "unknown dtype code";
+    case KDT_ERR_BAD_DTYPE: return "unknown kv_dtype code, or a bf16 pool on a forced e4m3 (fp8) configuration";
     case KDT_ERR_WORKSPACE: return "workspace is NULL, not 16-byte aligned, or smaller than kdtree_verify_workspace_bytes()";
-    case KDT_ERR_UNSUPPORTED: return "unsupported by this build (fp8 KV pools are not served yet)";
+    case KDT_ERR_UNSUPPORTED: return "unsupported by this kernel configuration (fp8 KV pools: the sm_120 kernel and v4 only)";
     case KDT_ERR_LAUNCH: return "the CUDA kernel launch failed";
     case KDT_ERR_DEVICE: return "device query failed or the GPU has too little shared memory per block";
     default: return "unknown kdtree-lab status";
@@ -121,9 +166,9 @@ int kdtree_verify_attn_flash_paged_cg(
       nsplit > MAX_NSPLIT || pool_rows < 1 || (int64_t)num_draft * num_heads > (1 << 20) || bs > 65535)
     return KDT_ERR_BAD_SHAPE;
   if (kv_dtype != KDT_KV_BF16 && kv_dtype != KDT_KV_FP8_E4M3) return KDT_ERR_BAD_DTYPE;
-  if (kv_dtype != KDT_KV_BF16) return KDT_ERR_UNSUPPORTED;
   if (!aligned16(q) || !aligned16(k_extend) || !aligned16(v_extend) || !aligned16(k_buffer) ||
       q_stride_token % 8 || q_stride_head % 8 || k_extend_stride % 8 || v_extend_stride % 8 || k_buffer_stride % 8 ||
+      (kv_dtype == KDT_KV_FP8_E4M3 && k_buffer_stride % 16) ||
       q_stride_token < 1 || q_stride_head < 1 || k_extend_stride < D_QK || v_extend_stride < D_V ||
       k_buffer_stride < D_QK || o_stride_token < 1 || o_stride_head < 1)
     return KDT_ERR_BAD_STRIDE;
@@ -143,9 +188,11 @@ int kdtree_verify_attn_flash_paged_cg(
     if (auto_idx < 0) return KDT_ERR_DEVICE;
     g_config_of_device[dev] = auto_idx + 1;
   }
-  const int idx = g_forced_config >= 0 ? g_forced_config : g_config_of_device[dev] - 1;
+  const int idx = kdtree_verify_config_for_pool(g_forced_config >= 0 ? g_forced_config : g_config_of_device[dev] - 1,
+                                                kv_dtype);
+  if (idx < 0) return -idx;
   // wgmma exists on sm_90a only; elsewhere the kernel body is a trap (reachable here only when forced)
-  if (idx == kWgmmaConfig && g_cc_of_device[dev] / 10 != 9) return KDT_ERR_DEVICE;
+  if ((idx == kWgmmaConfig || idx == kWgmmaFp8Config) && g_cc_of_device[dev] / 10 != 9) return KDT_ERR_DEVICE;
   if (!(g_attr_set[dev] & (1u << idx))) {
     if (cudaFuncSetAttribute(reinterpret_cast<const void*>(kConfigs[idx].kernel),
                              cudaFuncAttributeMaxDynamicSharedMemorySize, kConfigs[idx].cfg.dynamic_smem) !=
@@ -177,9 +224,9 @@ int kdtree_verify_attn_flash_paged_cg(
   const dim3 grid((p.R + ce.cfg.block_m - 1) / ce.cfg.block_m, nsplit + 1, bs);
   ce.kernel<<<grid, ce.cfg.threads, ce.cfg.dynamic_smem, s>>>(p);
   if (cudaGetLastError() != cudaSuccess) return KDT_ERR_LAUNCH;
-  verify_reduce_kernel<<<dim3(p.R * 4, bs), 128, 0, s>>>(p);
-  if (cudaGetLastError() != cudaSuccess) return KDT_ERR_LAUNCH;
-  return KDT_OK;
+  // KDT_NO_PDL=1 (read once per process): launch the combine without PDL, to time the difference (docs/performance.md)
+  static const bool no_pdl = getenv("KDT_NO_PDL") != nullptr;
+  return launch_combine(p, g_cc_of_device[dev] >= 90 && !no_pdl, s) ? KDT_OK : KDT_ERR_LAUNCH;
 }
 
 int kdtree_verify_mma_ceiling(int blocks, int iters, float* sink, void* stream) {

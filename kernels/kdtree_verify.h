@@ -16,7 +16,7 @@
 extern "C" {
 #endif
 
-#define KDT_ABI_VERSION 4
+#define KDT_ABI_VERSION 5
 
 #if defined(__GNUC__)
 #define KDT_API __attribute__((visibility("default")))
@@ -79,6 +79,10 @@ KDT_API int kdtree_verify_config(int index, kdt_config* out);           // the c
 KDT_API const char* kdtree_verify_config_name(int index);               // its kernel, e.g. "verify_rows32_kernel<64,2>"
 // Index chosen for a device with this opt-in shared memory per block (bytes) and compute capability (major*10+minor).
 KDT_API int kdtree_verify_select_config(int smem_optin_bytes, int compute_capability);
+// Index a call runs on configuration `index` (selected or forced) over a pool of `kv_dtype` (KDT_KV_*): itself for
+// bf16, its e4m3 variant for fp8 (the sm_120 kernel and v4 have one); -KDT_ERR_UNSUPPORTED when it has none,
+// -KDT_ERR_BAD_DTYPE for an unknown dtype or a bf16 pool on a forced e4m3 variant.
+KDT_API int kdtree_verify_config_for_pool(int index, int kv_dtype);
 KDT_API const char* kdtree_verify_strerror(int status);
 // Tests and benchmarks: force config `index` for every later call in this process (-1 = automatic again).
 KDT_API int kdtree_verify_force_config(int index);

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -26,10 +27,12 @@ SHAPES = {"headline": Shape(1, 200_000, 16, 8), "deploy": Shape(8, 200_000, 16, 
           "mem": Shape(1, 200_000, 4, 8), "b48": Shape(48, 32_768, 16, 8), "big": Shape(1, 200_000, 64, 128)}
 
 
-def smoke(index: int, count: int) -> dict:
+def smoke(index: int, count: int, kv_dtype: str = "bf16") -> dict:
     cases = parity.edge_cases(max_prefix=4096, max_batch=48, heads=(8, 16, 128), big_n=64)
     cases += parity.random_cases(count, np.random.default_rng(index + 1), max_prefix=70_000, max_batch=8,
                                  max_draft=64, heads=(8, 16, 64, 128), budget_tokens=20_000_000)
+    if kv_dtype == "fp8":
+        cases = parity.fp8_cases(cases)
     bad = []
     for case in cases:
         batch = case.build("cuda")
@@ -52,7 +55,8 @@ def _run(batch, case):
     return out, dispatch.read_status(ws)
 
 
-def breakdown(index: int, shape: Shape, nsplit: int, iters: int = 10) -> dict:
+def breakdown(index: int, shape: Shape, nsplit: int, iters: int = 10, kv_dtype: str = "bf16") -> dict:
+    shape = replace(shape, kv=kv_dtype)  # an fp8 shape builds its batches over an e4m3 pool with bench.FP8_SCALES
     batches = shape_batches(shape)
     copies = len(batches)
     ws = dispatch.workspace(shape.batch, shape.draft, shape.heads, nsplit)
@@ -75,7 +79,7 @@ def breakdown(index: int, shape: Shape, nsplit: int, iters: int = 10) -> dict:
             times[evt.key.split("(")[0][:60]] = round(us / max(1, evt.count), 2)
     total = sum(times.values())
     return {"config": index, "B": shape.batch, "L": shape.prefix, "N": shape.draft, "H": shape.heads,
-            "nsplit": nsplit, "kernels_us": times, "total_us": round(total, 2)}
+            "nsplit": nsplit, "kv_dtype": kv_dtype, "kernels_us": times, "total_us": round(total, 2)}
 
 
 def main(argv=None) -> int:
@@ -88,6 +92,7 @@ def main(argv=None) -> int:
     ap.add_argument("--smoke", type=int, default=40, help="random parity cases per config (0: none)")
     ap.add_argument("--smoke-configs", default="all", help="configs to smoke-test (comma list or all)")
     ap.add_argument("--plain", type=int, default=0, help="just call the kernel this many times (for ncu)")
+    ap.add_argument("--kv-dtype", default="bf16", help="bf16, fp8 or bf16,fp8: the pools smoked and timed")
     a = ap.parse_args(argv)
     if a.plain:
         s = SHAPES[a.shapes.split(",")[0]]
@@ -110,9 +115,10 @@ def main(argv=None) -> int:
         if configs[i]["dynamic_smem"] > optin:
             continue
         if a.smoke and (a.smoke_configs == "all" or str(i) in a.smoke_configs.split(",")):
-            result["smoke"][i] = smoke(i, a.smoke)
-            print("smoke", configs[i]["kernel"], result["smoke"][i]["failed"], "failed of",
-                  result["smoke"][i]["cases"], flush=True)
+            for kv in a.kv_dtype.split(","):
+                result["smoke"][f"{i}-{kv}"] = smoke(i, a.smoke, kv)
+                print("smoke", configs[i]["kernel"], kv, result["smoke"][f"{i}-{kv}"]["failed"], "failed of",
+                      result["smoke"][f"{i}-{kv}"]["cases"], flush=True)
         for name in a.shapes.split(","):
             s = SHAPES[name]
             tiles = s.batch * -(-s.draft * s.heads // configs[i]["block_m"])
@@ -123,10 +129,11 @@ def main(argv=None) -> int:
             else:
                 splits = [int(x) for x in a.nsplit.split(",")]
             for ns in splits:
-                row = breakdown(i, s, ns)
-                row["shape"] = name
-                result["rows"].append(row)
-                print(json.dumps(row), flush=True)
+                for kv in a.kv_dtype.split(","):
+                    row = breakdown(i, s, ns, kv_dtype=kv)
+                    row["shape"] = name
+                    result["rows"].append(row)
+                    print(json.dumps(row), flush=True)
     with open(a.out, "w") as f:
         json.dump(result, f, indent=1)
     return 0

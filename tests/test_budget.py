@@ -222,10 +222,22 @@ def test_widget_recomputes_and_shows_errors():
     assert "weights:" in box.children[1].value
 
 
-def test_fp8_launch_line_says_the_hook_falls_back():
-    r = compute(BudgetInputs(kv_dtype="fp8"))
+def test_kv_dtype_rows_put_both_pools_side_by_side():
+    rows = {r["KV cache"]: r for r in budget.kv_dtype_rows(BudgetInputs(mem_fraction=0.85))}
+    assert rows["fp8"]["bytes per token"] * 2 == rows["bf16"]["bytes per token"] == 71_424
+    assert rows["fp8"]["fraction"] == rows["bf16"]["fraction"] == 0.85
+    assert 1.99 < rows["fp8"]["KV tokens"] / rows["bf16"]["KV tokens"] < 2.01
+    assert rows["fp8"]["launch flag"] == "--kv-cache-dtype fp8_e4m3"
+
+
+def test_fp8_launch_line_is_served_without_a_fall_back_warning():
+    """The sm_120 kernel and v4 read e4m3 pools: the fp8 launch line carries the flag and no fall-back warning, and
+    the KV pool holds twice the tokens of a bf16 one at the same fraction."""
+    r = compute(BudgetInputs(kv_dtype="fp8", mem_fraction=0.9))
     assert "--kv-cache-dtype fp8_e4m3" in r.launch_line
-    assert any("does not serve fp8" in w and "falls back" in w for w in r.warnings)
+    assert not any("fall" in w for w in r.warnings), r.warnings
+    bf16 = compute(BudgetInputs(kv_dtype="bf16", mem_fraction=0.9))
+    assert abs(r.kv_tokens / bf16.kv_tokens - 2) < 0.01
 
 
 def test_budget_bar_legend_clears_the_axis_label():

@@ -41,7 +41,7 @@ def test_workspace_bytes_agree_with_the_python_formula(lib):
     ({"q": None}, 1), ({"kv_indices": None}, 1), ({"ws": None}, 1),
     ({"mask": FAKE, "mask_indptr": None}, 1),
     ({"bs": 0}, 2), ({"n": 0}, 2), ({"h": 0}, 2), ({"nsplit": 0}, 2), ({"nsplit": 10_000}, 2),
-    ({"kv_dtype": 7}, 4), ({"kv_dtype": 1}, 6),
+    ({"kv_dtype": 7}, 4), ({"kv_dtype": 1, "kb_s": 584}, 3),  # an e4m3 pool's rows: 16-byte aligned (584 B is not)
     ({"q": FAKE + 2}, 3), ({"q_sh": 577}, 3), ({"kb_s": 512}, 3),
     ({"ws_bytes": 1024}, 5), ({"ws": FAKE + 4}, 5),
 ])
@@ -61,6 +61,24 @@ def test_config_selection(lib):
         assert idx >= 0 and cfgs[idx]["dynamic_smem"] <= 101_376
         assert cfgs[idx]["kernel"] == loader.CUDA_IMPLS["cuda_sm120"]
     assert sel(1000, 120) == -1
+
+
+def test_every_configuration_names_what_it_runs_over_each_pool(lib):
+    """One home for the pool mapping: bf16 runs the configuration itself, fp8 the e4m3 variant of the sm_120 kernel
+    or of v4 (the launcher calls the same function); v3 and v1 have none; a forced variant refuses bf16."""
+    names = [c["kernel"] for c in lib.configs()]
+    run = {n: {kv: lib.lib.kdtree_verify_config_for_pool(i, code) for kv, code in abi.KV_CODES.items()}
+           for i, n in enumerate(names)}
+    impl = loader.CUDA_IMPLS
+    assert names[run[impl["cuda_sm120"]]["fp8"]] == impl["cuda_sm120_fp8"]
+    assert names[run[impl["cuda_wgmma"]]["fp8"]] == impl["cuda_wgmma_fp8"]
+    for variant in ("cuda_sm120_fp8", "cuda_wgmma_fp8"):
+        assert names[run[impl[variant]]["fp8"]] == impl[variant] and run[impl[variant]]["bf16"] == -4
+    for bf16_only in ("cuda_rows32", "cuda_narrow"):
+        assert run[impl[bf16_only]]["fp8"] == -6 and names[run[impl[bf16_only]]["bf16"]] == impl[bf16_only]
+    assert lib.lib.kdtree_verify_config_for_pool(0, 7) == -4 and lib.lib.kdtree_verify_config_for_pool(99, 0) == -2
+    with pytest.raises(loader.KernelCallError, match="verify_split_kernel<32,2>, fp8 KV pool: unsupported"):
+        lib.config_for_pool(names.index(impl["cuda_narrow"]), "fp8")
 
 
 def test_gpu_presets_row_tile_is_what_the_library_selects(lib):

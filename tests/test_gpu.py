@@ -34,6 +34,31 @@ def test_sm120_kernel_edge_grid_and_500_random():
     assert len(report.results) > 500 and report.ok, report.summary()
 
 
+@pytest.mark.parametrize("impl", ["cuda", "cuda_sm120"])
+def test_fp8_pool_edge_grid_and_500_random(impl):
+    """SGLang's fp8_e4m3 pool with (k_scale, v_scale) other than 1, on the configuration this GPU selects (v4 here)
+    and on the sm_120 kernel forced: the GPU grid against the fp64 oracle of the dequantised pool."""
+    report = parity.run_parity(impl, parity.fp8_cases(parity.gpu_grid(500, seed=817, heads=HEADS)), "cuda")
+    assert len(report.results) > 500 and report.ok, report.summary()
+    assert all(r.case.kv_dtype == "fp8" for r in report.results)
+
+
+def test_fp8_pool_refused_in_one_line_where_no_configuration_reads_it():
+    """v1 (and v3) have no e4m3 path: the launcher says so and writes nothing; a bf16 pool on a forced fp8 variant
+    is refused as a dtype error."""
+    b = build_verify_batch([300], 4, 8, seed=1, device="cuda", kv_dtype="fp8", k_scale=0.75, v_scale=1.5)
+    ws = dispatch.workspace(1, 4, 8, 4)
+    with loader.impl_config("cuda_narrow"), pytest.raises(loader.KernelCallError, match="fp8 KV pools"):
+        loader.verify(b, ws, 4)
+    assert torch.isnan(b.o.float()).all(), "nothing was written"
+    bf = build_verify_batch([300], 4, 8, seed=1, device="cuda")
+    with loader.impl_config("cuda_sm120_fp8"), pytest.raises(loader.KernelCallError, match="dtype"):
+        loader.verify(bf, ws, 4)
+    assert torch.isnan(bf.o.float()).all(), "nothing was written"
+    out = loader.verify(b, ws, 4)  # the GPU is usable after both refusals
+    assert parity.within_tolerance(compare(out, reference(b)))
+
+
 def test_narrow_kernel_edge_grid_and_random():
     """v1 (verify_split_kernel<32,2>, what sm_120 selected before the sm_120 kernel), forced: the same grid."""
     report = parity.run_parity("cuda_narrow", parity.gpu_grid(100, seed=99, heads=HEADS), "cuda")

@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from kdtree_lab.capture_plants import planted_findings
-from kdtree_lab.graphs import GraphConfig, VerifyGraphRunner, audit_verify_call, replay_parity, validate_in_graph
+from kdtree_lab.graphs import (GraphConfig, VerifyGraphRunner, audit_verify_call, pool_fields, replay_parity,
+                               validate_in_graph)
 
 pytestmark = pytest.mark.gpu
 
@@ -27,6 +28,16 @@ def test_sm120_kernel_all_23_sizes_capture_and_replay_without_mismatch():
     r = VerifyGraphRunner(GraphConfig(max_bs=48, num_draft=16, num_heads=8, ctx=512, impl="cuda_sm120"))
     r.capture()
     assert r.block_m == 32 and sorted(r.graphs) == GraphConfig().capture_sizes[::-1]
+    rep = replay_parity(r, replays=100, oracle_every=5, time_iters=5)
+    assert rep.ok, rep.failures[:5]
+
+
+@pytest.mark.parametrize("impl", ["cuda", "cuda_sm120"])
+def test_fp8_pool_all_23_sizes_capture_and_replay_without_mismatch(impl):
+    """An fp8_e4m3 pool (scales other than 1, captured as constants): the 23 sizes x 100 fresh replays."""
+    r = VerifyGraphRunner(GraphConfig(max_bs=48, num_draft=16, num_heads=8, ctx=512, impl=impl, **pool_fields("fp8")))
+    r.capture()
+    assert r.k_buffer.dtype == torch.float8_e4m3fn and sorted(r.graphs) == GraphConfig().capture_sizes[::-1]
     rep = replay_parity(r, replays=100, oracle_every=5, time_iters=5)
     assert rep.ok, rep.failures[:5]
 

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from kdtree_lab import sglang_hook
+from kdtree_lab import parity, sglang_hook, sglang_kernels
 from kdtree_lab.batch import build_verify_batch
 from kdtree_lab.oracle import compare, reference
 from kdtree_lab.parity import within_tolerance
@@ -46,6 +46,40 @@ def test_hook_matches_sglang(variant, mask):
     ref = reference(b)[:rows]
     assert compare(ours[:rows], theirs[:rows])["rel_l2"] < 1e-2
     assert within_tolerance(compare(ours[:rows], ref)) and within_tolerance(compare(theirs[:rows], ref))
+
+
+@pytest.mark.parametrize("variant", ["eager", "capture"])
+@pytest.mark.parametrize("mask", ["tree", "chain", "causal"])
+def test_hook_serves_fp8_pools_like_sglang(variant, mask):
+    """An fp8_e4m3 pool with k_scale, v_scale other than 1: the hook serves it (no fall-back) and lands within the
+    oracle's tolerance of the dequantised pool; SGLang's kernel downcasts Q and P to e4m3 for the prefix
+    (data/contracts/sglang-0.5.23-fp8-kv.yaml), so the two differ by about SGLang's own distance to the oracle."""
+    b = build_verify_batch([3000, 17, 1], 8, 16, variant=variant, mask=mask,
+                           padded_bs=4 if variant == "capture" else None, seed=hash((variant, mask, 8)) % 1000,
+                           device="cuda", kv_dtype="fp8", k_scale=0.75, v_scale=1.5)
+    hook = sglang_hook.VerifyHook("on", max_bs=8, num_draft=8, num_heads=16)
+    assert hook(*b.extend_attention_args(), b.k_scale, b.v_scale, b.sm_scale, max_bs=8) is True
+    assert hook.stats.fell_back == 0
+    ours = b.o.clone()
+    theirs = sglang_kernels.extend_attention(b, torch.full_like(b.o, float("nan")))
+    rows = b.live_bs * 8
+    ref = reference(b)[:rows]
+    mine, sglang_err = compare(ours[:rows], ref), compare(theirs[:rows], ref)
+    print(f"fp8 {variant} {mask}: ours vs oracle {mine['rel_l2']:.2e}, SGLang vs oracle {sglang_err['rel_l2']:.2e}")
+    assert within_tolerance(mine) and mine["rel_l2"] <= sglang_err["rel_l2"]
+    gap = compare(ours[:rows], theirs[:rows])["rel_l2"]
+    assert gap <= parity.SGLANG_GAP_FACTOR * sglang_err["rel_l2"] + parity.REL_L2_TOL
+
+
+@pytest.mark.parametrize("kv", ["bf16", "fp8"])
+def test_kernel_against_sglang_on_the_gpu_grid(impl, kv):
+    """Issue 17's parity: the edge grid + 100 random cases (both variants; tree, chain, causal; fp8 with scales
+    other than 1) against SGLang's own extend_attention_fwd on the same pool, and both against the fp64 oracle."""
+    cases = parity.gpu_grid(100, seed=1717, heads=(8, 16, 64, 128))
+    rows = parity.against_sglang(impl, parity.fp8_cases(cases) if kv == "fp8" else cases)
+    bad = [r for r in rows if not r["ok"]]
+    assert len(rows) > 100 and not bad, bad[:3]
+    assert {r["variant"] for r in rows} == {"eager", "capture"} and {"tree", "chain", "causal"} <= {r["mask"] for r in rows}
 
 
 def test_validate_mode_writes_sglangs_output_and_checks():

@@ -43,7 +43,7 @@ def _defines(path: Path) -> set[str]:
 def test_one_home_for_the_split_rule_the_workspace_the_mla_constants_and_the_c_abi():
     homes = {"default_nsplit": "launch_plan.py", "MAX_NSPLIT": "launch_plan.py", "HEADER_BYTES": "launch_plan.py",
              "workspace_bytes": "launch_plan.py", "D_QK": "mla.py", "D_V": "mla.py", "MODEL_SM_SCALE": "mla.py",
-             "KERNEL_DEFAULT_SM_SCALE": "mla.py", "ABI_VERSION": "abi.py", "KV_BF16": "abi.py",
+             "KERNEL_DEFAULT_SM_SCALE": "mla.py", "ABI_VERSION": "abi.py", "KV_BF16": "abi.py", "KV_CODES": "abi.py",
              "FLAG_INDEX_OUT_OF_POOL": "abi.py", "KdtConfig": "abi.py", "declare": "abi.py", "_declare": "abi.py"}
     for path in sorted((ROOT / "kdtree_lab").glob("*.py")):
         for name in _defines(path) & set(homes):

@@ -159,6 +159,7 @@ __device__ __forceinline__ bool draft_visible(const DraftMask& d, int i, int j) 
 template <int NT>
 __device__ __forceinline__ void write_partial_row(const Params& p, int64_t prow, float m, float l, float vscale,
                                                   bool lead, int col0, const float (&acc)[NT][4], int h) {
+  pdl_launch_dependents();  // the epilogue: the combine kernel may launch now (it waits for this grid's writes)
   const float inv = l > 0.f ? vscale / l : 0.f;
   if (lead) p.lse_part[prow] = l > 0.f ? m + log2f(l) : -INFINITY;
   float* dst = p.o_part + prow * D_V + col0 + (threadIdx.x & 3) * 2;

@@ -34,7 +34,11 @@ struct Cfg120 {
   static_assert(SMEM <= 101376, "sm_120 allows 99 KB of dynamic shared memory per block");
 };
 
-template <int BM, int STAGES>
+// FP8 (issue 17): the pool holds e4m3 rows (576 B). Prefix CTAs then use the same 72 KB as a bf16
+// tile (0..36 KB: Q staging, then each converted KV tile) and a two-slot ring of e4m3 tiles (36..72 KB, 18 KB
+// each, loaded two tiles ahead); each step converts its e4m3 tile into the bf16 tile (exactly) between two block
+// barriers and runs the bf16 step unchanged. k_scale / v_scale enter through scale_pre and v_scale, as for bf16.
+template <int BM, int STAGES, bool FP8 = false>
 __global__ void __launch_bounds__(Cfg120<STAGES>::THREADS, 1) verify_sm120_kernel(Params p) {
   using C = Cfg120<STAGES>;
   static_assert(BM == C::BM, "32-row tiles");
@@ -53,7 +57,9 @@ __global__ void __launch_bounds__(Cfg120<STAGES>::THREADS, 1) verify_sm120_kerne
   auto swizzled = [](unsigned char* base) {
     return [base](int r, int ch) { return reinterpret_cast<__nv_bfloat16*>(base) + swz(r, ch); };
   };
-  load_q_tile<BM, C::THREADS>(p, w, swizzled(smem + C::TILE_BYTES));
+  const bool fp8_prefix = FP8 && !w.draft;  // Q is staged in the bf16 tile, the e4m3 ring sits in slot 1
+  const uint32_t qstage = fp8_prefix ? ring : slot1;
+  load_q_tile<BM, C::THREADS>(p, w, swizzled(smem + (fp8_prefix ? 0 : C::TILE_BYTES)));
 
   // Per-thread shared-memory byte offsets (the per-slice offsets fold into the ldmatrix immediates).
   uint32_t kofs[2], vofs[4];
@@ -69,7 +75,7 @@ __global__ void __launch_bounds__(Cfg120<STAGES>::THREADS, 1) verify_sm120_kerne
   auto load_q_regs = [&]() {
 #pragma unroll
     for (int uu = 0; uu < 2; ++uu) {
-      const uint32_t a = slot1 + ((16 * qr + (lane & 15)) * D_QK + (((2 * (2 * dh + uu) + (lane >> 4)) ^ sw) << 3)) * 2;
+      const uint32_t a = qstage + ((16 * qr + (lane & 15)) * D_QK + (((2 * (2 * dh + uu) + (lane >> 4)) ^ sw) << 3)) * 2;
 #pragma unroll
       for (int j = 0; j < 9; ++j) ldsm_x4(qf[j][uu], a + j * 128);
     }
@@ -166,7 +172,62 @@ __global__ void __launch_bounds__(Cfg120<STAGES>::THREADS, 1) verify_sm120_kerne
     }
   };
 
-  if (!w.draft) {
+  if (FP8 && !w.draft) {
+    // e4m3 tiles: row r at 576 r in slot (t % 2) of the ring at 36 KB; thread (lrow, lch) loads and converts
+    // chunks lch + 8k (k < 5, chunk < 36) of row lrow = 4 warp + lane / 8.
+    constexpr int ROW8 = D_QK, TILE8 = C::BN * ROW8;
+    const uint32_t ring8 = ring + C::TILE_BYTES;
+    const int lrow = warp * 4 + (lane >> 3), lch = lane & 7;
+    const int ntiles = (w.kend - w.kbeg + C::BN - 1) / C::BN;
+    const unsigned char* kb8 = reinterpret_cast<const unsigned char*>(p.kb);
+    auto fetch = [&](int t) -> int64_t {
+      const int key = w.kbeg + t * C::BN + lrow;
+      return key < w.kend ? p.kv_indices[w.kv0 + key] : 0;
+    };
+    auto load8 = [&](int t, int64_t raw) {
+      const uint32_t d = ring8 + (t % 2) * TILE8 + lrow * ROW8;
+      const bool ok = w.kbeg + t * C::BN + lrow < w.kend;
+      const int64_t slot = ok ? checked_slot(p, raw, lch == 0) : 0;
+      const unsigned char* src = kb8 + slot * p.kb_s;
+#pragma unroll
+      for (int k = 0; k < 5; ++k)
+        if (k < 4 || lch < 4) cp_async_16s(d + (lch + 8 * k) * 16, src + (lch + 8 * k) * 16, ok ? 16 : 0);
+    };
+    if (ntiles > 0) load8(0, fetch(0));
+    cp_async_commit();  // group 0: Q and tile 0
+    if (ntiles > 1) load8(1, fetch(1));
+    cp_async_commit();
+    int64_t pending = fetch(2);
+    for (int t = 0; t < ntiles; ++t) {
+      cp_async_wait<1>();  // this thread's part of tile t (and Q) has landed
+      __syncthreads();     // every warp is done with step t - 1's bf16 tile
+      if (t == 0) {
+        load_q_regs();
+        __syncthreads();
+      }
+      const uint32_t s8 = ring8 + (t % 2) * TILE8 + lrow * ROW8;
+#pragma unroll
+      for (int k = 0; k < 5; ++k) {
+        if (k < 4 || lch < 4) {
+          const int c = lch + 8 * k;  // e4m3 chunk: dims 16c .. 16c + 15 = bf16 chunks 2c, 2c + 1
+          const uint4 x = ld_shared_v4(s8 + c * 16);
+          const uint32_t row = ring + lrow * ROW;
+          st_shared_v4(row + ((((2 * c) & ~7) | (((2 * c) & 7) ^ (lrow & 7))) << 4),
+                       make_uint4(e4m3x2_to_bf16x2(x.x), e4m3x2_to_bf16x2(x.x >> 16), e4m3x2_to_bf16x2(x.y),
+                                  e4m3x2_to_bf16x2(x.y >> 16)));
+          st_shared_v4(row + ((((2 * c + 1) & ~7) | (((2 * c + 1) & 7) ^ (lrow & 7))) << 4),
+                       make_uint4(e4m3x2_to_bf16x2(x.z), e4m3x2_to_bf16x2(x.z >> 16), e4m3x2_to_bf16x2(x.w),
+                                  e4m3x2_to_bf16x2(x.w >> 16)));
+        }
+      }
+      __syncthreads();  // the bf16 tile is whole; the e4m3 slot of tile t is free
+      if (t + 2 < ntiles) load8(t + 2, pending);
+      cp_async_commit();
+      pending = fetch(t + 3);
+      const int key0 = w.kbeg + t * C::BN;
+      step(ring, ring, p.scale_pre, key0 + C::BN <= w.kend, [&](int col, int) { return key0 + col < w.kend; });
+    }
+  } else if (!w.draft) {
     prefix_pipeline<STAGES, C::BN, C::TILE_BYTES, 128, false>(
         p, w, ring, [](int r, int lch) { return (uint32_t)(r * ROW + ((lch ^ (r & 7)) << 4)); },
         [&](uint32_t kt, int key0) {
@@ -213,6 +274,11 @@ constexpr ConfigEntry sm120_entry() {
   static_assert(STAGES == 2, "name the new configuration below");
   return ConfigEntry{{Cfg120<STAGES>::BM, STAGES, Cfg120<STAGES>::THREADS, Cfg120<STAGES>::SMEM, Cfg120<STAGES>::BN},
                      "verify_sm120_kernel<32,2>", &verify_sm120_kernel<Cfg120<STAGES>::BM, STAGES>};
+}
+
+constexpr ConfigEntry sm120_fp8_entry() {
+  return ConfigEntry{{Cfg120<2>::BM, 2, Cfg120<2>::THREADS, Cfg120<2>::SMEM, Cfg120<2>::BN},
+                     "verify_sm120_kernel<32,2,true>", &verify_sm120_kernel<Cfg120<2>::BM, 2, true>};
 }
 
 }  // namespace kdt

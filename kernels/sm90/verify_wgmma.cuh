@@ -233,7 +233,10 @@ __device__ __forceinline__ void step4(uint32_t qt, uint32_t kt, uint32_t vt, uin
 #endif
 }
 
-template <int BM, int STAGES>
+// FP8 (issue 17): an e4m3 pool. Prefix CTAs split the KV ring (2 x 72 KB) into one bf16 tile (the
+// swizzled atoms step4 reads) and a two-slot ring of e4m3 tiles (36 KB each, loaded two tiles ahead); each step
+// converts its e4m3 tile into the bf16 atoms (exactly), fences them for the async proxy, and runs step4 unchanged.
+template <int BM, int STAGES, bool FP8 = false>
 __global__ void __launch_bounds__(Cfg4<STAGES>::THREADS, 1) verify_wgmma_kernel(Params p) {
   using C = Cfg4<STAGES>;
   static_assert(BM == C::BM && STAGES >= 2, "wgmma tiles are 64 rows; the draft block needs two ring slots");
@@ -258,7 +261,56 @@ __global__ void __launch_bounds__(Cfg4<STAGES>::THREADS, 1) verify_wgmma_kernel(
   for (int j = 0; j < 32; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 
-  if (!w.draft) {
+  if (FP8 && !w.draft) {
+    // e4m3 tile t: row r at 576 r in slot (t % 2) of the ring at kring + 72 KB; thread (lrow, l4) loads and converts
+    // chunks l4 + 4k (k < 9) of row lrow = 8 warp + lane / 4.
+    constexpr int ROW8 = D_QK, TILE8 = BN4 * ROW8;
+    const uint32_t ring8 = ring + C::TILE_BYTES;
+    const int lrow = warp * 8 + (lane >> 2), l4 = lane & 3;
+    const int ntiles = (w.kend - w.kbeg + BN4 - 1) / BN4;
+    const unsigned char* kb8 = reinterpret_cast<const unsigned char*>(p.kb);
+    auto fetch = [&](int t) -> int64_t {
+      const int key = w.kbeg + t * BN4 + lrow;
+      return key < w.kend ? p.kv_indices[w.kv0 + key] : 0;
+    };
+    auto load8 = [&](int t, int64_t raw) {
+      const uint32_t d = ring8 + (t % 2) * TILE8 + lrow * ROW8;
+      const bool ok = w.kbeg + t * BN4 + lrow < w.kend;
+      const int64_t slot = ok ? checked_slot(p, raw, l4 == 0) : 0;
+      const unsigned char* src = kb8 + slot * p.kb_s;
+#pragma unroll
+      for (int k = 0; k < 9; ++k) cp_async_16s(d + (l4 + 4 * k) * 16, src + (l4 + 4 * k) * 16, ok ? 16 : 0);
+    };
+    if (ntiles > 0) load8(0, fetch(0));
+    cp_async_commit();  // group 0: Q and tile 0
+    if (ntiles > 1) load8(1, fetch(1));
+    cp_async_commit();
+    int64_t pending = fetch(2);
+    for (int t = 0; t < ntiles; ++t) {
+      cp_async_wait<1>();  // this thread's part of tile t (and Q) has landed
+      __syncthreads();     // every warp is done with step t - 1's bf16 tile
+      const uint32_t s8 = ring8 + (t % 2) * TILE8 + lrow * ROW8;
+#pragma unroll
+      for (int k = 0; k < 9; ++k) {
+        const int c = l4 + 4 * k;  // e4m3 chunk: dims 16c .. 16c + 15 = bf16 chunks 2c, 2c + 1
+        const uint4 x = ld_shared_v4(s8 + c * 16);
+        st_shared_v4(ring + atom_off(lrow, 2 * c),
+                     make_uint4(e4m3x2_to_bf16x2(x.x), e4m3x2_to_bf16x2(x.x >> 16), e4m3x2_to_bf16x2(x.y),
+                                e4m3x2_to_bf16x2(x.y >> 16)));
+        st_shared_v4(ring + atom_off(lrow, 2 * c + 1),
+                     make_uint4(e4m3x2_to_bf16x2(x.z), e4m3x2_to_bf16x2(x.z >> 16), e4m3x2_to_bf16x2(x.w),
+                                e4m3x2_to_bf16x2(x.w >> 16)));
+      }
+      fence_proxy_async();  // the converted atoms (and, at t = 0, Q's cp.async writes) for wgmma
+      __syncthreads();      // the bf16 tile is whole; the e4m3 slot of tile t is free
+      if (t + 2 < ntiles) load8(t + 2, pending);
+      cp_async_commit();
+      pending = fetch(t + 3);
+      const int key0 = w.kbeg + t * BN4;
+      step4(qt, ring, ring, pt, ps, red, p.scale_pre, o, m, l, key0 + BN4 <= w.kend,
+            [&](int col, int) { return key0 + col < w.kend; });
+    }
+  } else if (!w.draft) {
     prefix_pipeline<STAGES, BN4, C::TILE_BYTES, ATOM4, true>(
         p, w, ring, [](int r, int lch) { return atom_off(r, lch); },
         [&](uint32_t kt, int key0) {
@@ -304,6 +356,11 @@ constexpr ConfigEntry wgmma_entry() {
   static_assert(STAGES == 2, "name the new configuration below");
   return ConfigEntry{{Cfg4<STAGES>::BM, STAGES, Cfg4<STAGES>::THREADS, Cfg4<STAGES>::SMEM, BN4},
                      "verify_wgmma_kernel<64,2>", &verify_wgmma_kernel<Cfg4<STAGES>::BM, STAGES>};
+}
+
+constexpr ConfigEntry wgmma_fp8_entry() {
+  return ConfigEntry{{Cfg4<2>::BM, 2, Cfg4<2>::THREADS, Cfg4<2>::SMEM, BN4}, "verify_wgmma_kernel<64,2,true>",
+                     &verify_wgmma_kernel<Cfg4<2>::BM, 2, true>};
 }
 
 }  // namespace kdt
