@@ -5,20 +5,24 @@
 # Switches: SKIP_GPU_TESTS=1, GPU_TESTS="tests/...", SANITIZERS="memcheck racecheck synccheck initcheck" ("" for none),
 # SANITIZE_IMPLS=cuda,cuda_sm120, SANITIZE_TIMEOUT=240 (seconds per tool), SKIP_NOTEBOOKS=1, NOTEBOOKS=00,05 (a subset),
 # BENCH=quick|issue, BENCH_IMPLS=cuda,..., BENCH_TIMING=graph|eager,
-# EXTRA='command' (run after the benchmark, before packing; write under $OUT/work).
+# EXTRA='command' (run after the benchmark, before packing; write under $OUT/work), WHEELS=.whl (the carried wheel
+# folder; without notebooks a smaller set does: sglang and what kdtree_lab imports, no Jupyter stack).
+# results.tar.gz is rewritten at the start of every step, so a call cut off by its time limit still returns
+# everything the finished steps wrote (the device returns at most 8 loose files).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT/work"
 LOG="$OUT/session.log"
 exec > >(tee -a "$LOG") 2>&1
 export PYTHONUNBUFFERED=1 MPLBACKEND=Agg TRITON_DEFAULT_FP_FUSION=1
-step() { echo; echo "=== $(date -u +%H:%M:%S) $*"; }
+pack() { tar -C "$OUT/work" -czf "$OUT/results.tar.gz.tmp" . && mv "$OUT/results.tar.gz.tmp" "$OUT/results.tar.gz"; }
+step() { pack 2>/dev/null; echo; echo "=== $(date -u +%H:%M:%S) $*"; }
 
 step "install carried wheels and the project"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "${WHEELS:-.whl}"/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD
 export PATH=/tmp/site/bin:$PATH
-python3 -m ipykernel install --user --name python3 >/dev/null || exit 1
+[ -n "${SKIP_NOTEBOOKS:-}" ] || python3 -m ipykernel install --user --name python3 >/dev/null || exit 1
 
 step "doctor and provenance"
 python3 -m kdtree_lab doctor --json | tee "$OUT/work/doctor.json"
@@ -59,6 +63,5 @@ if [ -n "${EXTRA:-}" ]; then
 fi
 
 step "pack"
-tar -C "$OUT/work" -czf "$OUT/results.tar.gz" .
 rm -rf "$OUT/work"
 ls -la "$OUT"
