@@ -26,14 +26,15 @@ def test_each_fact_is_in_sglangs_source(section, file, snippet):
     assert snippet in (root / file).read_text(), f"{section}: {file} no longer has {snippet!r}"
 
 
-def test_the_contract_names_the_installed_version_and_the_hook_still_falls_back():
+def test_the_contract_names_the_installed_version_and_the_hook_serves_fp8_only_where_the_kernel_reads_it():
     import sglang
     import torch
 
     assert FP8["sglang_version"] == sglang.__version__ == "0.5.23"
     pool = torch.zeros(4, 1, 576, dtype=torch.uint8).view(torch.float8_e4m3fn)
-    q = torch.zeros(2, 2, 576, dtype=torch.bfloat16)
-    reason = sglang_hook.unsupported_reason(q, torch.zeros(2, 1, 576, dtype=torch.bfloat16),
-                                            torch.zeros(2, 1, 512, dtype=torch.bfloat16), torch.zeros(2, 2, 512),
-                                            pool, None, True)
-    assert reason and "fp8" in reason
+    bf16 = dict(dtype=torch.bfloat16)
+    args = (torch.zeros(2, 2, 576, **bf16), torch.zeros(2, 1, 576, **bf16), torch.zeros(2, 1, 512, **bf16),
+            torch.zeros(2, 2, 512, **bf16), pool, None, True)
+    reason = sglang_hook.unsupported_reason(*args)  # a configuration that reads bf16 pools only (v3, v1)
+    assert reason and "fp8" in reason and "bfloat16 only" not in reason
+    assert sglang_hook.unsupported_reason(*args, kv_dtypes=("bf16", "fp8")) is None  # the sm_120 kernel, v4
