@@ -10,7 +10,7 @@ import json
 import re
 from pathlib import Path
 
-from kdtree_lab.bench import Shape, streaming_fits
+from kdtree_lab.bench import Shape, fp8_speedups, row_kv, streaming_fits
 from kdtree_lab.paths import RESULTS, ROOT
 
 # The H200 results of record these tables quote (data/results/h200/README.md indexes every folder and its command).
@@ -18,6 +18,7 @@ H200_V3 = RESULTS / "h200" / "2026-11-29-v3-kernel"  # kernel v3 (mma.sync), eag
 H200_V4 = RESULTS / "h200" / "2026-11-29-v4-wgmma"  # kernel v4 (wgmma), the sm_90a default
 H200_BENCH = H200_V4 / "bench-issue.json"  # the issue grid, CUDA-graph replay timing
 H200_SM120 = RESULTS / "h200" / "2026-12-01-sm120"  # the sm_120 kernel forced on the H200 beside v1, v3, v4
+FP8_BENCH = RESULTS / "h200" / "2026-12-01-fp8-and-pdl" / "notebooks" / "bench-fp8.json"  # each shape over both pools
 
 PROFILE_V3 = H200_V3 / "profile-v3.json"
 PROFILE_V3B = H200_V3 / "profile-v3b.json"
@@ -268,7 +269,68 @@ def rtx_prediction_table() -> str:
     return "\n".join(lines)
 
 
-BLOCKS = {"bench": bench_table, "versions": versions_table, "targets": targets_table, "floors": floors_table,
+def _fp8_rows() -> tuple[dict, dict]:
+    """The fp8 preset's run: its data and (impl, B, L, N, H, kv) -> row."""
+    data = json.loads(FP8_BENCH.read_text())
+    return data, {(r["impl"], r["B"], r["L"], r["N"], r["H"], row_kv(r)): r for r in data["rows"]}
+
+
+def fp8_table() -> str:
+    """Our two CUDA configurations over a bf16 and an fp8 pool, same shapes, one run (issue 17's speed targets)."""
+    data, _ = _fp8_rows()
+    c = data["ceilings"]
+    pairs = {(s["impl"], s["B"], s["L"], s["N"], s["H"]): s for s in fp8_speedups(data["rows"])}
+    shapes = sorted({k[1:] for k in pairs}, key=lambda k: (k[2] * k[3], k[0], k[1]))
+    lines = [f"From `{_rel(FP8_BENCH)}`: {_timing_words(data)}; each row credited with its own pool's bytes; "
+             f"ceilings in the same run: copy {c['copy_gbps']:.0f} GB/s, mma.sync {c['mma_sync_tflops']:.0f} TFLOP/s. "
+             "`cuda` is v4 here (the sm_90a default); the sm_120 kernel is forced. Issue 17 asks bf16 / fp8 >= 1.7 on "
+             "memory-bound shapes and >= 1.0 on compute-bound ones.", "",
+             "| B, L, N, H (bound over fp8) | v4 bf16 / fp8 (ms) | bf16 / fp8 | sm_120 kernel bf16 / fp8 (ms) | "
+             "bf16 / fp8 | SGLang's verify over fp8 / sm_120 kernel over fp8 |", "|---|---|---:|---|---:|---:|"]
+    _, rows = _fp8_rows()
+    for b, length, n, h in shapes:
+        v4, s = pairs[("cuda", b, length, n, h)], pairs[("cuda_sm120", b, length, n, h)]
+        sgl = rows[("sglang_extend", b, length, n, h, "fp8")]["ms"] / s["fp8 ms"]
+        lines.append(f"| {b}, {length // 1000}k, {n}, {h} ({s['bound (fp8)']}) | {v4['bf16 ms']:.4g} / "
+                     f"{v4['fp8 ms']:.4g} | {v4['bf16 / fp8']:.2f} | {s['bf16 ms']:.4g} / {s['fp8 ms']:.4g} | "
+                     f"{s['bf16 / fp8']:.2f} | {sgl:.0f}x |")
+    return "\n".join(lines)
+
+
+def rtx_fp8_prediction_table() -> str:
+    """The sm_120 kernel on RTX cards over a bf16 and an fp8 pool, predicted from the fp8 run (labelled)."""
+    from kdtree_lab.budget import gpus
+
+    data, rows = _fp8_rows()
+    c = data["ceilings"]
+    cards = [g for g in gpus().values() if g.mma_sync_tflops]
+    mine = {k: r for k, r in rows.items() if k[0] == "cuda_sm120"}
+    u = max(r["GB/s"] / c["copy_gbps"] for k, r in mine.items() if k[5] == "bf16" and r["bound"] == "memory")
+    per_flop = ", ".join(f"{g.label.split(' (')[0]} {(g.bandwidth_gbps / g.mma_sync_tflops) / (c['copy_gbps'] / c['mma_sync_tflops']):.2f}x"
+                         for g in cards)
+    lines = ["**Predictions, not measurements** (no sm_120 card has been lent), by the model of the README's RTX "
+             f"prediction table applied to `{_rel(FP8_BENCH)}`: per shape and pool, the larger of the H200 time scaled by the "
+             f"mma.sync rate ratio (H200 {c['mma_sync_tflops']:.0f} TFLOP/s in that run) and the pool's bytes at "
+             f"{u:.0%} of the card's bandwidth (the best share the kernel reached over a bf16 pool in that run). "
+             f"Bytes per mma.sync FLOP against the H200's: {per_flop}. With less bandwidth per FLOP a card's "
+             "bf16 pool is slower on the memory-bound shapes, which is where an fp8 pool gains on it.", "",
+             "| B, L, N, H | " + " | ".join(f"{g.label}: bf16 / fp8 (ms, predicted)" for g in cards) + " |",
+             "|---|" + "---|" * len(cards)]
+    for key in sorted({k[1:5] for k in mine}, key=lambda k: (k[2] * k[3], k[0], k[1])):
+        cells = []
+        for g in cards:
+            pred = {}
+            for kv in ("bf16", "fp8"):
+                r = mine[("cuda_sm120", *key, kv)]
+                pred[kv] = max(r["ms"] * c["mma_sync_tflops"] / g.mma_sync_tflops,
+                               Shape(*key, kv=kv).kv_bytes / (u * g.bandwidth_gbps * 1e9) * 1e3)
+            cells.append(f"{pred['bf16']:.3f} / {pred['fp8']:.3f} ({pred['bf16'] / pred['fp8']:.2f}x)")
+        b, length, n, h = key
+        lines.append(f"| {b}, {length // 1000}k, {n}, {h} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+BLOCKS = {"fp8": fp8_table, "rtx_fp8_prediction": rtx_fp8_prediction_table, "bench": bench_table, "versions": versions_table, "targets": targets_table, "floors": floors_table,
           "sm120": sm120_table, "sm120_targets": sm120_targets_table, "rtx_prediction": rtx_prediction_table}
 FILES = (ROOT / "README.md", ROOT / "docs" / "performance.md")
 
