@@ -226,13 +226,18 @@ def mma_sync_tflops(iters: int = 4096) -> float:
 FP8_SCALES = (0.75, 1.5)  # k_scale, v_scale of the fp8 shapes: other than 1, as a calibrated checkpoint passes them
 
 
+def pool_scales(kv: str) -> tuple[float, float]:
+    """(k_scale, v_scale) the benchmark and the graph checks build a ``kv`` pool with: FP8_SCALES for fp8, 1 for bf16."""
+    return FP8_SCALES if kv == "fp8" else (1.0, 1.0)
+
+
 def _copies(shape: Shape) -> int:
     return max(1, min(MAX_COPIES, math.ceil(L2_ROTATE_BYTES / max(1, shape.kv_bytes))))
 
 
 def shape_batches(shape: Shape, copies: int | None = None, seed: int = 0) -> list[VerifyBatch]:
     """``copies`` input sets of ``shape`` on the GPU (default: enough that timing rotates them out of L2)."""
-    scales = FP8_SCALES if shape.kv == "fp8" else (1.0, 1.0)
+    scales = pool_scales(shape.kv)
     return [build_verify_batch([shape.prefix] * shape.batch, shape.draft, shape.heads, mask=shape.mask,
                                seed=seed + i, device="cuda", kv_dtype=shape.kv, k_scale=scales[0],
                                v_scale=scales[1]) for i in range(copies or _copies(shape))]

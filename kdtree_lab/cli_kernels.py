@@ -52,16 +52,6 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
-def _kv_refused(command: str, args: argparse.Namespace) -> bool:
-    """Say in one line (stderr) when --impl does not serve --kv-dtype; True then."""
-    served = IMPLS[args.impl].kv_dtypes
-    if args.kv_dtype in served:
-        return False
-    print(f"kdtree-lab {command}: --impl {args.impl} serves {'/'.join(served)} KV pools, not --kv-dtype {args.kv_dtype}",
-          file=sys.stderr)
-    return True
-
-
 def cmd_build(args: argparse.Namespace) -> int:
     from .build import BuildError, CheckError, build_library, check_library
 
@@ -102,7 +92,10 @@ def cmd_parity(args: argparse.Namespace) -> int:
         if os.environ.get("TRITON_INTERPRET") != "1":
             print("kdtree-lab parity: Triton on the CPU needs TRITON_INTERPRET=1 in the environment", file=sys.stderr)
             return 2
-    if _kv_refused("parity", args):
+    served = IMPLS[args.impl].kv_dtypes
+    if args.kv_dtype not in served:
+        print(f"kdtree-lab parity: --impl {args.impl} serves {'/'.join(served)} KV pools, not --kv-dtype "
+              f"{args.kv_dtype}", file=sys.stderr)
         return 2
     heads = tuple(int(h) for h in args.heads.split(","))
     cases = grid(args.cases, args.seed, max_prefix=args.max_prefix, max_batch=args.max_batch,

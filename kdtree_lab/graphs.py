@@ -56,11 +56,10 @@ class GraphConfig:
 
 
 def pool_fields(kv: str) -> dict:
-    """GraphConfig's pool fields for ``kv``: an fp8 pool with the bench's scales (bench.FP8_SCALES, other than 1),
-    a bf16 pool with scales 1."""
-    from .bench import FP8_SCALES
+    """GraphConfig's pool fields for ``kv``, with the scales the benchmark uses (bench.pool_scales)."""
+    from .bench import pool_scales
 
-    k_scale, v_scale = FP8_SCALES if kv == "fp8" else (1.0, 1.0)
+    k_scale, v_scale = pool_scales(kv)
     return {"kv": kv, "k_scale": k_scale, "v_scale": v_scale}
 
 

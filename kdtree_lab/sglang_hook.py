@@ -82,7 +82,7 @@ def unsupported_reason(q, k_extend, v_extend, o, k_buffer, custom_mask, is_causa
             return why.format(v=value)
     if kv_dtype_name(k_buffer.dtype) not in kv_dtypes:
         return (f"KV pool dtype {k_buffer.dtype} (this GPU's kernel configuration serves {'/'.join(kv_dtypes)} "
-                "pools; fp8 pools are issue 17)")
+                "pools; the sm_120 kernel and v4 read fp8 ones)")
     if q.dim() != 3 or q.shape[-1] != D_QK or v_extend.shape[-1] != D_V or k_buffer.shape[1:] != (1, D_QK):
         return f"not an MLA shape (q {tuple(q.shape)}, v_extend {tuple(v_extend.shape)}, k_buffer " \
                f"{tuple(k_buffer.shape)}; expected 576-wide latent+rope rows and 512-wide V)"

@@ -277,7 +277,7 @@ def _fp8_rows() -> tuple[dict, dict]:
 
 def fp8_table() -> str:
     """Our two CUDA configurations over a bf16 and an fp8 pool, same shapes, one run (issue 17's speed targets)."""
-    data, _ = _fp8_rows()
+    data, rows = _fp8_rows()
     c = data["ceilings"]
     pairs = {(s["impl"], s["B"], s["L"], s["N"], s["H"]): s for s in fp8_speedups(data["rows"])}
     shapes = sorted({k[1:] for k in pairs}, key=lambda k: (k[2] * k[3], k[0], k[1]))
@@ -287,7 +287,6 @@ def fp8_table() -> str:
              "memory-bound shapes and >= 1.0 on compute-bound ones.", "",
              "| B, L, N, H (bound over fp8) | v4 bf16 / fp8 (ms) | bf16 / fp8 | sm_120 kernel bf16 / fp8 (ms) | "
              "bf16 / fp8 | SGLang's verify over fp8 / sm_120 kernel over fp8 |", "|---|---|---:|---|---:|---:|"]
-    _, rows = _fp8_rows()
     for b, length, n, h in shapes:
         v4, s = pairs[("cuda", b, length, n, h)], pairs[("cuda_sm120", b, length, n, h)]
         sgl = rows[("sglang_extend", b, length, n, h, "fp8")]["ms"] / s["fp8 ms"]

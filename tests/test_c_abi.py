@@ -4,6 +4,7 @@
 import pytest
 
 from kdtree_lab import abi, build, launch_plan, loader
+from kdtree_lab.impls import IMPLS
 from kdtree_lab.triton_verify import workspace_bytes as triton_workspace_bytes
 
 FAKE = 0x10000  # an aligned address that is never dereferenced: validation fails first
@@ -79,6 +80,18 @@ def test_every_configuration_names_what_it_runs_over_each_pool(lib):
     assert lib.lib.kdtree_verify_config_for_pool(0, 7) == -4 and lib.lib.kdtree_verify_config_for_pool(99, 0) == -2
     with pytest.raises(loader.KernelCallError, match="verify_split_kernel<32,2>, fp8 KV pool: unsupported"):
         lib.config_for_pool(names.index(impl["cuda_narrow"]), "fp8")
+
+
+def test_each_forced_impl_lists_the_pools_its_configuration_reads(lib):
+    """Impl.kv_dtypes (what the CLI, parity and the hook read without a GPU) says what the library's pool mapping
+    says for every forced configuration."""
+    names = [c["kernel"] for c in lib.configs()]
+    for impl, kernel in loader.CUDA_IMPLS.items():
+        if kernel is None:
+            continue
+        reads = tuple(kv for kv, code in abi.KV_CODES.items()
+                      if lib.lib.kdtree_verify_config_for_pool(names.index(kernel), code) >= 0)
+        assert IMPLS[impl].kv_dtypes == reads, impl
 
 
 def test_gpu_presets_row_tile_is_what_the_library_selects(lib):

@@ -21,13 +21,6 @@ def impl(request):
         yield request.param
 
 
-def _sglang(b, o):
-    extend_attention.extend_attention_fwd(b.q, b.k_extend, b.v_extend, o, b.k_buffer, b.v_buffer, b.qo_indptr,
-                                          b.kv_indptr, b.kv_indices, b.custom_mask, True, b.mask_indptr,
-                                          b.max_extend_len, 1.0, 1.0, sm_scale=b.sm_scale)
-    return o
-
-
 def _call(hook, b):
     return hook(*b.extend_attention_args(), 1.0, 1.0, b.sm_scale, max_bs=hook.max_bs)
 
@@ -41,7 +34,7 @@ def test_hook_matches_sglang(variant, mask):
     hook = sglang_hook.VerifyHook("on", max_bs=8, num_draft=8, num_heads=16)
     assert _call(hook, b) is True
     ours = b.o.clone()
-    theirs = _sglang(b, torch.full_like(b.o, float("nan")))
+    theirs = sglang_kernels.extend_attention(b, torch.full_like(b.o, float("nan")))
     rows = b.live_bs * 8
     ref = reference(b)[:rows]
     assert compare(ours[:rows], theirs[:rows])["rel_l2"] < 1e-2
@@ -86,7 +79,7 @@ def test_validate_mode_writes_sglangs_output_and_checks():
     b = build_verify_batch([2048, 5], 4, 8, seed=3, device="cuda")
     hook = sglang_hook.VerifyHook("validate", max_bs=4, num_draft=4, num_heads=8)
     assert _call(hook, b) is True
-    theirs = _sglang(b, torch.empty_like(b.o))
+    theirs = sglang_kernels.extend_attention(b, torch.empty_like(b.o))
     assert torch.equal(b.o, theirs), "validate mode keeps SGLang's output"
     strict = sglang_hook.VerifyHook("validate", max_bs=4, num_draft=4, num_heads=8, tol=1e-9)
     with pytest.raises(sglang_hook.ValidationFailed, match="differs from SGLang"):
@@ -118,7 +111,7 @@ def test_hook_inside_captured_graphs(mode, mask):
             torch.cuda.synchronize()
             if mode == "validate":
                 assert hook.check() <= sglang_hook.VALIDATE_TOL
-            theirs = _sglang(b, torch.empty_like(b.o))
+            theirs = sglang_kernels.extend_attention(b, torch.empty_like(b.o))
             assert compare(b.o, theirs)["rel_l2"] < 1e-2
 
 
@@ -149,7 +142,7 @@ def test_sglang_keyword_arguments_reach_the_decision(extra, served):
     b.o.fill_(float("nan"))
     assert hook(*b.extend_attention_args(), 1.0, 1.0, b.sm_scale, max_bs=8, **extra) is served
     if served:
-        theirs = _sglang(b, torch.empty_like(b.o))
+        theirs = sglang_kernels.extend_attention(b, torch.empty_like(b.o))
         rows = b.live_bs * 8
         assert compare(b.o[:rows], theirs[:rows])["rel_l2"] < 1e-2
     else:
