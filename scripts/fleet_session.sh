@@ -5,22 +5,16 @@
 # Usage (repo root on the device): NOTEBOOKS=03 bash scripts/fleet_session.sh     (a subset keeps a call < 600 s:
 # 03 alone takes ~250 s per GPU, 00,01,02,04,05,06 together ~230 s; BENCH=0 skips the two benchmark runs).
 set -uo pipefail
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT/work"
-exec > >(tee -a "$OUT/session.log") 2>&1
-export PYTHONUNBUFFERED=1 MPLBACKEND=Agg TRITON_DEFAULT_FP_FUSION=1
-pack() { tar -C "$OUT/work" -czf "$OUT/results.tar.gz.tmp" . && mv "$OUT/results.tar.gz.tmp" "$OUT/results.tar.gz"; }
-step() { pack 2>/dev/null; echo; echo "=== $(date -u +%H:%M:%S) $*"; }
+source scripts/session_lib.sh
+session_start
 
 step "install carried wheels and the project"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "${WHEELS:-.whl}"/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH
+install_wheels || exit 1
 python3 -m ipykernel install --user --name python3 >/dev/null || exit 1
 
 step "doctor, provenance, build"
 python3 -m kdtree_lab doctor --json > "$OUT/work/doctor.json"
-python3 -c "import json, sys; from kdtree_lab.provenance import provenance; print(json.dumps(provenance(sys.argv[1]), indent=2))" \
-  "NOTEBOOKS=${NOTEBOOKS:-all} bash scripts/fleet_session.sh" > "$OUT/work/provenance.json"
+write_provenance "NOTEBOOKS=${NOTEBOOKS:-all} bash scripts/fleet_session.sh" "$OUT/work/provenance.json"
 nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/work/gpus.csv"
 python3 -m kdtree_lab build --json > "$OUT/work/build.json"; echo "build rc=$?"
 

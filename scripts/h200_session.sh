@@ -10,24 +10,16 @@
 # results.tar.gz is rewritten at the start of every step, so a call cut off by its time limit still returns
 # everything the finished steps wrote (the device returns at most 8 loose files).
 set -uo pipefail
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT/work"
-LOG="$OUT/session.log"
-exec > >(tee -a "$LOG") 2>&1
-export PYTHONUNBUFFERED=1 MPLBACKEND=Agg TRITON_DEFAULT_FP_FUSION=1
-pack() { tar -C "$OUT/work" -czf "$OUT/results.tar.gz.tmp" . && mv "$OUT/results.tar.gz.tmp" "$OUT/results.tar.gz"; }
-step() { pack 2>/dev/null; echo; echo "=== $(date -u +%H:%M:%S) $*"; }
+source scripts/session_lib.sh
+session_start
 
 step "install carried wheels and the project"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "${WHEELS:-.whl}"/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD
-export PATH=/tmp/site/bin:$PATH
+install_wheels || exit 1
 [ -n "${SKIP_NOTEBOOKS:-}" ] || python3 -m ipykernel install --user --name python3 >/dev/null || exit 1
 
 step "doctor and provenance"
 python3 -m kdtree_lab doctor --json | tee "$OUT/work/doctor.json"
-python3 -c "import json, sys; from kdtree_lab.provenance import provenance; print(json.dumps(provenance(sys.argv[1]), indent=2))" \
-  "bash scripts/h200_session.sh $*" > "$OUT/work/provenance.json"
+write_provenance "bash scripts/h200_session.sh $*" "$OUT/work/provenance.json"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
 
 step "build"
