@@ -34,10 +34,17 @@ struct Cfg120 {
   static_assert(SMEM <= 101376, "sm_120 allows 99 KB of dynamic shared memory per block");
 };
 
-// FP8 (issue 17): the pool holds e4m3 rows (576 B). Prefix CTAs then use the same 72 KB as a bf16
-// tile (0..36 KB: Q staging, then each converted KV tile) and a two-slot ring of e4m3 tiles (36..72 KB, 18 KB
-// each, loaded two tiles ahead); each step converts its e4m3 tile into the bf16 tile (exactly) between two block
-// barriers and runs the bf16 step unchanged. k_scale / v_scale enter through scale_pre and v_scale, as for bf16.
+// FP8 (issue 17), the register path: the pool holds e4m3 rows (576 B). Prefix CTAs keep e4m3 tiles in shared
+// memory (a four-slot ring of 18 KB, 16-byte chunks XOR-swizzled by (row >> 1) & 3, loaded three tiles ahead) and
+// convert in registers, from what ldmatrix reads out of them; no bf16 tile, no conversion pass, no extra barrier.
+// K: an 8x8 .b16 matrix over e4m3 bytes is 8 keys x 16 dims; lane 4g + t gets key g, dims 4t..4t+3, the B
+// registers of one m16n8k16 fragment when the MMA's k {2t, 2t+1, 2t+8, 2t+9} stands for dims 4t..4t+3, so Q's A
+// fragments are loaded with the same permutation (d is summed over). V: ldmatrix.trans over byte pairs gives lane
+// 4g + t keys 2t, 2t+1 of dv 2g, 2g + 1; prmt splits them into two n8 tiles (even dv, odd dv), so each 16-column
+// group of the output is permuted and the epilogue writes it back in order. The prefix MMAs run in fp16 (same
+// rate): e4m3 -> f16x2 is one exact cvt, P (<= 2^RESCALE_SLACK) is written as f16, and Q is converted once with a
+// power-of-two scale 2^-qexp that puts the tile's max |Q| in [2^14, 2^15) (exact for every bf16 value above
+// 2^-17 of that max); 2^qexp goes into the logit scale. k_scale / v_scale as for bf16 pools.
 template <int BM, int STAGES, bool FP8 = false>
 __global__ void __launch_bounds__(Cfg120<STAGES>::THREADS, 1) verify_sm120_kernel(Params p) {
   using C = Cfg120<STAGES>;
@@ -57,9 +64,8 @@ __global__ void __launch_bounds__(Cfg120<STAGES>::THREADS, 1) verify_sm120_kerne
   auto swizzled = [](unsigned char* base) {
     return [base](int r, int ch) { return reinterpret_cast<__nv_bfloat16*>(base) + swz(r, ch); };
   };
-  const bool fp8_prefix = FP8 && !w.draft;  // Q is staged in the bf16 tile, the e4m3 ring sits in slot 1
-  const uint32_t qstage = fp8_prefix ? ring : slot1;
-  load_q_tile<BM, C::THREADS>(p, w, swizzled(smem + (fp8_prefix ? 0 : C::TILE_BYTES)));
+  const bool fp8_prefix = FP8 && !w.draft;
+  load_q_tile<BM, C::THREADS>(p, w, swizzled(smem + C::TILE_BYTES));
 
   // Per-thread shared-memory byte offsets (the per-slice offsets fold into the ldmatrix immediates).
   uint32_t kofs[2], vofs[4];
@@ -70,15 +76,65 @@ __global__ void __launch_bounds__(Cfg120<STAGES>::THREADS, 1) verify_sm120_kerne
   for (int np = 0; np < 4; ++np)
     vofs[np] = (((mi & 1) * 8 + (lane & 7)) * D_QK + warp * 64 + (((2 * np + (mi >> 1)) ^ sw) << 3)) * 2;
   const uint32_t pa_addr = smem_u32(ps) + ((lane & 15) * C::P_PITCH + (lane >> 4) * 8) * 2;
+  // e4m3 tiles (FP8): row r at 576 r, its 16-byte chunk c at position c ^ ((r >> 1) & 3) (conflict-free ldmatrix:
+  // 576-byte rows put even and odd rows in the two halves of a 128-byte line). Lane l reads matrix l >> 3.
+  constexpr int ROW8 = D_QK;
+  uint32_t kofs8 = 0, vofs8[2] = {0, 0};
+  if constexpr (FP8) {
+    const int kr = 16 * kh + ((lane >> 3) & 1) * 8 + (lane & 7);  // K: keys 16kh + 0..15, dims of uu = lane >> 4
+    kofs8 = kr * ROW8 + (((2 * dh + (lane >> 4)) ^ ((kr >> 1) & 3)) << 4);
+    const int vr = ((lane >> 3) & 1) * 8 + (lane & 7);  // V: keys 0..15 of a k16 step, dv chunk 4 warp + 2 np + lane >> 4
+#pragma unroll
+    for (int np = 0; np < 2; ++np) vofs8[np] = vr * ROW8 + ((4 * warp + ((2 * np + (lane >> 4)) ^ ((vr >> 1) & 3))) << 4);
+  }
 
   uint32_t qf[9][2][4];  // Q A fragments, loaded from slot 1 once
   auto load_q_regs = [&]() {
 #pragma unroll
     for (int uu = 0; uu < 2; ++uu) {
-      const uint32_t a = qstage + ((16 * qr + (lane & 15)) * D_QK + (((2 * (2 * dh + uu) + (lane >> 4)) ^ sw) << 3)) * 2;
+      const uint32_t a = slot1 + ((16 * qr + (lane & 15)) * D_QK + (((2 * (2 * dh + uu) + (lane >> 4)) ^ sw) << 3)) * 2;
 #pragma unroll
       for (int j = 0; j < 9; ++j) ldsm_x4(qf[j][uu], a + j * 128);
     }
+  };
+
+  // FP8 prefix CTAs: the same fragments with k permuted (dims 4t..4t+3 of each 16-dim chunk in registers 0 / 2 of
+  // rows g and g + 8), read with 8-byte loads from the staged tile.
+  int qexp = 0;  // FP8 prefix: Q is held as f16 times 2^-qexp
+  auto load_q_regs_perm = [&]() {
+    float mx = 0.f;  // max |Q| over the staged tile (zero-filled rows included)
+    for (int idx = tid; idx < BM * (D_QK / 8); idx += C::THREADS) {
+      const int r = idx / (D_QK / 8), ch = idx % (D_QK / 8);
+      const uint4 v = ld_shared_v4(slot1 + r * ROW + (ch << 4));
+      const uint32_t wds[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int k = 0; k < 4; ++k)
+        mx = fmaxf(mx, fmaxf(fabsf(__uint_as_float(wds[k] << 16)), fabsf(__uint_as_float(wds[k] & 0xffff0000u))));
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    if (lane == 0) stat[warp] = mx;
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < C::WARPS; ++k) mx = fmaxf(mx, stat[k]);
+    qexp = mx > 0.f && isfinite(mx) ? ilogbf(mx) - 14 : 0;
+    const float qs = ldexpf(1.f, -qexp);
+    auto to_f16 = [qs](uint32_t two_bf16) {
+      return pack_f16(__uint_as_float(two_bf16 << 16) * qs, __uint_as_float(two_bf16 & 0xffff0000u) * qs);
+    };
+#pragma unroll
+    for (int j = 0; j < 9; ++j)
+#pragma unroll
+      for (int uu = 0; uu < 2; ++uu) {
+        const int ch = (64 * j + 32 * dh + 16 * uu) / 8 + ((lane & 3) >> 1);
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int r = 16 * qr + 8 * half + (lane >> 2);
+          const uint2 v = ld_shared_v2(slot1 + (r * D_QK + ((ch ^ (r & 7)) << 3)) * 2 + (lane & 1) * 8);
+          qf[j][uu][half] = to_f16(v.x);
+          qf[j][uu][2 + half] = to_f16(v.y);
+        }
+      }
   };
 
   float acc[2][8][4];
@@ -89,19 +145,33 @@ __global__ void __launch_bounds__(Cfg120<STAGES>::THREADS, 1) verify_sm120_kerne
   const int srow = tid >> 3, skey = (tid & 7) * 4;  // softmax: this thread's row and first key of the step
   float m_ref = -INFINITY, l_part = 0.f;
 
-  // One 32-key step over the K tile at kt and the V tile at vt (the same tile for the prefix).
-  auto step = [&](uint32_t kt, uint32_t vt, float scale, bool full, auto visible) {
+  // One 32-key step over the K tile at kt and the V tile at vt (the same tile for the prefix); e4m3: an e4m3 tile
+  // read in the permuted layouts above (std::true_type), else bf16.
+  auto step = [&](auto e4m3, uint32_t kt, uint32_t vt, float scale, bool full, auto visible) {
     // Two accumulator sets (dims 64j + 32dh + 16uu, uu = 0 / 1): four independent HMMA chains of 9, not two of 18.
     float s2[2][2][4] = {};
+    if constexpr (decltype(e4m3)::value) {
 #pragma unroll
-    for (int j = 0; j < 9; ++j)
+      for (int j = 0; j < 9; ++j) {
+        uint32_t d[4];  // matrix 2 uu + nt: keys 16kh + 8nt .. + 7, dims 64j + 32dh + 16uu .. + 15
+        ldsm_x4(d, kt + kofs8 + j * 64);
 #pragma unroll
-      for (int uu = 0; uu < 2; ++uu) {
-        uint32_t b[4];
-        ldsm_x4(b, kt + kofs[uu] + j * 128);
-        mma_bf16(s2[uu][0], qf[j][uu], b[0], b[1]);
-        mma_bf16(s2[uu][1], qf[j][uu], b[2], b[3]);
+        for (int uu = 0; uu < 2; ++uu)
+#pragma unroll
+          for (int nt = 0; nt < 2; ++nt)
+            mma_f16(s2[uu][nt], qf[j][uu], e4m3x2_to_f16x2(d[2 * uu + nt]), e4m3x2_to_f16x2(d[2 * uu + nt] >> 16));
       }
+    } else {
+#pragma unroll
+      for (int j = 0; j < 9; ++j)
+#pragma unroll
+        for (int uu = 0; uu < 2; ++uu) {
+          uint32_t b[4];
+          ldsm_x4(b, kt + kofs[uu] + j * 128);
+          mma_bf16(s2[uu][0], qf[j][uu], b[0], b[1]);
+          mma_bf16(s2[uu][1], qf[j][uu], b[2], b[3]);
+        }
+    }
     float s[2][4];
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt)
@@ -140,7 +210,10 @@ __global__ void __launch_bounds__(Cfg120<STAGES>::THREADS, 1) verify_sm120_kerne
         sum += x[e];
       }
       l_part = l_part * alpha + sum;
-      *reinterpret_cast<uint2*>(ps + srow * C::P_PITCH + skey) = make_uint2(pack_bf16(x[0], x[1]), pack_bf16(x[2], x[3]));
+      if constexpr (decltype(e4m3)::value)  // P in f16 for the f16 PV MMA (P <= 2^RESCALE_SLACK)
+        *reinterpret_cast<uint2*>(ps + srow * C::P_PITCH + skey) = make_uint2(pack_f16(x[0], x[1]), pack_f16(x[2], x[3]));
+      else
+        *reinterpret_cast<uint2*>(ps + srow * C::P_PITCH + skey) = make_uint2(pack_bf16(x[0], x[1]), pack_bf16(x[2], x[3]));
       if ((tid & 7) == 0) stat[srow] = alpha;
     }
     __syncthreads();
@@ -159,25 +232,45 @@ __global__ void __launch_bounds__(Cfg120<STAGES>::THREADS, 1) verify_sm120_kerne
       uint32_t pa[2][4];
       ldsm_x4(pa[0], pa_addr + k16 * 32);
       ldsm_x4(pa[1], pa_addr + 16 * C::P_PITCH * 2 + k16 * 32);
+      if constexpr (decltype(e4m3)::value) {
 #pragma unroll
-      for (int np = 0; np < 4; ++np) {
-        uint32_t b[4];
-        ldsm_x4_trans(b, vt + vofs[np] + k16 * 16 * ROW);
+        for (int np = 0; np < 2; ++np) {
+          uint32_t r[4];  // matrix 2 h + kk: keys 8kk .. + 7 of this k16, dv chunk 4 warp + 2 np + h
+          ldsm_x4_trans(r, vt + vofs8[np] + k16 * 16 * ROW8);
 #pragma unroll
-        for (int mt = 0; mt < 2; ++mt) {
-          mma_bf16(acc[mt][2 * np], pa[mt], b[0], b[1]);
-          mma_bf16(acc[mt][2 * np + 1], pa[mt], b[2], b[3]);
+          for (int h = 0; h < 2; ++h) {
+            const int cc = 2 * np + h;  // n8 tiles 2cc (dv 16cc + 2g) and 2cc + 1 (dv 16cc + 2g + 1) of this warp
+            const uint32_t e0 = e4m3x2_to_f16x2(prmt0(r[2 * h], 0x5420)), e1 = e4m3x2_to_f16x2(prmt0(r[2 * h + 1], 0x5420));
+            const uint32_t o0 = e4m3x2_to_f16x2(prmt0(r[2 * h], 0x5431)), o1 = e4m3x2_to_f16x2(prmt0(r[2 * h + 1], 0x5431));
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt) {
+              mma_f16(acc[mt][2 * cc], pa[mt], e0, e1);
+              mma_f16(acc[mt][2 * cc + 1], pa[mt], o0, o1);
+            }
+          }
+        }
+      } else {
+#pragma unroll
+        for (int np = 0; np < 4; ++np) {
+          uint32_t b[4];
+          ldsm_x4_trans(b, vt + vofs[np] + k16 * 16 * ROW);
+#pragma unroll
+          for (int mt = 0; mt < 2; ++mt) {
+            mma_bf16(acc[mt][2 * np], pa[mt], b[0], b[1]);
+            mma_bf16(acc[mt][2 * np + 1], pa[mt], b[2], b[3]);
+          }
         }
       }
     }
   };
 
   if (FP8 && !w.draft) {
-    // e4m3 tiles: row r at 576 r in slot (t % 2) of the ring at 36 KB; thread (lrow, lch) loads and converts
-    // chunks lch + 8k (k < 5, chunk < 36) of row lrow = 4 warp + lane / 8.
-    constexpr int ROW8 = D_QK, TILE8 = C::BN * ROW8;
-    const uint32_t ring8 = ring + C::TILE_BYTES;
-    const int lrow = warp * 4 + (lane >> 3), lch = lane & 7;
+    // A four-slot ring of e4m3 tiles at ring + 18 KB s. Thread (lrow, lch) loads chunks lch + 8k (k < 5, chunk
+    // < 36) of row lrow = 4 warp + lane / 8. Q is staged in slot 1 of the bf16 layout (bytes 36..72 KB: e4m3 slots
+    // 2 and 3), so tiles 0 and 1 load beside it and tile 2 after Q is in registers; step t loads tile t + 3.
+    constexpr int TILE8 = C::BN * ROW8;
+    static_assert(4 * TILE8 <= C::RING_BYTES, "four e4m3 slots in the ring");
+    const int lrow = warp * 4 + (lane >> 3), lch = lane & 7, sw8 = (lrow >> 1) & 3;
     const int ntiles = (w.kend - w.kbeg + C::BN - 1) / C::BN;
     const unsigned char* kb8 = reinterpret_cast<const unsigned char*>(p.kb);
     auto fetch = [&](int t) -> int64_t {
@@ -185,53 +278,46 @@ __global__ void __launch_bounds__(Cfg120<STAGES>::THREADS, 1) verify_sm120_kerne
       return key < w.kend ? p.kv_indices[w.kv0 + key] : 0;
     };
     auto load8 = [&](int t, int64_t raw) {
-      const uint32_t d = ring8 + (t % 2) * TILE8 + lrow * ROW8;
+      if (t >= ntiles) return;
+      const uint32_t d = ring + (t & 3) * TILE8 + lrow * ROW8;
       const bool ok = w.kbeg + t * C::BN + lrow < w.kend;
       const int64_t slot = ok ? checked_slot(p, raw, lch == 0) : 0;
       const unsigned char* src = kb8 + slot * p.kb_s;
 #pragma unroll
-      for (int k = 0; k < 5; ++k)
-        if (k < 4 || lch < 4) cp_async_16s(d + (lch + 8 * k) * 16, src + (lch + 8 * k) * 16, ok ? 16 : 0);
+      for (int k = 0; k < 5; ++k) {
+        const int c = lch + 8 * k;
+        if (k < 4 || lch < 4) cp_async_16s(d + ((c ^ sw8) << 4), src + c * 16, ok ? 16 : 0);
+      }
     };
-    if (ntiles > 0) load8(0, fetch(0));
+    load8(0, fetch(0));
     cp_async_commit();  // group 0: Q and tile 0
-    if (ntiles > 1) load8(1, fetch(1));
+    load8(1, fetch(1));
     cp_async_commit();
     int64_t pending = fetch(2);
+    cp_async_wait<1>();
+    __syncthreads();
+    load_q_regs_perm();
+    __syncthreads();  // slot 1 of the bf16 layout (e4m3 slots 2, 3) is free
+    load8(2, pending);
+    cp_async_commit();
+    pending = fetch(3);
     for (int t = 0; t < ntiles; ++t) {
-      cp_async_wait<1>();  // this thread's part of tile t (and Q) has landed
-      __syncthreads();     // every warp is done with step t - 1's bf16 tile
-      if (t == 0) {
-        load_q_regs();
-        __syncthreads();
-      }
-      const uint32_t s8 = ring8 + (t % 2) * TILE8 + lrow * ROW8;
-#pragma unroll
-      for (int k = 0; k < 5; ++k) {
-        if (k < 4 || lch < 4) {
-          const int c = lch + 8 * k;  // e4m3 chunk: dims 16c .. 16c + 15 = bf16 chunks 2c, 2c + 1
-          const uint4 x = ld_shared_v4(s8 + c * 16);
-          const uint32_t row = ring + lrow * ROW;
-          st_shared_v4(row + ((((2 * c) & ~7) | (((2 * c) & 7) ^ (lrow & 7))) << 4),
-                       make_uint4(e4m3x2_to_bf16x2(x.x), e4m3x2_to_bf16x2(x.x >> 16), e4m3x2_to_bf16x2(x.y),
-                                  e4m3x2_to_bf16x2(x.y >> 16)));
-          st_shared_v4(row + ((((2 * c + 1) & ~7) | (((2 * c + 1) & 7) ^ (lrow & 7))) << 4),
-                       make_uint4(e4m3x2_to_bf16x2(x.z), e4m3x2_to_bf16x2(x.z >> 16), e4m3x2_to_bf16x2(x.w),
-                                  e4m3x2_to_bf16x2(x.w >> 16)));
-        }
-      }
-      __syncthreads();  // the bf16 tile is whole; the e4m3 slot of tile t is free
-      if (t + 2 < ntiles) load8(t + 2, pending);
+      cp_async_wait<2>();  // this thread's part of tile t has landed (t + 1, t + 2 may be in flight)
+      __syncthreads();     // all of tile t is visible; every warp is done with step t - 1, so its slot is free
+      load8(t + 3, pending);
       cp_async_commit();
-      pending = fetch(t + 3);
+      pending = fetch(t + 4);
       const int key0 = w.kbeg + t * C::BN;
-      step(ring, ring, p.scale_pre, key0 + C::BN <= w.kend, [&](int col, int) { return key0 + col < w.kend; });
+      const uint32_t tile = ring + (t & 3) * TILE8;
+      step(std::true_type{}, tile, tile, ldexpf(p.scale_pre, qexp), key0 + C::BN <= w.kend,
+           [&](int col, int) { return key0 + col < w.kend; });
     }
   } else if (!w.draft) {
     prefix_pipeline<STAGES, C::BN, C::TILE_BYTES, 128, false>(
         p, w, ring, [](int r, int lch) { return (uint32_t)(r * ROW + ((lch ^ (r & 7)) << 4)); },
         [&](uint32_t kt, int key0) {
-          step(kt, kt, p.scale_pre, key0 + C::BN <= w.kend, [&](int col, int) { return key0 + col < w.kend; });
+          step(std::false_type{}, kt, kt, p.scale_pre, key0 + C::BN <= w.kend,
+               [&](int col, int) { return key0 + col < w.kend; });
         },
         load_q_regs);
   } else {
@@ -241,7 +327,7 @@ __global__ void __launch_bounds__(Cfg120<STAGES>::THREADS, 1) verify_sm120_kerne
     load_q_regs();  // draft_pipeline's first barrier keeps slot 1 until every warp has its Q
     const DraftMask dm = draft_mask(p, w);
     draft_pipeline<C::BN, C::THREADS, false>(p, w, swizzled(smem), swizzled(smem + C::TILE_BYTES), [&](int key0) {
-      step(ring, slot1, p.scale_draft, false,
+      step(std::false_type{}, ring, slot1, p.scale_draft, false,
            [&](int col, int row) { return draft_visible(dm, (w.row0 + row) / p.H, key0 + col); });
     });
   }
@@ -263,9 +349,22 @@ __global__ void __launch_bounds__(Cfg120<STAGES>::THREADS, 1) verify_sm120_kerne
     for (int h = 0; h < 2; ++h) {
       const int rr = 16 * mt + 8 * h + (lane >> 2);
       const int gr = w.row0 + rr;
-      if (gr < p.R)
+      if (gr >= p.R) continue;
+      if (fp8_prefix) {  // the permuted columns: dv 16cc + 4t .. + 3 are tiles 2cc, 2cc + 1, elements 2h, 2h + 1
+        pdl_launch_dependents();
+        const float l = stat[2 * BM + rr], inv = l > 0.f ? vscale / l : 0.f;
+        const int64_t prow = w.part0 + gr;
+        if (warp == 0 && (lane & 3) == 0) p.lse_part[prow] = l > 0.f ? stat[BM + rr] + log2f(l) : -INFINITY;
+        float* dst = p.o_part + prow * D_V + warp * 64 + (lane & 3) * 4;
+#pragma unroll
+        for (int cc = 0; cc < 4; ++cc)
+          *reinterpret_cast<float4*>(dst + 16 * cc) =
+              make_float4(acc[mt][2 * cc][2 * h] * inv, acc[mt][2 * cc + 1][2 * h] * inv,
+                          acc[mt][2 * cc][2 * h + 1] * inv, acc[mt][2 * cc + 1][2 * h + 1] * inv);
+      } else {
         write_partial_row<8>(p, w.part0 + gr, stat[BM + rr], stat[2 * BM + rr], vscale, warp == 0 && (lane & 3) == 0,
                              warp * 64, acc[mt], h);
+      }
     }
 }
 
