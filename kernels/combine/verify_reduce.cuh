@@ -16,6 +16,9 @@ constexpr int reduce_warps(int splits) { return splits <= 8 ? 1 : (splits <= 32 
 // weights (an empty split's partial row, never written, is loaded and its value discarded by a select, never
 // multiplied), so eight are in flight per warp. W > 1: the unit's warps meet in shared memory. With programmatic
 // dependent launch the CTA starts while the split kernel finishes and waits (griddepcontrol.wait) before reading.
+// Only the prefix splits up to the last one with a finite LSE are loaded (the non-empty splits of a prefix are
+// splits 0, 1, ...; one past them has weight 0 anyway), then the draft block's partial: a short prefix under a
+// split count captured for a long one reads its few partials, not nsplit of them.
 template <int W>
 __global__ void __launch_bounds__(128, 1) verify_reduce_kernel(Params p) {
   constexpr int UNITS = 4 / W;
@@ -35,18 +38,34 @@ __global__ void __launch_bounds__(128, 1) verify_reduce_kernel(Params p) {
   if (valid) {
     const float* lse = p.lse_part + part0;
     float m = -INFINITY;
-    for (int s = lane; s < S; s += 32) m = fmaxf(m, lse[(int64_t)s * p.R]);
+    int last = -1;  // the last prefix split with a finite LSE
+    for (int s = lane; s < S; s += 32) {
+      const float x = lse[(int64_t)s * p.R];
+      m = fmaxf(m, x);
+      if (s < S - 1 && x != -INFINITY) last = s;
+    }
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    for (int o = 16; o > 0; o >>= 1) {
+      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+      last = max(last, __shfl_xor_sync(0xffffffffu, last, o));
+    }
     if (m != -INFINITY) {
       for (int s = lane; s < S; s += 32) wsum += exp2f(lse[(int64_t)s * p.R] - m);
 #pragma unroll
       for (int o = 16; o > 0; o >>= 1) wsum += __shfl_xor_sync(0xffffffffu, wsum, o);
       const float* part = p.o_part + part0 * D_V + col;
-      for (int k0 = 0; wi + W * k0 < S; k0 += 32) {
+      const int used = last + 1;  // prefix splits read; the draft block's partial (split S - 1) follows
+      if (wi == 0) {
+        const float wd = exp2f(lse[(int64_t)(S - 1) * p.R] - m);
+        if (wd > 0.f) {
+          const float4 v = *reinterpret_cast<const float4*>(part + (int64_t)(S - 1) * p.R * D_V);
+          acc.x += wd * v.x; acc.y += wd * v.y; acc.z += wd * v.z; acc.w += wd * v.w;
+        }
+      }
+      for (int k0 = 0; wi + W * k0 < used; k0 += 32) {
         const int mine = wi + W * (k0 + lane);  // the split whose weight this lane holds
-        const float wt_mine = mine < S ? exp2f(lse[(int64_t)mine * p.R] - m) : 0.f;  // 0 for an empty split
-        const int count = min(32, (S - wi + W - 1) / W - k0);
+        const float wt_mine = mine < used ? exp2f(lse[(int64_t)mine * p.R] - m) : 0.f;  // 0 for an empty split
+        const int count = min(32, (used - wi + W - 1) / W - k0);
         const float* src = part + (int64_t)(wi + W * k0) * p.R * D_V;
         const int64_t stride = (int64_t)W * p.R * D_V;
         for (int k8 = 0; k8 < count; k8 += 8) {

@@ -1,0 +1,58 @@
+"""Fixed cost per call (issue 18, GPU): graph-replay medians of our kernels at B = 1 over short and long prefixes
+and a sweep of split counts, beside the floor of any two-kernel graph on the same GPU.
+
+The split count is fixed when a graph is captured and the prefix length is not, so a short prefix runs with the
+split count chosen for a long one: the rows at L = 128 are the cost of a call with almost no prefix, and the sweep
+shows what the empty splits (skipped by the split kernel, still merged by the combine) cost. A development tool;
+the benchmark of record is ``kdtree-lab bench``.
+
+    python3 scripts/fixed_cost.py --out $OUT/fixed-cost.json [--impls cuda,cuda_sm120]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import torch
+
+from kdtree_lab import dispatch
+from kdtree_lab.bench import Shape, graph_median_ms, measure_ceilings, time_ours
+
+LENGTHS = (128, 4096, 32_768, 200_000)
+SPLITS = (1, 4, 16, 32, 66, 131)
+
+
+def two_kernel_floor_ms() -> float:
+    """Median replay time of a graph holding two dependent one-element kernels: the launch floor of split + combine."""
+    x = torch.zeros(1, device="cuda")
+    return graph_median_ms(lambda i: (x.add_(1), x.mul_(1)), 1, iters=200)[0]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--impls", default="cuda,cuda_sm120")
+    ap.add_argument("--drafts", default="4,16")
+    a = ap.parse_args(argv)
+    result = {"gpu": torch.cuda.get_device_name(0), "ceilings": measure_ceilings().__dict__,
+              "two_kernel_floor_ms": round(two_kernel_floor_ms(), 5), "rows": []}
+    print("two-kernel graph floor (ms):", result["two_kernel_floor_ms"], flush=True)
+    for impl in a.impls.split(","):
+        for n in (int(x) for x in a.drafts.split(",")):
+            auto = dispatch.nsplit_for(impl, 1, n, 8)
+            for length in LENGTHS:
+                for ns in sorted(set(SPLITS) | {auto}):
+                    t = time_ours(impl, Shape(1, length, n, 8), nsplit=ns)
+                    row = {"impl": impl, "B": 1, "L": length, "N": n, "H": 8, "nsplit": ns, "auto": ns == auto,
+                           "ms": round(t.ms, 5), "timing": t.method, "kernel": t.kernel}
+                    result["rows"].append(row)
+                    print(json.dumps(row), flush=True)
+                    with open(a.out, "w") as f:  # after every row: a run cut off keeps what it measured
+                        json.dump(result, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
