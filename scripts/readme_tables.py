@@ -18,7 +18,7 @@ H200_V3 = RESULTS / "h200" / "2026-11-29-v3-kernel"  # kernel v3 (mma.sync), eag
 H200_V4 = RESULTS / "h200" / "2026-11-29-v4-wgmma"  # kernel v4 (wgmma), the sm_90a default
 H200_BENCH = H200_V4 / "bench-issue.json"  # the issue grid, CUDA-graph replay timing
 H200_SM120 = RESULTS / "h200" / "2026-12-01-sm120"  # the sm_120 kernel forced on the H200 beside v1, v3, v4
-FP8_BENCH = RESULTS / "h200" / "2026-12-01-fp8-and-pdl" / "notebooks" / "bench-fp8.json"  # each shape over both pools
+FP8_BENCH = RESULTS / "h200" / "2026-12-01-fp8-register-path" / "call3-bench" / "bench-fp8.json"  # each shape over both pools
 
 PROFILE_V3 = H200_V3 / "profile-v3.json"
 PROFILE_V3B = H200_V3 / "profile-v3b.json"
@@ -329,7 +329,69 @@ def rtx_fp8_prediction_table() -> str:
     return "\n".join(lines)
 
 
-BLOCKS = {"fp8": fp8_table, "rtx_fp8_prediction": rtx_fp8_prediction_table, "bench": bench_table, "versions": versions_table, "targets": targets_table, "floors": floors_table,
+H200_FIXED = RESULTS / "h200" / "2026-12-01-fp8-register-path"
+FIXED_MAIN = H200_FIXED / "call4-fixed-cost" / "fixed-cost-main.json"  # the combine before it read used splits only
+FIXED_NOW = H200_FIXED / "call4-fixed-cost" / "fixed-cost-patch.json"  # the combine as landed
+ISSUE18_BENCH = H200_FIXED / "call6-bench" / "bench-issue.json"  # the issue grid, v4 and the sm_120 kernel as landed
+
+
+def _fixed(path: Path) -> tuple[dict, dict]:
+    """A scripts/fixed_cost.py run: its data and (impl, N, L) -> row at the automatic split count."""
+    data = json.loads(path.read_text())
+    return data, {(r["impl"], r["N"], r["L"]): r for r in data["rows"] if r["auto"]}
+
+
+def fixed_cost_table() -> str:
+    """Time of a B = 1 call at the automatic split count, the combine before and after it read used splits only."""
+    before, old = _fixed(FIXED_MAIN)
+    after, new = _fixed(FIXED_NOW)
+    lengths = sorted({k[2] for k in new})
+    names = {"cuda": "v4", "cuda_sm120": "sm_120 kernel"}
+    lines = [f"From `{_rel(FIXED_MAIN)}` (before) and `{_rel(FIXED_NOW)}` (after), one device call, B = 1, H = 8, "
+             "the automatic split count (fixed at capture for any prefix length), CUDA-graph replay medians in us. "
+             f"A graph of two one-element kernels, timed the same way in each run: {before['two_kernel_floor_ms'] * 1e3:.1f}"
+             f" and {after['two_kernel_floor_ms'] * 1e3:.1f} us.", "",
+             "| kernel, N (splits) | " + " | ".join(f"L = {n:,}: before / after" for n in lengths) + " |",
+             "|---|" + "---:|" * len(lengths)]
+    for impl, n in sorted({k[:2] for k in new}):
+        cells = [f"{old[(impl, n, n_l)]['ms'] * 1e3:.1f} / {new[(impl, n, n_l)]['ms'] * 1e3:.1f}" for n_l in lengths]
+        lines.append(f"| {names.get(impl, impl)}, {n} ({new[(impl, n, lengths[0])]['nsplit']}) | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def issue18_targets_table() -> str:
+    """Issue 18's targets against the issue grid of the landed kernels and the fixed-cost run."""
+    data, by_shape = _bench(ISSUE18_BENCH)
+    c = data["ceilings"]
+    fixed_data, fixed = _fixed(FIXED_NOW)
+    met = lambda ok: "met" if ok else "**not met**"  # noqa: E731
+    short = {impl: [r["ms"] * 1e3 for (i, n, n_l), r in fixed.items() if i == impl and n_l == min(k[2] for k in fixed)]
+             for impl in ("cuda", "cuda_sm120")}
+    comp = {i: [d[i]["TFLOP/s"] for (b, n_l, n, h), d in by_shape.items() if n_l >= 32_768 and n * h >= 128]
+            for i in ("cuda", "cuda_sm120")}
+    mem = {i: [d[i]["GB/s"] / c["copy_gbps"] for (b, n_l, n, h), d in by_shape.items()
+               if n_l >= 32_768 and n * h <= 64 and b >= 8] for i in ("cuda", "cuda_sm120")}
+    head = by_shape[HEADLINE]
+    n_mem = sum(x >= 0.85 for x in mem["cuda"])
+    rows = [
+        ("fixed cost per call <= 10 us at B = 1 (here: a call over a 128-token prefix at the automatic split count)",
+         f"v4 {_span(short['cuda'], '.1f')} us, sm_120 kernel {_span(short['cuda_sm120'], '.1f')} us (N = 4 and 16); "
+         f"a graph of two empty kernels takes {fixed_data['two_kernel_floor_ms'] * 1e3:.1f} us the same way",
+         met(max(short["cuda"] + short["cuda_sm120"]) <= 10)),
+        ("v4 (sm_90a) on compute-bound shapes (H x N >= 128, L >= 32k): >= 600 TFLOP/s",
+         f"{_span(comp['cuda'], '.0f')} TFLOP/s over {len(comp['cuda'])} shapes (sm_120 kernel forced: "
+         f"{_span(comp['cuda_sm120'], '.0f')})", met(min(comp["cuda"]) >= 600)),
+        ("memory-bound shapes (H x N <= 64, L >= 32k, B >= 8): >= 85% of the copy bandwidth",
+         f"v4 {_span(mem['cuda'], '.0%')} over {len(mem['cuda'])} shapes ({n_mem} at or above 85%); sm_120 kernel "
+         f"{_span(mem['cuda_sm120'], '.0%')}", met(n_mem == len(mem["cuda"]))),
+        ("B = 1, L = 200k, N = 16, H = 8 in <= 0.10 ms",
+         f"v4 {head['cuda']['ms']:.3f} ms, sm_120 kernel {head['cuda_sm120']['ms']:.3f} ms", met(head["cuda"]["ms"] <= 0.10)),
+    ]
+    return _target_lines(f"From `{_rel(ISSUE18_BENCH)}` ({_timing_words(data)}; copy {c['copy_gbps']:.0f} GB/s) and "
+                         f"`{_rel(FIXED_NOW)}`.", rows)
+
+
+BLOCKS = {"fixed_cost": fixed_cost_table, "issue18_targets": issue18_targets_table, "fp8": fp8_table, "rtx_fp8_prediction": rtx_fp8_prediction_table, "bench": bench_table, "versions": versions_table, "targets": targets_table, "floors": floors_table,
           "sm120": sm120_table, "sm120_targets": sm120_targets_table, "rtx_prediction": rtx_prediction_table}
 FILES = (ROOT / "README.md", ROOT / "docs" / "performance.md")
 
