@@ -24,10 +24,11 @@ LENGTHS = (128, 4096, 32_768, 200_000)
 SPLITS = (1, 4, 16, 32, 66, 131)
 
 
-def two_kernel_floor_ms() -> float:
-    """Median replay time of a graph holding two dependent one-element kernels: the launch floor of split + combine."""
+def graph_floor_ms(kernels: int) -> float:
+    """Median replay time of a graph holding ``kernels`` dependent one-element kernels, timed like every benchmark
+    row: the floor of a call made of that many kernels (2: split + combine; 1: a design that merges in-kernel)."""
     x = torch.zeros(1, device="cuda")
-    return graph_median_ms(lambda i: (x.add_(1), x.mul_(1)), 1, iters=200)[0]
+    return graph_median_ms(lambda i: [x.add_(1) for _ in range(kernels)], 1, iters=200)[0]
 
 
 def main(argv=None) -> int:
@@ -35,15 +36,19 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--impls", default="cuda,cuda_sm120")
     ap.add_argument("--drafts", default="4,16")
+    ap.add_argument("--lengths", default=",".join(map(str, LENGTHS)), help="prefix lengths (tokens), comma list")
+    ap.add_argument("--splits", default=",".join(map(str, SPLITS)), help="split counts beside the automatic one")
     a = ap.parse_args(argv)
     result = {"gpu": torch.cuda.get_device_name(0), "ceilings": measure_ceilings().__dict__,
-              "two_kernel_floor_ms": round(two_kernel_floor_ms(), 5), "rows": []}
-    print("two-kernel graph floor (ms):", result["two_kernel_floor_ms"], flush=True)
+              "one_kernel_floor_ms": round(graph_floor_ms(1), 5), "two_kernel_floor_ms": round(graph_floor_ms(2), 5),
+              "rows": []}
+    print("one- and two-kernel graph floors (ms):", result["one_kernel_floor_ms"], result["two_kernel_floor_ms"],
+          flush=True)
     for impl in a.impls.split(","):
         for n in (int(x) for x in a.drafts.split(",")):
             auto = dispatch.nsplit_for(impl, 1, n, 8)
-            for length in LENGTHS:
-                for ns in sorted(set(SPLITS) | {auto}):
+            for length in (int(x) for x in a.lengths.split(",")):
+                for ns in sorted({int(x) for x in a.splits.split(",")} | {auto}):
                     t = time_ours(impl, Shape(1, length, n, 8), nsplit=ns)
                     row = {"impl": impl, "B": 1, "L": length, "N": n, "H": 8, "nsplit": ns, "auto": ns == auto,
                            "ms": round(t.ms, 5), "timing": t.method, "kernel": t.kernel}

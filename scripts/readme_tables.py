@@ -332,6 +332,7 @@ def rtx_fp8_prediction_table() -> str:
 H200_FIXED = RESULTS / "h200" / "2026-12-01-fp8-register-path"
 FIXED_MAIN = H200_FIXED / "call4-fixed-cost" / "fixed-cost-main.json"  # the combine before it read used splits only
 FIXED_NOW = H200_FIXED / "call4-fixed-cost" / "fixed-cost-patch.json"  # the combine as landed
+FIXED_FLOORS = H200_FIXED / "call7-floors" / "fixed-cost-floors.json"  # graphs of one and of two tiny kernels
 ISSUE18_BENCH = H200_FIXED / "call6-bench" / "bench-issue.json"  # the issue grid, v4 and the sm_120 kernel as landed
 
 
@@ -367,6 +368,8 @@ def issue18_targets_table() -> str:
     met = lambda ok: "met" if ok else "**not met**"  # noqa: E731
     short = {impl: [r["ms"] * 1e3 for (i, n, n_l), r in fixed.items() if i == impl and n_l == min(k[2] for k in fixed)]
              for impl in ("cuda", "cuda_sm120")}
+    floor_us = fixed_data["two_kernel_floor_ms"] * 1e3
+    above = [x - floor_us for x in short["cuda"] + short["cuda_sm120"]]
     comp = {i: [d[i]["TFLOP/s"] for (b, n_l, n, h), d in by_shape.items() if n_l >= 32_768 and n * h >= 128]
             for i in ("cuda", "cuda_sm120")}
     mem = {i: [d[i]["GB/s"] / c["copy_gbps"] for (b, n_l, n, h), d in by_shape.items()
@@ -376,8 +379,10 @@ def issue18_targets_table() -> str:
     rows = [
         ("fixed cost per call <= 10 us at B = 1 (here: a call over a 128-token prefix at the automatic split count)",
          f"v4 {_span(short['cuda'], '.1f')} us, sm_120 kernel {_span(short['cuda_sm120'], '.1f')} us (N = 4 and 16); "
-         f"a graph of two empty kernels takes {fixed_data['two_kernel_floor_ms'] * 1e3:.1f} us the same way",
-         met(max(short["cuda"] + short["cuda_sm120"]) <= 10)),
+         f"a graph of one-element kernels takes {floor_us:.1f} us the same way (one kernel or two: "
+         f"`{_rel(FIXED_FLOORS)}`), so our share is {_span(above, '.1f')} us",
+         met(max(short["cuda"] + short["cuda_sm120"]) <= 10) + (" end to end; met above the timing floor" if
+                                                                 max(above) <= 10 else " end to end, nor above the floor")),
         ("v4 (sm_90a) on compute-bound shapes (H x N >= 128, L >= 32k): >= 600 TFLOP/s",
          f"{_span(comp['cuda'], '.0f')} TFLOP/s over {len(comp['cuda'])} shapes (sm_120 kernel forced: "
          f"{_span(comp['cuda_sm120'], '.0f')})", met(min(comp["cuda"]) >= 600)),
