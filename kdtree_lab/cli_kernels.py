@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .impls import IMPLS
+from .impls import IMPLS, kv_refusal
 from .record import emit as _emit
 
 
@@ -92,10 +92,9 @@ def cmd_parity(args: argparse.Namespace) -> int:
         if os.environ.get("TRITON_INTERPRET") != "1":
             print("kdtree-lab parity: Triton on the CPU needs TRITON_INTERPRET=1 in the environment", file=sys.stderr)
             return 2
-    served = IMPLS[args.impl].kv_dtypes
-    if args.kv_dtype not in served:
-        print(f"kdtree-lab parity: --impl {args.impl} serves {'/'.join(served)} KV pools, not --kv-dtype "
-              f"{args.kv_dtype}", file=sys.stderr)
+    refusal = kv_refusal(args.impl, args.kv_dtype)
+    if refusal:
+        print(f"kdtree-lab parity: --kv-dtype {args.kv_dtype}: {refusal}", file=sys.stderr)
         return 2
     heads = tuple(int(h) for h in args.heads.split(","))
     cases = grid(args.cases, args.seed, max_prefix=args.max_prefix, max_batch=args.max_batch,

@@ -18,7 +18,7 @@ import torch
 
 from .batch import VerifyBatch, build_verify_batch
 from .dispatch import runner
-from .impls import IMPLS
+from .impls import kv_refusal
 from .oracle import compare, reference
 
 Impl = str  # a key of impls.IMPLS
@@ -182,9 +182,9 @@ def gpu_grid(random_count: int, seed: int, heads: tuple[int, ...] = (8, 16, 64, 
 
 def run_case(impl: Impl, case: Case, device: str | torch.device) -> CaseResult:
     """Build the case (output poisoned with NaN), run the kernel, compare with the fp64 oracle."""
-    served = IMPLS[impl].kv_dtypes
-    if case.kv_dtype not in served:
-        raise ValueError(f"{case.name}: impl {impl} serves KV pools of {'/'.join(served)}, not {case.kv_dtype}")
+    refusal = kv_refusal(impl, case.kv_dtype)
+    if refusal:
+        raise ValueError(f"{case.name}: {refusal}")
     batch = case.build(device)
     t0 = time.perf_counter()
     out, flags = runner(impl)(batch, case.nsplit)

@@ -115,7 +115,7 @@ def test_parity_refuses_an_fp8_pool_for_an_impl_that_does_not_serve_it(capsys):
 
     assert main(["parity", "--impl", "cuda_narrow", "--kv-dtype", "fp8", "--device", "cuda"]) == 2
     err = capsys.readouterr().err
-    assert "--impl cuda_narrow serves bf16 KV pools, not --kv-dtype fp8" in err and "Traceback" not in err
+    assert "--kv-dtype fp8: impl cuda_narrow serves bf16 KV pools, not fp8" in err and "Traceback" not in err
 
 
 def test_audit_cli_names_an_fp8_declaration_over_a_bf16_pool(capsys):

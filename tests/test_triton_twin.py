@@ -135,5 +135,5 @@ def test_fp8_scales_are_applied_where_sglang_applies_them():
 
 def test_fp8_case_on_an_impl_that_does_not_serve_it_is_refused_in_one_line():
     case = parity.fp8_cases([parity.Case("x", (5,), 2, 2)])[0]
-    with pytest.raises(ValueError, match="serves KV pools of bf16, not fp8"):
+    with pytest.raises(ValueError, match="serves bf16 KV pools, not fp8"):
         parity.run_case("cuda_narrow", case, DEVICE)  # v1 has no e4m3 path
