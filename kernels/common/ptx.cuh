@@ -98,7 +98,7 @@ __device__ __forceinline__ uint2 ld_shared_v2(uint32_t addr) {
   return v;
 }
 
-// Two e4m3 values (the low byte of `two` is the first) -> f16x2 in one instruction, exactly.
+// Two e4m3 values (the low byte of `two` is the first) -> f16x2 in one instruction (sm_89 and later), exactly.
 __device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t two) {
   uint32_t h;
   asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(h) : "h"((unsigned short)two));

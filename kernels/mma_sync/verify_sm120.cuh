@@ -13,7 +13,8 @@
 // PV: warp w owns output columns 64w..64w+63 of all 32 rows (64 fp32 accumulators per thread): each V fragment
 // (ldmatrix.trans from the same KV tile) serves both 16-row halves.
 // Three block barriers per step: the ring, partial S written, P written. Every instruction is one sm_80 has
-// (mma.sync, ldmatrix, cp.async), so sm_120a runs it, and a Hopper GPU runs it as sm_120 would.
+// (mma.sync, ldmatrix, cp.async), plus, over an fp8 pool, the e4m3 -> f16x2 cvt of sm_89 and later; sm_120a has
+// them all, so it runs the kernel, and a Hopper GPU runs it as sm_120 would.
 #pragma once
 #include "../common/frame.cuh"
 
