@@ -18,7 +18,7 @@ import sys
 import torch
 
 from kdtree_lab import dispatch
-from kdtree_lab.bench import Shape, graph_median_ms, measure_ceilings, time_ours
+from kdtree_lab.bench import Shape, graph_median_ms, measure_ceilings, shape_batches, time_ours
 
 LENGTHS = (128, 4096, 32_768, 200_000)
 SPLITS = (1, 4, 16, 32, 66, 131)
@@ -31,6 +31,16 @@ def graph_floor_ms(kernels: int) -> float:
     return graph_median_ms(lambda i: [x.add_(1) for _ in range(kernels)], 1, iters=200)[0]
 
 
+def marginal_ms(impl: str, shape: Shape, nsplit: int, repeat: int) -> float:
+    """What one call adds inside a larger graph (as in SGLang's decode graph, where verify is one node among many):
+    (replay of ``repeat`` back-to-back calls - replay of one) / (repeat - 1), so the replay's own floor cancels."""
+    batch = shape_batches(shape, 1)[0]
+    ws = dispatch.workspace(shape.batch, shape.draft, shape.heads, nsplit)
+    one = graph_median_ms(lambda i: dispatch.verify(impl, batch, ws, nsplit), 1, iters=100)[0]
+    many = graph_median_ms(lambda i: [dispatch.verify(impl, batch, ws, nsplit) for _ in range(repeat)], 1, iters=100)[0]
+    return (many - one) / (repeat - 1)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
@@ -38,6 +48,9 @@ def main(argv=None) -> int:
     ap.add_argument("--drafts", default="4,16")
     ap.add_argument("--lengths", default=",".join(map(str, LENGTHS)), help="prefix lengths (tokens), comma list")
     ap.add_argument("--splits", default=",".join(map(str, SPLITS)), help="split counts beside the automatic one")
+    ap.add_argument("--repeat", type=int, default=0,
+                    help="also time each automatic-split row as the marginal cost of one call among this many "
+                         "(0: not; the inputs stay the same across the calls, so short prefixes sit in L2)")
     a = ap.parse_args(argv)
     result = {"gpu": torch.cuda.get_device_name(0), "ceilings": measure_ceilings().__dict__,
               "one_kernel_floor_ms": round(graph_floor_ms(1), 5), "two_kernel_floor_ms": round(graph_floor_ms(2), 5),
@@ -52,6 +65,8 @@ def main(argv=None) -> int:
                     t = time_ours(impl, Shape(1, length, n, 8), nsplit=ns)
                     row = {"impl": impl, "B": 1, "L": length, "N": n, "H": 8, "nsplit": ns, "auto": ns == auto,
                            "ms": round(t.ms, 5), "timing": t.method, "kernel": t.kernel}
+                    if a.repeat > 1 and ns == auto:
+                        row["marginal_ms"] = round(marginal_ms(impl, Shape(1, length, n, 8), ns, a.repeat), 5)
                     result["rows"].append(row)
                     print(json.dumps(row), flush=True)
                     with open(a.out, "w") as f:  # after every row: a run cut off keeps what it measured
