@@ -77,11 +77,16 @@ __device__ __forceinline__ void st_shared_v4(uint32_t addr, uint4 v) {
   asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};\n" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
 }
 
-// Two e4m3 values (the low byte is the first element) -> bf16x2, exactly: e4m3 -> f16x2 in hardware (sm_89 and
-// later), then through fp32 (every e4m3 value is a bf16 value).
-__device__ __forceinline__ uint32_t e4m3x2_to_bf16x2(uint32_t two) {
+// Two e4m3 values (the low byte of `two` is the first) -> f16x2 in one instruction (sm_89 and later), exactly.
+__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t two) {
   uint32_t h;
   asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(h) : "h"((unsigned short)two));
+  return h;
+}
+// Two e4m3 values (the low byte is the first element) -> bf16x2, exactly: to f16x2, then through fp32 (every e4m3
+// value is a bf16 value).
+__device__ __forceinline__ uint32_t e4m3x2_to_bf16x2(uint32_t two) {
+  const uint32_t h = e4m3x2_to_f16x2(two);
   const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
   return pack_bf16(f.x, f.y);
 }
@@ -98,12 +103,6 @@ __device__ __forceinline__ uint2 ld_shared_v2(uint32_t addr) {
   return v;
 }
 
-// Two e4m3 values (the low byte of `two` is the first) -> f16x2 in one instruction (sm_89 and later), exactly.
-__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t two) {
-  uint32_t h;
-  asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(h) : "h"((unsigned short)two));
-  return h;
-}
 
 __device__ __forceinline__ void bar_named(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
