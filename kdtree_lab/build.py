@@ -175,7 +175,7 @@ def exported_symbols(library: Path) -> set[str]:
 def _short(kernel: str) -> str:
     """A mangled kernel name as the configuration table names it: int template arguments, and a trailing bool
     shown when true (``..._kernelILi32ELi2ELb1EEvNS_6ParamsE`` -> ``verify_sm120_kernel<32,2,true>``)."""
-    m = re.search(r"(verify_[a-z0-9]+_kernel)(I((?:Li\d+E)+)(?:Lb([01])E)?E)?", kernel)
+    m = re.search(r"(verify_[a-z0-9_]+?_kernel)(I((?:Li\d+E)+)(?:Lb([01])E)?E)?", kernel)
     if not m:
         return kernel
     if not m.group(2):

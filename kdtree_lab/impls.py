@@ -34,6 +34,8 @@ IMPLS: dict[str, Impl] = {i.name: i for i in (
     Impl("cuda_wgmma_fp8", "cuda", "verify_wgmma_kernel<64,2,true>",
          "v4 over e4m3 pools (the launcher takes it for an fp8 pool under cuda_wgmma), forced (9.x only)",
          ("fp8",)),
+    Impl("cuda_wgmma_v5", "cuda", "verify_wgmma_v5_kernel<64>",
+         "v5, v4 with its two warpgroups out of step (softmax beside the other's wgmma), forced (9.x only)"),
     Impl("cuda_narrow", "cuda", "verify_split_kernel<32,2>", "v1, the first 99 KB kernel, forced (for comparison)"),
     Impl("triton", "triton", None, "the Triton twin", ("bf16", "fp8")),
 )}

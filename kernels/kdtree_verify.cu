@@ -5,7 +5,8 @@
 //                the prefix and draft-block pipelines, the tree mask, the partial-row epilogue)
 //   mma_sync/    warp-level mma.sync kernels (sm_80..sm_120): verify_sm120 (what sm_120 runs), verify_rows32 (v3,
 //                Hopper-sized shared memory), verify_split (v1, forced only)
-//   sm90/        the sm_90a warpgroup-MMA kernel (v4, the default on compute capability 9.x)
+//   sm90/        the sm_90a warpgroup-MMA kernels: v4 (the default on compute capability 9.x) and v5 (the two
+//                warpgroups out of step, forced)
 //   combine/     the kernel that merges the split partials by their log-sum-exps
 //   ceilings/    the mma.sync peak loop the benchmark measures beside the kernels
 // Work decomposition: grid = (row_tiles, nsplit + 1, bs); row tiles are the fastest grid dimension so the CTAs
@@ -22,6 +23,7 @@
 #include "mma_sync/verify_sm120.cuh"
 #include "mma_sync/verify_split.cuh"
 #include "sm90/verify_wgmma.cuh"
+#include "sm90/verify_wgmma_v5.cuh"
 
 namespace kdt {
 namespace {
@@ -33,12 +35,12 @@ namespace {
 // automatically; kdtree_verify_force_config picks any entry (tests and benchmarks time the sm_120 configuration
 // and v1 on a Hopper GPU that way).
 const ConfigEntry kConfigs[] = {rows32_entry<2>(), sm120_entry<2>(), split_entry<32, 2>(), wgmma_entry<2>(),
-                                 sm120_fp8_entry(), wgmma_fp8_entry()};
+                                 sm120_fp8_entry(), wgmma_fp8_entry(), wgmma_v5_entry()};
 // The e4m3-pool variants of the sm_120 kernel and of v4 (issue 17): an fp8 pool on configuration 1 runs 4, on 3 runs 5;
 // v3 and v1 refuse fp8 pools (KDT_ERR_UNSUPPORTED).
 constexpr int kSm120Config = 1, kSm120Fp8Config = 4, kWgmmaFp8Config = 5;
 constexpr int kAutoConfigs[] = {0, 1};
-constexpr int kWgmmaConfig = 3;  // needs compute capability 9.x (sm_90a)
+constexpr int kWgmmaConfig = 3, kWgmmaV5Config = 6;  // need compute capability 9.x (sm_90a)
 #ifdef KDT_SM90A_BUILT
 constexpr bool kHasSm90a = true;
 #else
@@ -192,7 +194,8 @@ int kdtree_verify_attn_flash_paged_cg(
                                                 kv_dtype);
   if (idx < 0) return -idx;
   // wgmma exists on sm_90a only; elsewhere the kernel body is a trap (reachable here only when forced)
-  if ((idx == kWgmmaConfig || idx == kWgmmaFp8Config) && g_cc_of_device[dev] / 10 != 9) return KDT_ERR_DEVICE;
+  if ((idx == kWgmmaConfig || idx == kWgmmaFp8Config || idx == kWgmmaV5Config) && g_cc_of_device[dev] / 10 != 9)
+    return KDT_ERR_DEVICE;
   if (!(g_attr_set[dev] & (1u << idx))) {
     if (cudaFuncSetAttribute(reinterpret_cast<const void*>(kConfigs[idx].kernel),
                              cudaFuncAttributeMaxDynamicSharedMemorySize, kConfigs[idx].cfg.dynamic_smem) !=

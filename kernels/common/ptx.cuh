@@ -107,5 +107,10 @@ __device__ __forceinline__ uint2 ld_shared_v2(uint32_t addr) {
 __device__ __forceinline__ void bar_named(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
+// Arrive at named barrier `id` without waiting (release: this thread's earlier shared-memory writes are visible to
+// the threads that then pass bar_named(id, threads)): one producer side of a producer / consumer hand-off.
+__device__ __forceinline__ void bar_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
 
 }  // namespace kdt
