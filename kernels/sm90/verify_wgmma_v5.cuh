@@ -14,9 +14,7 @@
 // loaded during step t, into the slot of X(t - 1), once the other warpgroup's PV on X(t - 1) has completed.
 // Hand-offs are named barriers (bar.arrive by the producer, bar.sync by the consumer):
 //   REF_A(t): warpgroup 0 -> 1, ref_A(t) and P_A(t) written;  REF_B(t): 1 -> 0, ref_B(t) and P_B(t) written;
-//   FREE_A(t - 1): 1 -> 0, its PV on slot A(t - 1) done;      FREE_B(t - 1): 0 -> 1, likewise for B;
-//   QK(t): 0 -> 1, QK_A(t) issued, so that QK_B(t) queues behind it on the tensor cores instead of sharing them
-//   (QK_A is on the chain A -> B -> A, QK_B is not: it runs while warpgroup 0 does its softmax).
+//   FREE_A(t - 1): 1 -> 0, its PV on slot A(t - 1) done;      FREE_B(t - 1): 0 -> 1, likewise for B.
 // Draft-block CTAs run v4's step (the same shared-memory plan: Q, 144 KB of ring, v4's P tile, the row sums).
 #pragma once
 #include "verify_wgmma.cuh"
@@ -43,7 +41,6 @@ struct Cfg5 {
 
 // Named barriers (0 is __syncthreads): 1 + g a warpgroup's own, then the four hand-offs.
 constexpr int BAR_WG = 1, BAR_REF_A = 3, BAR_REF_B = 4, BAR_FREE_A = 5;  // FREE_B = BAR_FREE_A + 1
-constexpr int BAR_QK = 7;  // warpgroup 0 has issued QK_A(t): warpgroup 1 may queue QK_B(t) behind it
 
 // Where the loaders put element (row, col) of a 32-row tile: atom col / 64, 128-byte rows, 128-byte swizzle.
 __host__ __device__ constexpr uint32_t tile5_addr(int row, int col) {
@@ -164,7 +161,6 @@ __device__ __forceinline__ void v5_prefix(const Params& p, const Work& w, uint32
       fence_proxy_async();
       bar_named(BAR_WG + g, 128);  // X(t) is whole
     }
-    if constexpr (G == 1) bar_named(BAR_QK, 256);
     float s[16];
     fence_regs(s);
     wgmma_fence();
@@ -175,7 +171,6 @@ __device__ __forceinline__ void v5_prefix(const Params& p, const Work& w, uint32
                desc_advance(dk, (kk >> 2) * ATOM5 + (kk & 3) * 32), kk > 0);
     }
     wgmma_commit();
-    if constexpr (G == 0) bar_arrive(BAR_QK, 256);
     if (t >= 1 && t + 1 < nsteps) {
       wgmma_wait<1>();                          // this warpgroup's PV of step t - 1 is complete
       bar_arrive(BAR_FREE_A + 1 - g, 256);      // ... so the other's tile of step t - 1 may be refilled
