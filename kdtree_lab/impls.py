@@ -21,7 +21,7 @@ class Impl:
 
 
 IMPLS: dict[str, Impl] = {i.name: i for i in (
-    Impl("cuda", "cuda", None, "the configuration this GPU selects (v4 on sm_90a, the sm_120 kernel on 99 KB GPUs; "
+    Impl("cuda", "cuda", None, "the configuration this GPU selects (v5 on sm_90a, the sm_120 kernel on 99 KB GPUs; "
          "both read fp8 pools, v3 refuses them)", ("bf16", "fp8")),
     Impl("cuda_sm120", "cuda", "verify_sm120_kernel<32,2>", "the sm_120 kernel (86.9 KB, Q in registers), forced",
          ("bf16", "fp8")),
@@ -35,7 +35,8 @@ IMPLS: dict[str, Impl] = {i.name: i for i in (
          "v4 over e4m3 pools (the launcher takes it for an fp8 pool under cuda_wgmma), forced (9.x only)",
          ("fp8",)),
     Impl("cuda_wgmma_v5", "cuda", "verify_wgmma_v5_kernel<64>",
-         "v5, v4 with its two warpgroups out of step (softmax beside the other's wgmma), forced (9.x only)"),
+         "v5, v4 with its two warpgroups out of step (softmax beside the other's wgmma), forced (9.x only; fp8 "
+         "pools run v4's e4m3 variant)", ("bf16", "fp8")),
     Impl("cuda_narrow", "cuda", "verify_split_kernel<32,2>", "v1, the first 99 KB kernel, forced (for comparison)"),
     Impl("triton", "triton", None, "the Triton twin", ("bf16", "fp8")),
 )}

@@ -5,8 +5,8 @@
 //                the prefix and draft-block pipelines, the tree mask, the partial-row epilogue)
 //   mma_sync/    warp-level mma.sync kernels (sm_80..sm_120): verify_sm120 (what sm_120 runs), verify_rows32 (v3,
 //                Hopper-sized shared memory), verify_split (v1, forced only)
-//   sm90/        the sm_90a warpgroup-MMA kernels: v4 (the default on compute capability 9.x) and v5 (the two
-//                warpgroups out of step, forced)
+//   sm90/        the sm_90a warpgroup-MMA kernels: v5 (the default on compute capability 9.x: v4 with its two
+//                warpgroups out of step) and v4 (forced, and its e4m3 variant, which fp8 pools run under v5)
 //   combine/     the kernel that merges the split partials by their log-sum-exps
 //   ceilings/    the mma.sync peak loop the benchmark measures beside the kernels
 // Work decomposition: grid = (row_tiles, nsplit + 1, bs); row tiles are the fastest grid dimension so the CTAs
@@ -30,13 +30,14 @@ namespace {
 
 // The table. Automatic selection (kdtree_verify_select_config): on compute capability 9.x, when the library holds
 // sm_90a code (KDT_SM90A_BUILT, set by the build when sm_90a is among its archs) and the device's opt-in shared
-// memory per block fits it, the wgmma kernel (v4); otherwise the first entry of kAutoConfigs that fits: v3
+// memory per block fits it, the wgmma kernel v5 (v4 stays forced-only); otherwise the first entry of kAutoConfigs that fits: v3
 // (rows32) on Hopper-sized shared memory (227 KB), the sm_120 kernel on 99 KB. v1 (verify_split) is never chosen
 // automatically; kdtree_verify_force_config picks any entry (tests and benchmarks time the sm_120 configuration
 // and v1 on a Hopper GPU that way).
 const ConfigEntry kConfigs[] = {rows32_entry<2>(), sm120_entry<2>(), split_entry<32, 2>(), wgmma_entry<2>(),
                                  sm120_fp8_entry(), wgmma_fp8_entry(), wgmma_v5_entry()};
-// The e4m3-pool variants of the sm_120 kernel and of v4 (issue 17): an fp8 pool on configuration 1 runs 4, on 3 runs 5;
+// The e4m3-pool variants of the sm_120 kernel and of v4 (issue 17): an fp8 pool on configuration 1 runs 4, on 3 or 6
+// (v5) runs 5;
 // v3 and v1 refuse fp8 pools (KDT_ERR_UNSUPPORTED).
 constexpr int kSm120Config = 1, kSm120Fp8Config = 4, kWgmmaFp8Config = 5;
 constexpr int kAutoConfigs[] = {0, 1};
@@ -114,8 +115,8 @@ const char* kdtree_verify_config_name(int index) {
 
 int kdtree_verify_select_config(int smem_optin_bytes, int compute_capability) {
   if (kHasSm90a && compute_capability >= 90 && compute_capability < 100 &&
-      kConfigs[kWgmmaConfig].cfg.dynamic_smem <= smem_optin_bytes)
-    return kWgmmaConfig;
+      kConfigs[kWgmmaV5Config].cfg.dynamic_smem <= smem_optin_bytes)
+    return kWgmmaV5Config;
   for (int i : kAutoConfigs)
     if (kConfigs[i].cfg.dynamic_smem <= smem_optin_bytes) return i;
   return -1;
@@ -127,7 +128,7 @@ int kdtree_verify_config_for_pool(int index, int kv_dtype) {
   if (kv_dtype == KDT_KV_BF16) return fp8_variant ? -KDT_ERR_BAD_DTYPE : index;
   if (kv_dtype != KDT_KV_FP8_E4M3) return -KDT_ERR_BAD_DTYPE;
   if (index == kSm120Config || index == kSm120Fp8Config) return kSm120Fp8Config;
-  if (index == kWgmmaConfig || index == kWgmmaFp8Config) return kWgmmaFp8Config;
+  if (index == kWgmmaConfig || index == kWgmmaFp8Config || index == kWgmmaV5Config) return kWgmmaFp8Config;
   return -KDT_ERR_UNSUPPORTED;
 }
 

@@ -53,8 +53,8 @@ def test_bad_input_returns_a_status_not_a_crash(lib, over, code):
 def test_config_selection(lib):
     cfgs = lib.configs()
     sel = lib.lib.kdtree_verify_select_config
-    wgmma = [c["kernel"] for c in cfgs].index(loader.CUDA_IMPLS["cuda_wgmma"])
-    assert "sm_90a" in lib.archs and sel(232_448, 90) == wgmma  # H200 with sm_90a code: the wgmma kernel (v4)
+    v5 = [c["kernel"] for c in cfgs].index(loader.CUDA_IMPLS["cuda_wgmma_v5"])
+    assert "sm_90a" in lib.archs and sel(232_448, 90) == v5  # H200 with sm_90a code: the wgmma kernel v5
     assert cfgs[sel(232_448, 80)]["kernel"] == loader.CUDA_IMPLS["cuda_rows32"]  # A100-sized smem, no wgmma
     assert cfgs[sel(232_448, 100)]["kernel"] == loader.CUDA_IMPLS["cuda_rows32"]  # wgmma is sm_90a only
     for cc in (120, 90):  # sm_120's 99 KB; a 9.x part with too little shared memory for v4 gets a portable one
@@ -73,6 +73,7 @@ def test_every_configuration_names_what_it_runs_over_each_pool(lib):
     impl = loader.CUDA_IMPLS
     assert names[run[impl["cuda_sm120"]]["fp8"]] == impl["cuda_sm120_fp8"]
     assert names[run[impl["cuda_wgmma"]]["fp8"]] == impl["cuda_wgmma_fp8"]
+    assert names[run[impl["cuda_wgmma_v5"]]["fp8"]] == impl["cuda_wgmma_fp8"]  # v5 has no e4m3 variant of its own
     for variant in ("cuda_sm120_fp8", "cuda_wgmma_fp8"):
         assert names[run[impl[variant]]["fp8"]] == impl[variant] and run[impl[variant]]["bf16"] == -4
     for bf16_only in ("cuda_rows32", "cuda_narrow"):

@@ -36,8 +36,9 @@ def test_sm120_kernel_edge_grid_and_500_random():
 
 @pytest.mark.parametrize("impl", ["cuda", "cuda_sm120"])
 def test_fp8_pool_edge_grid_and_500_random(impl):
-    """SGLang's fp8_e4m3 pool with (k_scale, v_scale) other than 1, on the configuration this GPU selects (v4 here)
-    and on the sm_120 kernel forced: the GPU grid against the fp64 oracle of the dequantised pool."""
+    """SGLang's fp8_e4m3 pool with (k_scale, v_scale) other than 1, on the configuration this GPU selects (v5 here,
+    whose fp8 pools run v4's e4m3 variant) and on the sm_120 kernel forced: the GPU grid against the fp64 oracle of
+    the dequantised pool."""
     report = parity.run_parity(impl, parity.fp8_cases(parity.gpu_grid(500, seed=817, heads=HEADS)), "cuda")
     assert len(report.results) > 500 and report.ok, report.summary()
     assert all(r.case.kv_dtype == "fp8" for r in report.results)
