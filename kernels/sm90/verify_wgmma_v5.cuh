@@ -41,7 +41,7 @@ struct Cfg5 {
 
 // Named barriers (0 is __syncthreads): 1 + g a warpgroup's own, then the four hand-offs.
 constexpr int BAR_WG = 1, BAR_REF_A = 3, BAR_REF_B = 4, BAR_FREE_A = 5;  // FREE_B = BAR_FREE_A + 1
-constexpr int BAR_Q = 7;  // step 0: Q (loaded by all 256 threads) is whole
+constexpr int BAR_Q = 7;  // 7 + g: step 0, warpgroup g's part of Q (loaded by all 256 threads) has landed
 
 // Where the loaders put element (row, col) of a 32-row tile: atom col / 64, 128-byte rows, 128-byte swizzle.
 __host__ __device__ constexpr uint32_t tile5_addr(int row, int col) {
@@ -156,7 +156,10 @@ __device__ __forceinline__ void v5_prefix(const Params& p, const Work& w, uint32
     if (t == 0) {
       cp_async_wait<1>();
       fence_proxy_async();
-      bar_named(BAR_Q, 256);  // Q is whole (a named barrier: the two warpgroups reach it from different code)
+      // Q is whole: each warpgroup waits for the other's arrival (an arrive / sync pair per direction, since the two
+      // reach this point from different code, where a barrier both sync on would be divergent).
+      bar_arrive(BAR_Q + G, 256);
+      bar_named(BAR_Q + 1 - G, 256);
     } else {
       cp_async_wait<0>();
       fence_proxy_async();
