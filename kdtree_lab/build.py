@@ -84,6 +84,8 @@ class KernelResources:
     local_bytes: int  # local memory per thread (spills and stack arrays)
     stack: int
     hmma: int = 0  # tensor-core MMA instructions in this kernel's SASS (HMMA: mma.sync; HGMMA: wgmma)
+    hgmma: int = 0  # of which wgmma (HGMMA)
+    gmma_waits: int = 0  # WARPGROUP.DEPBAR (wgmma waits): one after every HGMMA means ptxas serialized them
 
 
 @dataclass
@@ -215,17 +217,20 @@ def kernel_resources(library: Path) -> list[KernelResources]:
     for arch_name in sorted({r.arch for r in res}):
         sass = _cuobjdump(["--dump-sass", "-arch", arch_name, str(library)])
         current = None
-        counts: dict[str, int] = {}
+        counts: dict[str, list[int]] = {}  # kernel -> [HMMA or HGMMA, HGMMA, WARPGROUP.DEPBAR]
         for line in sass.splitlines():
             m = re.match(r"\s*Function : (\S+)", line)
             if m:
                 current = _short(m.group(1))
-                counts.setdefault(current, 0)
-            elif current and ("HMMA" in line or "HGMMA" in line):
-                counts[current] += 1
+                counts.setdefault(current, [0, 0, 0])
+            elif current:
+                c = counts[current]
+                c[0] += "HMMA" in line or "HGMMA" in line
+                c[1] += "HGMMA" in line
+                c[2] += "WARPGROUP.DEPBAR" in line
         for r in res:
             if r.arch == arch_name:
-                r.hmma = counts.get(r.kernel, 0)
+                r.hmma, r.hgmma, r.gmma_waits = counts.get(r.kernel, [0, 0, 0])
     return res
 
 
@@ -270,6 +275,9 @@ def resource_problems(resources: list[KernelResources], configs: list[dict],
                 eligible.append(r.kernel)
             if cfg and r.hmma == 0:
                 problems.append(f"{a} {r.kernel}: no HMMA (mma.sync) instruction in its SASS")
+            if r.hgmma >= 8 and 2 * r.gmma_waits >= r.hgmma:
+                problems.append(f"{a} {r.kernel}: {r.gmma_waits} wgmma waits for {r.hgmma} HGMMA (ptxas serialized "
+                                f"the wgmma pipeline: its C7514 warning in the ptxas log says why)")
             if r.local_bytes or r.stack:
                 problems.append(f"{a} {r.kernel}: {r.local_bytes} B local memory / {r.stack} B stack per thread "
                                 f"(limit 0: spills)")

@@ -46,6 +46,15 @@ def test_resource_checks_name_arch_kernel_and_limit():
     assert "16 B local memory" in text
     assert "255 registers x 512 threads" in text
     assert [c["fits"]["sm_120a"] for c in cfgs] == [False, True]
+    # a wgmma kernel whose every HGMMA is followed by a wait: ptxas serialized the pipeline
+    wg = [{"index": 0, "kernel": "verify_wgmma_v5_kernel<64>", "block_m": 64, "stages": 4, "threads": 256,
+           "dynamic_smem": 231_424}]
+    serialized = KernelResources("sm_90a", "verify_wgmma_v5_kernel<64>", 255, 1024, 0, 0, hmma=82, hgmma=82,
+                                 gmma_waits=82)
+    assert "82 wgmma waits for 82 HGMMA" in "\n".join(resource_problems([serialized], wg, ["sm_90a"]))
+    pipelined = KernelResources("sm_90a", "verify_wgmma_v5_kernel<64>", 192, 1024, 0, 0, hmma=120, hgmma=120,
+                                gmma_waits=10)
+    assert resource_problems([pipelined], [dict(wg[0])], ["sm_90a"]) == []
     too_big = [dict(cfgs[0])]
     assert "sm_120a: no verify kernel configuration fits 101376 B" in "\n".join(
         resource_problems(res[:1], too_big, ["sm_120a"]))

@@ -1,7 +1,8 @@
 // kdtree-lab verify, v5: v4's warpgroup-MMA CTA with the two warpgroups out of step, so that one warpgroup's
 // softmax runs while the other's wgmma keep the tensor cores busy (the "seesaw" order FlashMLA uses for dense MLA
-// decode, here over a gathered page-size-1 pool loaded with cp.async). sm_90a only, like v4; forced as impl
-// cuda_wgmma_v5. docs/performance.md ("v5") has the schedule's reasoning, its prediction and what it measured.
+// decode, here over a gathered page-size-1 pool loaded with cp.async). sm_90a only, like v4; the default on
+// compute capability 9.x (impl cuda, or forced as cuda_wgmma_v5); an fp8 pool under it runs v4's e4m3 variant.
+// docs/performance.md ("v5") has the schedule's reasoning, its prediction and what it measured.
 //
 // Prefix CTAs (64 rows, 256 threads): a 64-key step is two 32-key tiles, A (keys 0..31) and B (keys 32..63), each
 // in its own 36 KB ring slot; warpgroup 0 loads and multiplies tile A (QK, m64n32k16 as in v4), warpgroup 1 tile B.
@@ -14,7 +15,11 @@
 // loaded during step t, into the slot of X(t - 1), once the other warpgroup's PV on X(t - 1) has completed.
 // Hand-offs are named barriers (bar.arrive by the producer, bar.sync by the consumer):
 //   REF_A(t): warpgroup 0 -> 1, ref_A(t) and P_A(t) written;  REF_B(t): 1 -> 0, ref_B(t) and P_B(t) written;
-//   FREE_A(t - 1): 1 -> 0, its PV on slot A(t - 1) done;      FREE_B(t - 1): 0 -> 1, likewise for B.
+//   FREE_A(t - 1): 1 -> 0, its PV on slot A(t - 1) done;      FREE_B(t - 1): 0 -> 1, likewise for B;
+//   Q_g (step 0 only): warpgroup g's share of the Q tile (loaded by all 256 threads) has landed.
+// A barrier both warpgroups would sync on from their different code is divergent (compute-sanitizer synccheck),
+// hence one arrive / sync pair per direction; each warpgroup runs its own instantiation of the loop (v5_prefix<G>)
+// because ptxas serializes every wgmma when one loop branches on the warpgroup around them.
 // Draft-block CTAs run v4's step (the same shared-memory plan: Q, 144 KB of ring, v4's P tile, the row sums).
 #pragma once
 #include "verify_wgmma.cuh"
@@ -39,7 +44,8 @@ struct Cfg5 {
   static_assert(SMEM <= (1 << 18), "desc_advance needs every shared address below 256 KB");
 };
 
-// Named barriers (0 is __syncthreads): 1 + g a warpgroup's own, then the four hand-offs.
+// Named barriers (0 is __syncthreads, used only where both warpgroups run the same code): 1 + g a warpgroup's own,
+// then the hand-offs.
 constexpr int BAR_WG = 1, BAR_REF_A = 3, BAR_REF_B = 4, BAR_FREE_A = 5;  // FREE_B = BAR_FREE_A + 1
 constexpr int BAR_Q = 7;  // 7 + g: step 0, warpgroup g's part of Q (loaded by all 256 threads) has landed
 
@@ -109,8 +115,10 @@ __device__ __forceinline__ void rescale5(float (&o)[32][4], float (&l)[2], const
   }
 }
 
-// The prefix loop of warpgroup G (0: tiles A, 1: tiles B); its own function per warpgroup so that ptxas sees each
-// warpgroup's wgmma pipeline on one path (a branch on the warpgroup inside one loop would make it serialize them).
+// The prefix loop of warpgroup G (0: tiles A, 1: tiles B); its own instantiation per warpgroup so that ptxas sees
+// each warpgroup's wgmma pipeline on one path (a branch on the warpgroup inside one loop made it serialize every
+// wgmma: ptxas C7514, "non wgmma instructions reading accumulator registers ... between start and end of the
+// pipeline stage").
 template <int G>
 __device__ __forceinline__ void v5_prefix(const Params& p, const Work& w, uint32_t qt, uint32_t ring, float* refs,
                                           float (&o)[32][4], float (&m)[2], float (&l)[2]) {
