@@ -4,9 +4,10 @@ and a sweep of split counts, beside the floor of any two-kernel graph on the sam
 The split count is fixed when a graph is captured and the prefix length is not, so a short prefix runs with the
 split count chosen for a long one: the rows at L = 128 are the cost of a call with almost no prefix, and the sweep
 shows what the empty splits (skipped by the split kernel, still merged by the combine) cost. A development tool;
-the benchmark of record is ``kdtree-lab bench``.
+the benchmark of record is ``kdtree-lab bench``. With ``--repeat K`` each automatic-split row also gets its marginal
+cost inside a graph of K calls, and the run the marginal cost of one and of two one-element kernels (the launches).
 
-    python3 scripts/fixed_cost.py --out $OUT/fixed-cost.json [--impls cuda,cuda_sm120]
+    python3 scripts/fixed_cost.py --out $OUT/fixed-cost.json [--impls cuda,cuda_sm120] [--repeat 10]
 """
 
 from __future__ import annotations
@@ -29,6 +30,15 @@ def graph_floor_ms(kernels: int) -> float:
     row: the floor of a call made of that many kernels (2: split + combine; 1: a design that merges in-kernel)."""
     x = torch.zeros(1, device="cuda")
     return graph_median_ms(lambda i: [x.add_(1) for _ in range(kernels)], 1, iters=200)[0]
+
+
+def marginal_floor_ms(kernels: int, repeat: int) -> float:
+    """What ``kernels`` dependent one-element kernels add inside a larger graph, timed like marginal_ms: the launch
+    share of a call's marginal cost (2: split + combine), so the rest is the kernels' own work."""
+    x = torch.zeros(1, device="cuda")
+    one = graph_median_ms(lambda i: [x.add_(1) for _ in range(kernels)], 1, iters=200)[0]
+    many = graph_median_ms(lambda i: [x.add_(1) for _ in range(kernels * repeat)], 1, iters=200)[0]
+    return (many - one) / (repeat - 1)
 
 
 def marginal_ms(impl: str, shape: Shape, nsplit: int, repeat: int) -> float:
@@ -55,8 +65,10 @@ def main(argv=None) -> int:
     result = {"gpu": torch.cuda.get_device_name(0), "ceilings": measure_ceilings().__dict__,
               "one_kernel_floor_ms": round(graph_floor_ms(1), 5), "two_kernel_floor_ms": round(graph_floor_ms(2), 5),
               "rows": []}
+    if a.repeat > 1:
+        result["marginal_floor_ms"] = {k: round(marginal_floor_ms(k, a.repeat), 5) for k in (1, 2)}
     print("one- and two-kernel graph floors (ms):", result["one_kernel_floor_ms"], result["two_kernel_floor_ms"],
-          flush=True)
+          result.get("marginal_floor_ms", ""), flush=True)
     for impl in a.impls.split(","):
         for n in (int(x) for x in a.drafts.split(",")):
             auto = dispatch.nsplit_for(impl, 1, n, 8)

@@ -11,7 +11,7 @@ timeout 100 python3 scripts/fixed_cost.py --splits 1,32,131 --out "$OUT/r/fixed-
 tar -C "$OUT/r" -czf "$OUT/results.tar.gz" .
 git apply docs/experiments/bf16-partials.patch && python3 -m kdtree_lab build --json > "$OUT/r/build-patch.json"
 echo "patched build rc=$?"
-timeout 100 python3 scripts/kernel_profile.py --configs 0,1,2,3 --smoke 40 --shapes mem --nsplit 131 \
+timeout 100 python3 scripts/kernel_profile.py --configs 0,1,2,3,6 --smoke 40 --shapes mem --nsplit 131 \
   --out "$OUT/r/smoke-patch-bf16.json" 2>&1 | grep -E "^smoke|rror" | cut -c1-200
 timeout 60 python3 scripts/kernel_profile.py --configs 1,3 --smoke 40 --kv-dtype fp8 --shapes mem --nsplit 131 \
   --out "$OUT/r/smoke-patch-fp8.json" 2>&1 | grep -E "^smoke|rror" | cut -c1-200
