@@ -89,3 +89,13 @@ def test_every_kernel_header_compiles_on_its_own(header, tmp_path):
     out = subprocess.run([build.find_nvcc(), "-std=c++17", "-c", f"-arch={arch}", "-o", str(tmp_path / "unit.o"),
                           str(unit)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-2000:]
+
+
+def test_kernel_names_read_back_as_the_configuration_table_names_them():
+    """The SASS and resource reports find each configuration by its table name, underscores in it included."""
+    from kdtree_lab.build import _short
+
+    assert _short("_ZN3kdt22verify_wgmma_v5_kernelILi64EEEvNS_6ParamsE") == "verify_wgmma_v5_kernel<64>"
+    assert _short("_ZN3kdt19verify_sm120_kernelILi32ELi2ELb1EEEvNS_6ParamsE") == "verify_sm120_kernel<32,2,true>"
+    assert _short("_ZN3kdt19verify_wgmma_kernelILi64ELi2ELb0EEEvNS_6ParamsE") == "verify_wgmma_kernel<64,2>"
+    assert _short("_ZN3kdt15mma_peak_kernelEiPf") == "_ZN3kdt15mma_peak_kernelEiPf"
