@@ -115,6 +115,21 @@ __device__ __forceinline__ void rescale5(float (&o)[32][4], float (&l)[2], const
   }
 }
 
+// Adopt the reference maxima the other warpgroup published for this thread's rows r0, r0 + 8 (ref[r0 + 8h]): m[h]
+// becomes it, alpha[h] the factor that brings accumulators and row sums from the old reference to it (1 where
+// unchanged, also when both are -inf); returns whether any of the two rows changed.
+__device__ __forceinline__ bool adopt_ref(const float* ref, int r0, float (&m)[2], float (&alpha)[2]) {
+  bool bump = false;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float r = ref[r0 + 8 * h];
+    alpha[h] = r == m[h] ? 1.f : exp2f(m[h] - r);
+    bump |= r != m[h];
+    m[h] = r;
+  }
+  return bump;
+}
+
 // The prefix loop of warpgroup G (0: tiles A, 1: tiles B); its own instantiation per warpgroup so that ptxas sees
 // each warpgroup's wgmma pipeline on one path (a branch on the warpgroup inside one loop made it serialize every
 // wgmma: ptxas C7514, "non wgmma instructions reading accumulator registers ... between start and end of the
@@ -214,14 +229,7 @@ __device__ __forceinline__ void v5_prefix(const Params& p, const Work& w, uint32
       // ref_A(t) and P_A(t) from warpgroup 0: bring the accumulators to ref_A, then P_A V_A.
       bar_named(BAR_REF_A, 256);
       float alpha[2];
-      bool bump = false;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const float ref = refs[r0 + 8 * h];
-        alpha[h] = ref == m[h] ? 1.f : exp2f(m[h] - ref);
-        bump |= ref != m[h];
-        m[h] = ref;
-      }
+      const bool bump = adopt_ref(refs, r0, m, alpha);
       rescale5(o, l, alpha, bump);
       fence_regs(acc);
       wgmma_fence();
@@ -267,14 +275,7 @@ __device__ __forceinline__ void v5_prefix(const Params& p, const Work& w, uint32
       // ref_B(t) and P_B(t) from warpgroup 1: bring the accumulators to ref_B, then P_B V_B.
       bar_named(BAR_REF_B, 256);
       float beta[2];
-      bool bumpb = false;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const float ref = refs[64 + r0 + 8 * h];
-        beta[h] = ref == m[h] ? 1.f : exp2f(m[h] - ref);
-        bumpb |= ref != m[h];
-        m[h] = ref;
-      }
+      const bool bumpb = adopt_ref(refs + 64, r0, m, beta);
       wgmma_wait_all();
       fence_regs(acc);
       rescale5(o, l, beta, bumpb);
