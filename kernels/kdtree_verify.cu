@@ -30,10 +30,10 @@ namespace {
 
 // The table. Automatic selection (kdtree_verify_select_config): on compute capability 9.x, when the library holds
 // sm_90a code (KDT_SM90A_BUILT, set by the build when sm_90a is among its archs) and the device's opt-in shared
-// memory per block fits it, the wgmma kernel v5 (v4 stays forced-only); otherwise the first entry of kAutoConfigs that fits: v3
-// (rows32) on Hopper-sized shared memory (227 KB), the sm_120 kernel on 99 KB. v1 (verify_split) is never chosen
-// automatically; kdtree_verify_force_config picks any entry (tests and benchmarks time the sm_120 configuration
-// and v1 on a Hopper GPU that way).
+// memory per block fits it, the wgmma kernel v5 (v4 stays forced-only); otherwise the first entry of kAutoConfigs
+// that fits: v3 (rows32) on Hopper-sized shared memory (227 KB), the sm_120 kernel on 99 KB. v1 (verify_split) is
+// never chosen automatically; kdtree_verify_force_config picks any entry (tests and benchmarks time the sm_120
+// configuration and v1 on a Hopper GPU that way).
 const ConfigEntry kConfigs[] = {rows32_entry<2>(), sm120_entry<2>(), split_entry<32, 2>(), wgmma_entry<2>(),
                                  sm120_fp8_entry(), wgmma_fp8_entry(), wgmma_v5_entry()};
 // The e4m3-pool variants of the sm_120 kernel and of v4 (issue 17): an fp8 pool on configuration 1 runs 4, on 3 or 6
@@ -41,7 +41,10 @@ const ConfigEntry kConfigs[] = {rows32_entry<2>(), sm120_entry<2>(), split_entry
 // v3 and v1 refuse fp8 pools (KDT_ERR_UNSUPPORTED).
 constexpr int kSm120Config = 1, kSm120Fp8Config = 4, kWgmmaFp8Config = 5;
 constexpr int kAutoConfigs[] = {0, 1};
-constexpr int kWgmmaConfig = 3, kWgmmaV5Config = 6;  // need compute capability 9.x (sm_90a)
+constexpr int kWgmmaConfig = 3, kWgmmaV5Config = 6;
+// The wgmma configurations (v4, its e4m3 variant, v5): compute capability 9.x only (sm_90a), and an fp8 pool on any
+// of them runs v4's e4m3 variant.
+constexpr bool is_wgmma(int i) { return i == kWgmmaConfig || i == kWgmmaFp8Config || i == kWgmmaV5Config; }
 #ifdef KDT_SM90A_BUILT
 constexpr bool kHasSm90a = true;
 #else
@@ -128,7 +131,7 @@ int kdtree_verify_config_for_pool(int index, int kv_dtype) {
   if (kv_dtype == KDT_KV_BF16) return fp8_variant ? -KDT_ERR_BAD_DTYPE : index;
   if (kv_dtype != KDT_KV_FP8_E4M3) return -KDT_ERR_BAD_DTYPE;
   if (index == kSm120Config || index == kSm120Fp8Config) return kSm120Fp8Config;
-  if (index == kWgmmaConfig || index == kWgmmaFp8Config || index == kWgmmaV5Config) return kWgmmaFp8Config;
+  if (is_wgmma(index)) return kWgmmaFp8Config;
   return -KDT_ERR_UNSUPPORTED;
 }
 
@@ -195,8 +198,7 @@ int kdtree_verify_attn_flash_paged_cg(
                                                 kv_dtype);
   if (idx < 0) return -idx;
   // wgmma exists on sm_90a only; elsewhere the kernel body is a trap (reachable here only when forced)
-  if ((idx == kWgmmaConfig || idx == kWgmmaFp8Config || idx == kWgmmaV5Config) && g_cc_of_device[dev] / 10 != 9)
-    return KDT_ERR_DEVICE;
+  if (is_wgmma(idx) && g_cc_of_device[dev] / 10 != 9) return KDT_ERR_DEVICE;
   if (!(g_attr_set[dev] & (1u << idx))) {
     if (cudaFuncSetAttribute(reinterpret_cast<const void*>(kConfigs[idx].kernel),
                              cudaFuncAttributeMaxDynamicSharedMemorySize, kConfigs[idx].cfg.dynamic_smem) !=

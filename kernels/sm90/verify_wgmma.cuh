@@ -88,10 +88,12 @@ __device__ __forceinline__ uint64_t desc_advance(uint64_t desc, uint32_t bytes) 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
 // Wait until at most N of this warp's most recent wgmma groups are pending (the earlier ones are complete).
 template <int N>
-__device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void wgmma_wait_all() { wgmma_wait<0>(); }
 // Keep the compiler from moving accesses of accumulator registers across wgmma issue and wait.
 template <int N>
 __device__ __forceinline__ void fence_regs(float (&r)[N]) {
@@ -211,15 +213,7 @@ __device__ __forceinline__ void step4(uint32_t qt, uint32_t kt, uint32_t vt, uin
     }
 #pragma unroll
   for (int h = 0; h < 2; ++h) l[h] = l[h] * alpha[h] + sum[h];
-  if (__any_sync(0xffffffffu, bump_any)) {
-#pragma unroll
-    for (int j = 0; j < 32; ++j) {
-      o[j][0] *= alpha[0];
-      o[j][1] *= alpha[0];
-      o[j][2] *= alpha[1];
-      o[j][3] *= alpha[1];
-    }
-  }
+  rescale_rows<1, 32>(reinterpret_cast<float(&)[1][32][4]>(o), reinterpret_cast<const float(&)[1][2]>(alpha), bump_any);
   fence_proxy_async();
   __syncthreads();  // both halves of P written; red read by both warpgroups
   float(&acc)[128] = reinterpret_cast<float(&)[128]>(o);

@@ -99,20 +99,12 @@ __device__ __forceinline__ void pv5(float (&acc)[128], uint32_t slot, int g) {
 }
 #endif
 
-// Multiply the rows of this thread's accumulators by alpha[h] (rows lane / 4 + 8h of the warp's 16) and the row
-// sums with them; the accumulators only when some lane of the warp has a factor other than 1.
+// Multiply the row sums by alpha[h] and the accumulators' rows with them (frame.cuh's lazy rescale_rows: only when
+// some lane of the warp has a factor other than 1); this thread's rows are lane / 4 + 8h of its warp's 16.
 __device__ __forceinline__ void rescale5(float (&o)[32][4], float (&l)[2], const float (&alpha)[2], bool bump) {
   l[0] *= alpha[0];
   l[1] *= alpha[1];
-  if (__any_sync(0xffffffffu, bump)) {
-#pragma unroll
-    for (int j = 0; j < 32; ++j) {
-      o[j][0] *= alpha[0];
-      o[j][1] *= alpha[0];
-      o[j][2] *= alpha[1];
-      o[j][3] *= alpha[1];
-    }
-  }
+  rescale_rows<1, 32>(reinterpret_cast<float(&)[1][32][4]>(o), reinterpret_cast<const float(&)[1][2]>(alpha), bump);
 }
 
 // Adopt the reference maxima the other warpgroup published for this thread's rows r0, r0 + 8 (ref[r0 + 8h]): m[h]
@@ -174,8 +166,7 @@ __device__ __forceinline__ void v5_prefix(const Params& p, const Work& w, uint32
   fetch(2, raw);      // X(2), loaded in step 1
   const uint64_t dq = desc_sw128(qt, 16, 1024);
   for (int t = 0; t < nsteps; ++t) {
-    const uint32_t mine = slot_of(t), theirs = ring + (2 * (t & 1) + 1 - g) * SLOT5;
-    const uint32_t sa = g == 0 ? mine : theirs, sb = g == 0 ? theirs : mine;
+    const uint32_t mine = slot_of(t), theirs = ring + (2 * (t & 1) + 1 - g) * SLOT5;  // this step's A and B
     if (t == 0) {
       cp_async_wait<1>();
       fence_proxy_async();
@@ -233,7 +224,7 @@ __device__ __forceinline__ void v5_prefix(const Params& p, const Work& w, uint32
       rescale5(o, l, alpha, bump);
       fence_regs(acc);
       wgmma_fence();
-      pv5(acc, sa, g);
+      pv5(acc, theirs, g);  // P_A V_A
       wgmma_commit();
     }
     // This warpgroup's tile: its reference maximum (the chain's next link), P, the row sums.
@@ -281,7 +272,7 @@ __device__ __forceinline__ void v5_prefix(const Params& p, const Work& w, uint32
       rescale5(o, l, beta, bumpb);
       fence_regs(acc);
       wgmma_fence();
-      pv5(acc, sb, g);
+      pv5(acc, theirs, g);  // P_B V_B
       wgmma_commit();
     }
   }
