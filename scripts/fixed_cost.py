@@ -35,10 +35,7 @@ def graph_floor_ms(kernels: int) -> float:
 def marginal_floor_ms(kernels: int, repeat: int) -> float:
     """What ``kernels`` dependent one-element kernels add inside a larger graph, timed like marginal_ms: the launch
     share of a call's marginal cost (2: split + combine), so the rest is the kernels' own work."""
-    x = torch.zeros(1, device="cuda")
-    one = graph_median_ms(lambda i: [x.add_(1) for _ in range(kernels)], 1, iters=200)[0]
-    many = graph_median_ms(lambda i: [x.add_(1) for _ in range(kernels * repeat)], 1, iters=200)[0]
-    return (many - one) / (repeat - 1)
+    return (graph_floor_ms(kernels * repeat) - graph_floor_ms(kernels)) / (repeat - 1)
 
 
 def marginal_ms(impl: str, shape: Shape, nsplit: int, repeat: int) -> float:

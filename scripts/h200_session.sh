@@ -29,15 +29,7 @@ step "GPU tests"
 [ -n "${SKIP_GPU_TESTS:-}" ] || python3 -m pytest -q -m gpu ${GPU_TESTS:-tests/test_gpu.py tests/test_gpu_wgmma.py tests/test_gpu_graphs.py tests/test_gpu_sglang_hook.py} ${1:+-k "$1"} --junitxml="$OUT/work/gpu-tests.xml" -p no:cacheprovider 2>&1 | tail -40
 
 step "compute-sanitizer on small cases"
-for tool in ${SANITIZERS-memcheck racecheck synccheck initcheck}; do
-  # initcheck: every kernel instrumented (a kernel filter leaves torch's writes untracked, so reads of its
-  # outputs look uninitialised), and only two cases with the CUDA kernel, as it is slow.
-  quick=""; filter="--kernel-name kns=verify_"
-  [ "$tool" = initcheck ] && quick="--quick" && filter=""
-  timeout ${SANITIZE_TIMEOUT:-240} compute-sanitizer --tool $tool $filter --error-exitcode 9 \
-    python3 -m kdtree_lab.sanitize_cases $quick ${SANITIZE_IMPLS:+--impl "$SANITIZE_IMPLS"} > "$OUT/work/sanitizer-$tool.log" 2>&1
-  echo "$tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/work/sanitizer-$tool.log" | tail -1)"
-done
+run_sanitizers "${SANITIZERS-memcheck racecheck synccheck initcheck}" "${SANITIZE_IMPLS:-}" "$OUT/work"
 
 step "notebooks under the h200 profile"
 [ -n "${SKIP_NOTEBOOKS:-}" ] || python3 -m kdtree_lab run --profile h200 ${NOTEBOOKS:+--only "$NOTEBOOKS"} --out "$OUT/work/run" --no-progress; echo "run rc=$?"

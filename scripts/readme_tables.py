@@ -22,7 +22,6 @@ H200_V5 = RESULTS / "h200" / "2026-12-01-v5"  # kernel v5, the sm_90a default si
 V5_BENCH = H200_V5 / "call6-bench" / "bench-issue.json"  # the issue grid, v5 (cuda) and v4 (cuda_wgmma), one run
 V5_FIXED = H200_V5 / "call6-bench" / "fixed-cost-repeat.json"  # B = 1 calls alone and inside a graph of 10
 PROFILE_V5 = H200_V5 / "call1-profile" / "profile-v5.json"  # v4 (config 3) and v5 (config 6), GPU time
-PROFILE_V5_QK = H200_V5 / "call4-qk-order" / "profile-v5-qk-order.json"  # v5 with the QK order barrier (reverted)
 FP8_BENCH = RESULTS / "h200" / "2026-12-01-fp8-register-path" / "call3-bench" / "bench-fp8.json"  # each shape over both pools
 
 PROFILE_V3 = H200_V3 / "profile-v3.json"
@@ -35,6 +34,18 @@ HEADLINE = (1, 200_000, 16, 8)  # B, L, N, H
 PROFILE_SHAPES = {"headline": "1, 200k, 16, 8", "mem": "1, 200k, 4, 8", "deploy": "8, 200k, 16, 8",
                   "b48": "48, 32k, 16, 8", "big": "1, 200k, 64, 128"}
 V3, V4, V5 = "verify_rows32_kernel<64,2>", "verify_wgmma_kernel<64,2>", "verify_wgmma_v5_kernel<64>"
+
+
+# The shape classes the targets name (keys (B, L, N, H) of _bench's by_shape): long prefixes, H x N <= 64
+# memory-bound, >= 128 compute-bound; issue 15's and 18's memory-bound targets also ask B >= 8.
+def _long_memory_bound(key: tuple[int, int, int, int], min_batch: int = 1) -> bool:
+    b, length, n, h = key
+    return length >= 32_768 and n * h <= 64 and b >= min_batch
+
+
+def _long_compute_bound(key: tuple[int, int, int, int]) -> bool:
+    b, length, n, h = key
+    return length >= 32_768 and n * h >= 128
 
 
 def _rel(path: Path) -> str:
@@ -127,9 +138,9 @@ def targets_table() -> str:
     mem, comp, b48, b48_miss_bound = [], [], [], []
     for (b, length, n, h), d in by_shape.items():
         r = d["cuda"]
-        if length >= 32_768 and n * h <= 64:
+        if _long_memory_bound((b, length, n, h)):
             mem.append(r["GB/s"] / c["copy_gbps"])
-        if length >= 32_768 and n * h >= 128:
+        if _long_compute_bound((b, length, n, h)):
             comp.append(r["TFLOP/s"] / c["gemm_tflops"])
         if b == 48 and length >= 32_768 and "speedup_vs_sglang_verify" in r:
             b48.append(r["speedup_vs_sglang_verify"])
@@ -223,9 +234,9 @@ def sm120_targets_table() -> str:
     comp, mem, slower = [], [], []
     for (b, length, n, h), d in by_shape.items():
         s, v3 = d["cuda_sm120"], d["cuda_rows32"]
-        if length >= 32_768 and n * h >= 128:
+        if _long_compute_bound((b, length, n, h)):
             comp.append(s["TFLOP/s"] / c["mma_sync_tflops"])
-        if length >= 32_768 and n * h <= 64 and b >= 8:
+        if _long_memory_bound((b, length, n, h), min_batch=8):
             mem.append(s["GB/s"] / c["copy_gbps"])
         slower.append(s["ms"] / v3["ms"])
     head = by_shape[HEADLINE]
@@ -255,7 +266,7 @@ def rtx_prediction_table() -> str:
     data, by_shape = _bench(SM120_BENCH)
     c = data["ceilings"]
     cards = [g for g in gpus().values() if g.mma_sync_tflops]
-    mem_keys = [k for k in by_shape if k[2] * k[3] <= 64 and k[1] >= 32_768]
+    mem_keys = [k for k in by_shape if _long_memory_bound(k)]
     u = max(by_shape[k]["cuda_sm120"]["GB/s"] / c["copy_gbps"] for k in mem_keys)
     lines = ["**Predictions, not measurements** (no sm_120 card has been lent). Per shape: the larger of the H200 "
              f"time scaled by the mma.sync rate ratio (H200 {c['mma_sync_tflops']:.0f} TFLOP/s measured in "
@@ -338,7 +349,6 @@ def rtx_fp8_prediction_table() -> str:
 H200_FIXED = RESULTS / "h200" / "2026-12-01-fp8-register-path"
 FIXED_MAIN = H200_FIXED / "call4-fixed-cost" / "fixed-cost-main.json"  # the combine before it read used splits only
 FIXED_NOW = H200_FIXED / "call4-fixed-cost" / "fixed-cost-patch.json"  # the combine as landed
-FIXED_FLOORS = H200_FIXED / "call7-floors" / "fixed-cost-floors.json"  # graphs of one and of two tiny kernels
 ISSUE18_BENCH = H200_FIXED / "call6-bench" / "bench-issue.json"  # the issue grid, v4 and the sm_120 kernel as landed
 
 
@@ -375,15 +385,14 @@ def issue18_targets_table() -> str:
     met = lambda ok: "met" if ok else "**not met**"  # noqa: E731
     shortest = min(k[2] for k in fixed)
     impls = ("cuda", "cuda_wgmma", "cuda_sm120")
-    short = {i: [r["ms"] * 1e3 for (j, n, n_l), r in fixed.items() if j == i and n_l == shortest] for i in impls}
-    marginal = {i: [r["marginal_ms"] * 1e3 for (j, n, n_l), r in fixed.items() if j == i and n_l == shortest]
-                for i in impls}
+    at_shortest = lambda field: {i: [r[field] * 1e3 for (j, n, n_l), r in fixed.items()  # noqa: E731
+                                     if j == i and n_l == shortest] for i in impls}
+    short, marginal = at_shortest("ms"), at_shortest("marginal_ms")
     floor_us = fixed_data["two_kernel_floor_ms"] * 1e3
     above = [x - floor_us for i in impls for x in short[i]]
-    comp = {i: [d[i]["TFLOP/s"] for (b, n_l, n, h), d in by_shape.items() if n_l >= 32_768 and n * h >= 128]
-            for i in ("cuda", "cuda_wgmma")}
-    mem_of = lambda shapes, i: [d[i]["GB/s"] / c["copy_gbps"] for (b, n_l, n, h), d in shapes.items()  # noqa: E731
-                                if n_l >= 32_768 and n * h <= 64 and b >= 8]
+    comp = {i: [d[i]["TFLOP/s"] for k, d in by_shape.items() if _long_compute_bound(k)] for i in ("cuda", "cuda_wgmma")}
+    mem_of = lambda shapes, i: [d[i]["GB/s"] / c["copy_gbps"] for k, d in shapes.items()  # noqa: E731
+                                if _long_memory_bound(k, min_batch=8)]
     mem = {"cuda": mem_of(by_shape, "cuda"), "cuda_wgmma": mem_of(by_shape, "cuda_wgmma"),
            "cuda_sm120": mem_of(sm120, "cuda_sm120")}
     head = by_shape[HEADLINE]
@@ -402,7 +411,8 @@ def issue18_targets_table() -> str:
          f"{_span(comp['cuda_wgmma'], '.0f')}; GEMM ceiling {c['gemm_tflops']:.0f})", met(min(comp["cuda"]) >= 600)),
         ("memory-bound shapes (H x N <= 64, L >= 32k, B >= 8): >= 85% of the copy bandwidth",
          f"v5 {_span(mem['cuda'], '.0%')} over {len(mem['cuda'])} shapes ({n_mem} at or above 85%); v4 "
-         f"{_span(mem['cuda_wgmma'], '.0%')}; sm_120 kernel {_span(mem['cuda_sm120'], '.0%')} (`{_rel(ISSUE18_BENCH)}`)",
+         f"{_span(mem['cuda_wgmma'], '.0%')}; sm_120 kernel {_span(mem['cuda_sm120'], '.0%')} "
+         f"(`{_rel(ISSUE18_BENCH)}`)",
          met(n_mem == len(mem["cuda"]))),
         ("B = 1, L = 200k, N = 16, H = 8 in <= 0.10 ms",
          f"v5 {head['cuda']['ms']:.3f} ms, v4 {head['cuda_wgmma']['ms']:.3f} ms, sm_120 kernel "
@@ -413,10 +423,11 @@ def issue18_targets_table() -> str:
                            f"`{_rel(V5_FIXED)}`.", rows), "",
              f"The memory-bound shapes below 85% (v5), with the time the target allows and, beside it, the shape's "
              f"FLOPs at v5's best rate on the grid ({best:.0f} TFLOP/s):", "",
-             "| B, L, N, H | measured | at 85% of copy | gap | its FLOPs at v5's best rate |", "|---|---:|---:|---:|---:|"]
+             "| B, L, N, H | measured | at 85% of copy | gap | its FLOPs at v5's best rate |",
+             "|---|---:|---:|---:|---:|"]
     for (b, n_l, n, h), d in sorted(by_shape.items()):
         r = d["cuda"]
-        if n_l >= 32_768 and n * h <= 64 and b >= 8 and r["GB/s"] / c["copy_gbps"] < 0.85:
+        if _long_memory_bound((b, n_l, n, h), min_batch=8) and r["GB/s"] / c["copy_gbps"] < 0.85:
             allowed = r["ms"] * r["GB/s"] / (0.85 * c["copy_gbps"])
             lines.append(f"| {b}, {n_l:,}, {n}, {h} | {r['ms'] * 1e3:.0f} us | {allowed * 1e3:.0f} us | "
                          f"{(r['ms'] - allowed) * 1e3:.0f} us | {r['TFLOP/s'] * r['ms'] / best * 1e3:.0f} us |")
@@ -441,7 +452,9 @@ def v5_table() -> str:
     return "\n".join(lines)
 
 
-BLOCKS = {"v5": v5_table, "fixed_cost": fixed_cost_table, "issue18_targets": issue18_targets_table, "fp8": fp8_table, "rtx_fp8_prediction": rtx_fp8_prediction_table, "bench": bench_table, "versions": versions_table, "targets": targets_table, "floors": floors_table,
+BLOCKS = {"v5": v5_table, "fixed_cost": fixed_cost_table, "issue18_targets": issue18_targets_table, "fp8": fp8_table,
+          "rtx_fp8_prediction": rtx_fp8_prediction_table, "bench": bench_table, "versions": versions_table,
+          "targets": targets_table, "floors": floors_table,
           "sm120": sm120_table, "sm120_targets": sm120_targets_table, "rtx_prediction": rtx_prediction_table}
 FILES = (ROOT / "README.md", ROOT / "docs" / "performance.md")
 

@@ -17,9 +17,5 @@ timeout 120 python3 scripts/kernel_profile.py --configs 3,6 --smoke 0 --out "$OU
 tar -C "$OUT/r" -czf "$OUT/results.tar.gz" .
 timeout 150 python3 -m pytest -q -m gpu tests/test_gpu.py -k "test_cuda_ or fp8_pool_edge" \
   --junitxml="$OUT/r/gpu-parity-patch.xml" -p no:cacheprovider 2>&1 | tail -3
-for s in racecheck synccheck; do
-  timeout 60 compute-sanitizer --tool $s --kernel-name kns=verify_ --error-exitcode 9 \
-    python3 -m kdtree_lab.sanitize_cases --impl cuda_wgmma_v5 \
-    > "$OUT/r/sanitizer-$s-patch.log" 2>&1; echo "$s rc=$?"
-done
+SANITIZE_TIMEOUT=60 run_sanitizers "racecheck synccheck" cuda_wgmma_v5 "$OUT/r" -patch  # scripts/session_lib.sh
 tar -C "$OUT/r" -czf "$OUT/results.tar.gz" .
