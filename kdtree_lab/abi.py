@@ -8,17 +8,21 @@ import ctypes
 import functools
 from pathlib import Path
 
-ABI_VERSION = 5  # KDT_ABI_VERSION
+ABI_VERSION = 6  # KDT_ABI_VERSION
 KV_BF16, KV_FP8_E4M3 = 0, 1  # KDT_KV_BF16, KDT_KV_FP8_E4M3
 KV_CODES = {"bf16": KV_BF16, "fp8": KV_FP8_E4M3}  # the kv_dtype code of each batch.KV_DTYPES name
 FLAG_INDEX_OUT_OF_POOL = 1  # KDT_FLAG_INDEX_OUT_OF_POOL: a kv_indices entry outside the pool (row 0 was read)
+FLAG_QO_INDPTR = 2  # KDT_FLAG_QO_INDPTR: qo_indptr gave a request more than num_draft rows (extra rows ignored)
+FLAG_KV_INDPTR = 4  # KDT_FLAG_KV_INDPTR: kv_indptr gave a request an end before its start (empty prefix served)
 
 
 class KdtConfig(ctypes.Structure):
     """kdt_config: one kernel configuration of the launcher's table."""
 
     _fields_ = [("block_m", ctypes.c_int), ("stages", ctypes.c_int), ("threads", ctypes.c_int),
-                ("dynamic_smem", ctypes.c_int), ("block_n", ctypes.c_int)]
+                ("dynamic_smem", ctypes.c_int), ("block_n", ctypes.c_int), ("arch", ctypes.c_int),
+                ("kv_dtypes", ctypes.c_uint), ("fp8_config", ctypes.c_int), ("auto_priority", ctypes.c_int),
+                ("min_rows", ctypes.c_int), ("max_rows", ctypes.c_int)]
 
 
 def declare(lib: ctypes.CDLL) -> None:
@@ -34,7 +38,7 @@ def declare(lib: ctypes.CDLL) -> None:
     lib.kdtree_verify_config_name.restype = ctypes.c_char_p
     lib.kdtree_verify_config_name.argtypes = [c_int]
     lib.kdtree_verify_select_config.restype = c_int
-    lib.kdtree_verify_select_config.argtypes = [c_int, c_int]
+    lib.kdtree_verify_select_config.argtypes = [c_int, c_int, c_int, c_int, c_int, c_int]
     lib.kdtree_verify_config_for_pool.restype = c_int
     lib.kdtree_verify_config_for_pool.argtypes = [c_int, c_int]
     lib.kdtree_verify_abi_version.restype = c_int
@@ -75,5 +79,8 @@ def configs(lib: ctypes.CDLL) -> list[dict]:
             raise RuntimeError(f"kdtree_verify_config({i}) failed")
         rows.append({"index": i, "kernel": lib.kdtree_verify_config_name(i).decode(), "block_m": cfg.block_m,
                      "block_n": cfg.block_n, "stages": cfg.stages, "threads": cfg.threads,
-                     "dynamic_smem": cfg.dynamic_smem})
+                     "dynamic_smem": cfg.dynamic_smem, "arch": cfg.arch,
+                     "kv_dtypes": tuple(n for n, code in KV_CODES.items() if cfg.kv_dtypes >> code & 1),
+                     "fp8_config": cfg.fp8_config, "auto_priority": cfg.auto_priority,
+                     "min_rows": cfg.min_rows, "max_rows": cfg.max_rows})
     return rows

@@ -47,9 +47,11 @@ class KernelLibrary:
 
         return library_configs(self.path)
 
-    def selected_config(self, device: torch.device | int | None = None, kv: str | None = None) -> dict:
+    def selected_config(self, device: torch.device | int | None = None, kv: str | None = None, bs: int = 1,
+                        num_draft: int = 1, num_heads: int = 1) -> dict:
         """The configuration calls on ``device`` use: the forced one (force_config), else the one chosen by its
-        compute capability and opt-in shared memory per block, as the launcher chooses. With ``kv`` (a
+        compute capability, opt-in shared memory per block and SM count and by the call's shape (``bs``,
+        ``num_draft``, ``num_heads``), as the launcher chooses. With ``kv`` (a
         batch.KV_DTYPES name), the one a call over that pool runs (an fp8 pool: the e4m3 variant,
         kdtree_verify_config_for_pool); a configuration that does not read the pool raises KernelCallError."""
         if _FORCED is not None:
@@ -58,7 +60,8 @@ class KernelLibrary:
             dev = torch.device("cuda", device) if isinstance(device, int) else torch.device(device or "cuda")
             props = torch.cuda.get_device_properties(dev)
             optin = props.shared_memory_per_block_optin
-            idx = self.lib.kdtree_verify_select_config(int(optin), props.major * 10 + props.minor)
+            idx = self.lib.kdtree_verify_select_config(int(optin), props.major * 10 + props.minor,
+                                                       props.multi_processor_count, bs, num_draft, num_heads)
             if idx < 0:
                 raise KernelLoadError(f"no kernel configuration fits {optin} B of shared memory per block")
         return self.configs()[idx] if kv is None else self.config_for_pool(idx, kv)

@@ -3,8 +3,8 @@
 // device, and the C ABI of kdtree_verify.h. The kernels live by role and arch:
 //   common/      PTX wrappers (ptx.cuh) and the frame every kernel shares (frame.cuh: Params, work setup,
 //                the prefix and draft-block pipelines, the tree mask, the partial-row epilogue)
-//   mma_sync/    warp-level mma.sync kernels (sm_80..sm_120): verify_sm120 (what sm_120 runs), verify_rows32 (v3,
-//                Hopper-sized shared memory), verify_split (v1, forced only)
+//   mma_sync/    warp-level mma.sync kernels (sm_80..sm_120): verify_sm120 and verify_sm120_roles (what sm_120
+//                runs, by rows), verify_rows32 (v3, Hopper-sized shared memory), verify_split (v1, forced only)
 //   sm90/        the sm_90a warpgroup-MMA kernels: v5 (the default on compute capability 9.x: v4 with its two
 //                warpgroups out of step) and v4 (forced, and its e4m3 variant, which fp8 pools run under v5)
 //   combine/     the kernel that merges the split partials by their log-sum-exps
@@ -16,11 +16,13 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ceilings/mma_peak.cuh"
 #include "combine/verify_reduce.cuh"
 #include "mma_sync/verify_rows32.cuh"
 #include "mma_sync/verify_sm120.cuh"
+#include "mma_sync/verify_sm120_roles.cuh"
 #include "mma_sync/verify_split.cuh"
 #include "sm90/verify_wgmma.cuh"
 #include "sm90/verify_wgmma_v5.cuh"
@@ -28,23 +30,34 @@
 namespace kdt {
 namespace {
 
-// The table. Automatic selection (kdtree_verify_select_config): on compute capability 9.x, when the library holds
-// sm_90a code (KDT_SM90A_BUILT, set by the build when sm_90a is among its archs) and the device's opt-in shared
-// memory per block fits it, the wgmma kernel v5 (v4 stays forced-only); otherwise the first entry of kAutoConfigs
-// that fits: v3 (rows32) on Hopper-sized shared memory (227 KB), the sm_120 kernel on 99 KB. v1 (verify_split) is
-// never chosen automatically; kdtree_verify_force_config picks any entry (tests and benchmarks time the sm_120
-// configuration and v1 on a Hopper GPU that way).
-const ConfigEntry kConfigs[] = {rows32_entry<2>(), sm120_entry<2>(), split_entry<32, 2>(), wgmma_entry<2>(),
-                                 sm120_fp8_entry(), wgmma_fp8_entry(), wgmma_v5_entry()};
-// The e4m3-pool variants of the sm_120 kernel and of v4 (issue 17): an fp8 pool on configuration 1 runs 4, on 3 or 6
-// (v5) runs 5;
-// v3 and v1 refuse fp8 pools (KDT_ERR_UNSUPPORTED).
-constexpr int kSm120Config = 1, kSm120Fp8Config = 4, kWgmmaFp8Config = 5;
-constexpr int kAutoConfigs[] = {0, 1};
-constexpr int kWgmmaConfig = 3, kWgmmaV5Config = 6;
-// The wgmma configurations (v4, its e4m3 variant, v5): compute capability 9.x only (sm_90a), and an fp8 pool on any
-// of them runs v4's e4m3 variant.
-constexpr bool is_wgmma(int i) { return i == kWgmmaConfig || i == kWgmmaFp8Config || i == kWgmmaV5Config; }
+// The table: each kernel header's entry (launch shape, name, the arch and KV pools it declares) plus the selection
+// policy: the configuration an fp8 pool runs instead, the automatic priority (0: forced only) and the row range
+// (N x H) automatic selection gives it. Selection, the pool mapping and the arch check read these fields only, and
+// Python names a configuration by its kernel name (kdtree_verify_config_name), never by its position here.
+//   v5 (sm_90a) on compute capability 9.x; v3 (rows32) elsewhere with Hopper-sized shared memory; on 99 KB GPUs the
+//   sm_120 kernel for rows <= 32 and its second generation (roles) above, where 64-row tiles halve the KV reads
+//   per row (docs/performance.md, "Per-shape choice"). v4, v1 and the e4m3 variants are forced only (an fp8 pool
+//   reaches the variants through fp8_variant).
+struct Policy {
+  const char* fp8_variant;  // kernel name of the configuration an fp8 pool runs; nullptr: itself or none
+  int auto_priority, min_rows, max_rows;
+};
+struct Config {
+  ConfigEntry e;
+  Policy policy;
+};
+constexpr const char* kSm120Fp8 = "verify_sm120_kernel<32,2,true>";
+constexpr const char* kWgmmaFp8 = "verify_wgmma_kernel<64,2,true>";
+const Config kConfigs[] = {
+    {rows32_entry<2>(), {nullptr, 3, 1, 0}},
+    {sm120_entry<2>(), {kSm120Fp8, 2, 1, 0}},
+    {sm120_roles_entry(), {kSm120Fp8, 0, 33, 0}},  // forced only until its gates pass
+    {split_entry<32, 2>(), {nullptr, 0, 1, 0}},
+    {sm120_fp8_entry(), {nullptr, 0, 1, 0}},
+    {wgmma_entry<2>(), {kWgmmaFp8, 0, 1, 0}},
+    {wgmma_fp8_entry(), {nullptr, 0, 1, 0}},
+    {wgmma_v5_entry(), {kWgmmaFp8, 4, 1, 0}},
+};
 #ifdef KDT_SM90A_BUILT
 constexpr bool kHasSm90a = true;
 #else
@@ -52,9 +65,22 @@ constexpr bool kHasSm90a = false;
 #endif
 constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
 
+int index_of(const char* name) {
+  for (int i = 0; i < kNumConfigs; ++i)
+    if (strcmp(kConfigs[i].e.name, name) == 0) return i;
+  return -1;
+}
+
+// Can configuration i run on a GPU of compute capability cc (major * 10 + minor)?
+bool arch_ok(int i, int cc) {
+  return kConfigs[i].e.arch == ARCH_MMA_SYNC || (kConfigs[i].e.arch == ARCH_SM90A && kHasSm90a && cc / 10 == 9);
+}
+
 constexpr int kMaxDevices = 64;
-int g_config_of_device[kMaxDevices];      // 0 = unknown, else index + 1
-int g_cc_of_device[kMaxDevices];          // its compute capability, major * 10 + minor (set with the above)
+struct Device {
+  int known, optin, cc, sms;  // opt-in shared memory per block, compute capability (major * 10 + minor), SMs
+};
+Device g_device[kMaxDevices];
 unsigned g_attr_set[kMaxDevices];         // bit i: config i's shared-memory attribute is set on that device
 int g_forced_config = -1;                 // kdtree_verify_force_config
 
@@ -108,31 +134,42 @@ int kdtree_verify_num_configs(void) { return kNumConfigs; }
 int kdtree_verify_config(int index, kdt_config* out) {
   if (out == nullptr) return KDT_ERR_NULL_POINTER;
   if (index < 0 || index >= kNumConfigs) return KDT_ERR_BAD_SHAPE;
-  *out = kConfigs[index].cfg;
+  const Config& c = kConfigs[index];
+  const int variant = c.policy.fp8_variant ? index_of(c.policy.fp8_variant) : -1;
+  *out = kdt_config{c.e.block_m, c.e.stages, c.e.threads, c.e.dynamic_smem, c.e.block_n, c.e.arch, c.e.kv_dtypes,
+                    (c.e.kv_dtypes & KV_FP8_BIT) ? index : variant, c.policy.auto_priority, c.policy.min_rows,
+                    c.policy.max_rows};
   return KDT_OK;
 }
 
 const char* kdtree_verify_config_name(int index) {
-  return index >= 0 && index < kNumConfigs ? kConfigs[index].name : nullptr;
+  return index >= 0 && index < kNumConfigs ? kConfigs[index].e.name : nullptr;
 }
 
-int kdtree_verify_select_config(int smem_optin_bytes, int compute_capability) {
-  if (kHasSm90a && compute_capability >= 90 && compute_capability < 100 &&
-      kConfigs[kWgmmaV5Config].cfg.dynamic_smem <= smem_optin_bytes)
-    return kWgmmaV5Config;
-  for (int i : kAutoConfigs)
-    if (kConfigs[i].cfg.dynamic_smem <= smem_optin_bytes) return i;
-  return -1;
+int kdtree_verify_select_config(int smem_optin_bytes, int compute_capability, int num_sms, int bs, int num_draft,
+                                int num_heads) {
+  (void)num_sms;
+  (void)bs;  // part of the contract: a later rule may use them (docs/performance.md, "Per-shape choice")
+  const int64_t rows = (int64_t)num_draft * num_heads;
+  int best = -1;
+  for (int i = 0; i < kNumConfigs; ++i) {
+    const Config& c = kConfigs[i];
+    if (c.policy.auto_priority <= 0 || !arch_ok(i, compute_capability) || c.e.dynamic_smem > smem_optin_bytes ||
+        rows < c.policy.min_rows || (c.policy.max_rows > 0 && rows > c.policy.max_rows))
+      continue;
+    if (best < 0 || c.policy.auto_priority > kConfigs[best].policy.auto_priority) best = i;
+  }
+  return best;
 }
 
 int kdtree_verify_config_for_pool(int index, int kv_dtype) {
   if (index < 0 || index >= kNumConfigs) return -KDT_ERR_BAD_SHAPE;
-  const bool fp8_variant = index == kSm120Fp8Config || index == kWgmmaFp8Config;
-  if (kv_dtype == KDT_KV_BF16) return fp8_variant ? -KDT_ERR_BAD_DTYPE : index;
-  if (kv_dtype != KDT_KV_FP8_E4M3) return -KDT_ERR_BAD_DTYPE;
-  if (index == kSm120Config || index == kSm120Fp8Config) return kSm120Fp8Config;
-  if (is_wgmma(index)) return kWgmmaFp8Config;
-  return -KDT_ERR_UNSUPPORTED;
+  if (kv_dtype != KDT_KV_BF16 && kv_dtype != KDT_KV_FP8_E4M3) return -KDT_ERR_BAD_DTYPE;
+  const Config& c = kConfigs[index];
+  if (c.e.kv_dtypes & (1u << kv_dtype)) return index;
+  if (kv_dtype == KDT_KV_BF16) return -KDT_ERR_BAD_DTYPE;  // a bf16 pool on a forced e4m3 variant
+  const int variant = c.policy.fp8_variant ? index_of(c.policy.fp8_variant) : -1;
+  return variant >= 0 ? variant : -KDT_ERR_UNSUPPORTED;
 }
 
 int kdtree_verify_abi_version(void) { return KDT_ABI_VERSION; }
@@ -183,32 +220,35 @@ int kdtree_verify_attn_flash_paged_cg(
 
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) return KDT_ERR_DEVICE;
-  int optin = 0, cc_major = 0, cc_minor = 0;
-  if (g_config_of_device[dev] == 0) {
-    if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
+  Device& d = g_device[dev];
+  if (!d.known) {
+    int cc_major = 0, cc_minor = 0;
+    if (cudaDeviceGetAttribute(&d.optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&cc_minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
+        cudaDeviceGetAttribute(&cc_minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
       return KDT_ERR_DEVICE;
-    g_cc_of_device[dev] = cc_major * 10 + cc_minor;
-    const int auto_idx = kdtree_verify_select_config(optin, g_cc_of_device[dev]);
-    if (auto_idx < 0) return KDT_ERR_DEVICE;
-    g_config_of_device[dev] = auto_idx + 1;
+    d.cc = cc_major * 10 + cc_minor;
+    d.known = 1;
   }
-  const int idx = kdtree_verify_config_for_pool(g_forced_config >= 0 ? g_forced_config : g_config_of_device[dev] - 1,
-                                                kv_dtype);
+  const int chosen = g_forced_config >= 0
+                         ? g_forced_config
+                         : kdtree_verify_select_config(d.optin, d.cc, d.sms, bs, num_draft, num_heads);
+  if (chosen < 0) return KDT_ERR_DEVICE;
+  const int idx = kdtree_verify_config_for_pool(chosen, kv_dtype);
   if (idx < 0) return -idx;
   // wgmma exists on sm_90a only; elsewhere the kernel body is a trap (reachable here only when forced)
-  if (is_wgmma(idx) && g_cc_of_device[dev] / 10 != 9) return KDT_ERR_DEVICE;
+  if (!arch_ok(idx, d.cc)) return KDT_ERR_DEVICE;
   if (!(g_attr_set[dev] & (1u << idx))) {
-    if (cudaFuncSetAttribute(reinterpret_cast<const void*>(kConfigs[idx].kernel),
-                             cudaFuncAttributeMaxDynamicSharedMemorySize, kConfigs[idx].cfg.dynamic_smem) !=
+    if (cudaFuncSetAttribute(reinterpret_cast<const void*>(kConfigs[idx].e.kernel),
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, kConfigs[idx].e.dynamic_smem) !=
         cudaSuccess) {
       cudaGetLastError();  // clear the non-sticky error: a forced config too large for this GPU
       return KDT_ERR_DEVICE;
     }
     g_attr_set[dev] |= 1u << idx;
   }
-  const ConfigEntry& ce = kConfigs[idx];
+  const ConfigEntry& ce = kConfigs[idx].e;
 
   Params p;
   p.q = static_cast<const __nv_bfloat16*>(q); p.q_st = q_stride_token; p.q_sh = q_stride_head;
@@ -227,12 +267,12 @@ int kdtree_verify_attn_flash_paged_cg(
   p.lse_part = reinterpret_cast<float*>(ws + HEADER_BYTES + rows * D_V * sizeof(float));
 
   cudaStream_t s = static_cast<cudaStream_t>(stream);
-  const dim3 grid((p.R + ce.cfg.block_m - 1) / ce.cfg.block_m, nsplit + 1, bs);
-  ce.kernel<<<grid, ce.cfg.threads, ce.cfg.dynamic_smem, s>>>(p);
+  const dim3 grid((p.R + ce.block_m - 1) / ce.block_m, nsplit + 1, bs);
+  ce.kernel<<<grid, ce.threads, ce.dynamic_smem, s>>>(p);
   if (cudaGetLastError() != cudaSuccess) return KDT_ERR_LAUNCH;
   // KDT_NO_PDL=1 (read once per process): launch the combine without PDL, to time the difference (docs/performance.md)
   static const bool no_pdl = getenv("KDT_NO_PDL") != nullptr;
-  return launch_combine(p, g_cc_of_device[dev] >= 90 && !no_pdl, s) ? KDT_OK : KDT_ERR_LAUNCH;
+  return launch_combine(p, d.cc >= 90 && !no_pdl, s) ? KDT_OK : KDT_ERR_LAUNCH;
 }
 
 int kdtree_verify_mma_ceiling(int blocks, int iters, float* sink, void* stream) {

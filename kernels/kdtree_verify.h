@@ -16,7 +16,7 @@
 extern "C" {
 #endif
 
-#define KDT_ABI_VERSION 5
+#define KDT_ABI_VERSION 6
 
 #if defined(__GNUC__)
 #define KDT_API __attribute__((visibility("default")))
@@ -40,6 +40,7 @@ typedef enum {
 // after the step and zero them when you like).
 #define KDT_FLAG_INDEX_OUT_OF_POOL 1u  // a kv_indices entry was outside [0, pool_rows); slot 0 was read instead
 #define KDT_FLAG_QO_INDPTR 2u          // qo_indptr gave a request more than num_draft rows; extra rows ignored
+#define KDT_FLAG_KV_INDPTR 4u          // kv_indptr gave a request an end before its start; its prefix was read as empty
 
 // kv_dtype codes
 #define KDT_KV_BF16 0
@@ -65,22 +66,34 @@ KDT_API int kdtree_verify_attn_flash_paged_cg(
     void* workspace, size_t workspace_bytes,
     void* stream);                                                            // cudaStream_t
 
-// Which kernel configuration a call on the current device would use, and its launch shape.
+// One kernel configuration of the launcher's table: its launch shape and its properties. Automatic selection, the
+// KV-pool mapping and the arch check are derived from these fields alone.
 typedef struct {
   int block_m;          // rows (draft node x head) per CTA
-  int stages;           // KV tile pipeline depth
+  int stages;           // KV tile pipeline depth (ring slots)
   int threads;          // threads per CTA
   int dynamic_smem;     // bytes of dynamic shared memory per CTA
-  int block_n;          // keys per pipeline step (16: the narrow kernel, 64: the wide and rows32 ones)
+  int block_n;          // keys per pipeline step
+  int arch;             // 0: any arch the library is built for (mma.sync); 90: compute capability 9.x, sm_90a code
+  unsigned kv_dtypes;   // the KV pools the kernel itself reads: bit (1 << KDT_KV_*)
+  int fp8_config;       // the configuration an fp8 pool runs when this one is selected or forced (itself when it
+                        // reads fp8 pools); -1: fp8 pools are refused
+  int auto_priority;    // 0: forced only; else automatic selection takes the eligible one with the highest
+  int min_rows, max_rows;  // automatic selection gives it calls of min_rows <= N x H <= max_rows (0: no bound)
 } kdt_config;
 
 KDT_API int kdtree_verify_num_configs(void);
 KDT_API int kdtree_verify_config(int index, kdt_config* out);           // the configs compiled in
 KDT_API const char* kdtree_verify_config_name(int index);               // its kernel, e.g. "verify_rows32_kernel<64,2>"
-// Index chosen for a device with this opt-in shared memory per block (bytes) and compute capability (major*10+minor).
-KDT_API int kdtree_verify_select_config(int smem_optin_bytes, int compute_capability);
-// Index a call runs on configuration `index` (selected or forced) over a pool of `kv_dtype` (KDT_KV_*): itself for
-// bf16, its e4m3 variant for fp8 (the sm_120 kernel and v4 have one); -KDT_ERR_UNSUPPORTED when it has none,
+// Index of the configuration (kdtree_verify_select_config) or -1: a pure function of the device's opt-in shared
+// memory per block (bytes), compute capability (major*10+minor) and SM count, and of the call's batch size, draft
+// tokens and heads, so a captured graph's configuration (and split count) stays valid for every replay. Among the
+// configurations with auto_priority > 0 whose arch, shared memory and row range admit the call, the highest
+// priority.
+KDT_API int kdtree_verify_select_config(int smem_optin_bytes, int compute_capability, int num_sms, int bs,
+                                        int num_draft, int num_heads);
+// Index a call runs on configuration `index` (selected or forced) over a pool of `kv_dtype` (KDT_KV_*): itself when
+// it reads that pool, else its fp8_config for an fp8 pool; -KDT_ERR_UNSUPPORTED when it has none,
 // -KDT_ERR_BAD_DTYPE for an unknown dtype or a bf16 pool on a forced e4m3 variant.
 KDT_API int kdtree_verify_config_for_pool(int index, int kv_dtype);
 KDT_API const char* kdtree_verify_strerror(int status);

@@ -52,16 +52,37 @@ def test_bad_input_returns_a_status_not_a_crash(lib, over, code):
 
 def test_config_selection(lib):
     cfgs = lib.configs()
-    sel = lib.lib.kdtree_verify_select_config
+
+    def sel(smem, cc, sms=132, bs=1, n=4, h=8):
+        return lib.lib.kdtree_verify_select_config(smem, cc, sms, bs, n, h)
+
     v5 = [c["kernel"] for c in cfgs].index(loader.CUDA_IMPLS["cuda_wgmma_v5"])
     assert "sm_90a" in lib.archs and sel(232_448, 90) == v5  # H200 with sm_90a code: the wgmma kernel v5
     assert cfgs[sel(232_448, 80)]["kernel"] == loader.CUDA_IMPLS["cuda_rows32"]  # A100-sized smem, no wgmma
     assert cfgs[sel(232_448, 100)]["kernel"] == loader.CUDA_IMPLS["cuda_rows32"]  # wgmma is sm_90a only
     for cc in (120, 90):  # sm_120's 99 KB; a 9.x part with too little shared memory for v4 gets a portable one
-        idx = sel(101_376, cc)
+        idx = sel(101_376, cc, sms=188)
         assert idx >= 0 and cfgs[idx]["dynamic_smem"] <= 101_376
         assert cfgs[idx]["kernel"] == loader.CUDA_IMPLS["cuda_sm120"]
     assert sel(1000, 120) == -1
+
+
+def test_selection_follows_the_declared_properties(lib):
+    """Automatic selection is derived from each configuration's fields: over a grid of devices and shapes the
+    library's choice is the eligible configuration of highest priority, and nothing is chosen that its arch, shared
+    memory or row range excludes."""
+    cfgs = lib.configs()
+    for smem, cc, sms in [(232_448, 90, 132), (101_376, 120, 188), (101_376, 120, 170), (232_448, 80, 108)]:
+        for bs in (1, 8, 48):
+            for n in (1, 4, 16, 64):
+                for h in (8, 16, 128):
+                    idx = lib.lib.kdtree_verify_select_config(smem, cc, sms, bs, n, h)
+                    ok = [c for c in cfgs if c["auto_priority"] > 0 and c["dynamic_smem"] <= smem
+                          and (c["arch"] == 0 or cc // 10 == 9) and c["min_rows"] <= n * h
+                          and (c["max_rows"] == 0 or n * h <= c["max_rows"])]
+                    assert ok, f"no configuration serves {n} x {h} rows on ({smem} B, cc {cc})"
+                    assert idx >= 0 and cfgs[idx] in ok
+                    assert cfgs[idx]["auto_priority"] == max(c["auto_priority"] for c in ok)
 
 
 def test_every_configuration_names_what_it_runs_over_each_pool(lib):
@@ -102,7 +123,9 @@ def test_gpu_presets_row_tile_is_what_the_library_selects(lib):
     cfgs = lib.configs()
     for name, smem, cc in (("rtx-pro-6000", 101_376, 120), ("rtx-5090", 101_376, 120), ("h200", 232_448, 90),
                            ("h100", 232_448, 90), ("b200", 232_448, 100)):
-        assert gpus()[name].row_tile == cfgs[lib.lib.kdtree_verify_select_config(smem, cc)]["block_m"], name
+        sms = gpus()[name].sms
+        assert gpus()[name].row_tile == cfgs[lib.lib.kdtree_verify_select_config(smem, cc, sms, 1, 4, 8)]["block_m"], \
+            name
 
 
 def test_force_config_range(lib):

@@ -72,6 +72,10 @@ __device__ __forceinline__ bool setup_work(const Params& p, int gran, Work& w) {
   if (w.row0 >= p.R) return false;
   w.kv0 = p.kv_indptr[b];
   w.L = p.kv_indptr[b + 1] - (int)w.kv0;
+  if (w.L < 0) {  // a corrupt kv_indptr: flag it (every configuration shares this) and serve an empty prefix
+    if (tid == 0 && tile == 0 && split == 0) atomicOr(p.status, KDT_FLAG_KV_INDPTR);
+    w.L = 0;
+  }
   w.draft = split == p.nsplit;
   w.kbeg = 0;
   w.kend = w.n_b;
@@ -261,12 +265,18 @@ __device__ __forceinline__ void prefix_pipeline(const Params& p, const Work& w, 
   }
 }
 
-// One configuration of the launcher's table: its launch shape, its kernel's name and entry point. Each kernel
-// header defines a constexpr function that makes its entry from its own template parameters.
+// One kernel configuration as its header declares it: its launch shape, its kernel's name and entry point, and the
+// features it has: the arch its code needs and the KV pools it reads. Each kernel header defines a constexpr
+// function that makes its entry from its own template parameters; the launcher's table adds the selection policy.
+constexpr int ARCH_MMA_SYNC = 0;  // mma.sync / ldmatrix / cp.async (every arch the library builds)
+constexpr int ARCH_SM90A = 90;    // wgmma: compute capability 9.x with sm_90a code only
+constexpr unsigned KV_BF16_BIT = 1u << KDT_KV_BF16, KV_FP8_BIT = 1u << KDT_KV_FP8_E4M3;
 struct ConfigEntry {
-  kdt_config cfg;
+  int block_m, stages, threads, dynamic_smem, block_n;  // the launch shape (kdt_config's first fields)
   const char* name;
   void (*kernel)(Params);
+  int arch;            // ARCH_*
+  unsigned kv_dtypes;  // KV_*_BIT: the pools the kernel itself reads
 };
 
 }  // namespace kdt

@@ -104,6 +104,47 @@ __device__ __forceinline__ uint2 ld_shared_v2(uint32_t addr) {
 }
 
 
+// mbarriers in shared memory (sm_80 and later; try_wait sm_90 and later, sm_120a included): a phase completes when
+// `count` arrivals have been made; a waiter spins on the phase's parity.
+__device__ __forceinline__ void mbar_init(uint32_t addr, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(addr), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t addr, uint32_t parity) {
+  asm volatile(
+      "{\n .reg .pred p;\n"
+      "KDT_MBAR_WAIT_%=:\n"
+      " mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+      " @!p bra KDT_MBAR_WAIT_%=;\n}\n" ::"r"(addr), "r"(parity) : "memory");
+}
+// The mbarrier at addr receives one arrival when every cp.async this thread issued before has completed (the
+// arrival is not pre-counted: .noinc, so the barrier's count includes it).
+__device__ __forceinline__ void cp_async_mbar_arrive(uint32_t addr) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(addr) : "memory");
+}
+__device__ __forceinline__ uint32_t ld_global_nc_u32(const void* ptr) {
+  uint32_t v;
+  asm volatile("ld.global.nc.b32 %0, [%1];\n" : "=r"(v) : "l"(ptr));
+  return v;
+}
+
+// Move this warpgroup's register allocation to N per thread (setmaxnreg: sm_90a and sm_120a; executed by all four
+// warps of a warpgroup). A no-op where the target has no setmaxnreg (the kernel then needs N <= its launch cap).
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL) || defined(__CUDA_ARCH_FEAT_SM120_ALL)
+#define KDT_HAS_SETMAXNREG 1
+#endif
+template <int N>
+__device__ __forceinline__ void regs_inc() {
+#ifdef KDT_HAS_SETMAXNREG
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+#endif
+}
+template <int N>
+__device__ __forceinline__ void regs_dec() {
+#ifdef KDT_HAS_SETMAXNREG
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+#endif
+}
+
 __device__ __forceinline__ void bar_named(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }

@@ -215,8 +215,9 @@ __global__ void __launch_bounds__(Cfg3<STAGES>::THREADS, 1) verify_rows32_kernel
 template <int STAGES>
 constexpr ConfigEntry rows32_entry() {
   static_assert(STAGES == 2, "name the new configuration below");
-  return ConfigEntry{{Cfg3<STAGES>::BM, STAGES, Cfg3<STAGES>::THREADS, Cfg3<STAGES>::SMEM, BN3},
-                     "verify_rows32_kernel<64,2>", &verify_rows32_kernel<Cfg3<STAGES>::BM, STAGES>};
+  return ConfigEntry{Cfg3<STAGES>::BM, STAGES, Cfg3<STAGES>::THREADS, Cfg3<STAGES>::SMEM, BN3,
+                     "verify_rows32_kernel<64,2>", &verify_rows32_kernel<Cfg3<STAGES>::BM, STAGES>, ARCH_MMA_SYNC,
+                     KV_BF16_BIT};
 }
 
 }  // namespace kdt

@@ -372,13 +372,15 @@ __global__ void __launch_bounds__(Cfg120<STAGES>::THREADS, 1) verify_sm120_kerne
 template <int STAGES>
 constexpr ConfigEntry sm120_entry() {
   static_assert(STAGES == 2, "name the new configuration below");
-  return ConfigEntry{{Cfg120<STAGES>::BM, STAGES, Cfg120<STAGES>::THREADS, Cfg120<STAGES>::SMEM, Cfg120<STAGES>::BN},
-                     "verify_sm120_kernel<32,2>", &verify_sm120_kernel<Cfg120<STAGES>::BM, STAGES>};
+  return ConfigEntry{Cfg120<STAGES>::BM, STAGES, Cfg120<STAGES>::THREADS, Cfg120<STAGES>::SMEM, Cfg120<STAGES>::BN,
+                     "verify_sm120_kernel<32,2>", &verify_sm120_kernel<Cfg120<STAGES>::BM, STAGES>, ARCH_MMA_SYNC,
+                     KV_BF16_BIT};
 }
 
 constexpr ConfigEntry sm120_fp8_entry() {
-  return ConfigEntry{{Cfg120<2>::BM, 2, Cfg120<2>::THREADS, Cfg120<2>::SMEM, Cfg120<2>::BN},
-                     "verify_sm120_kernel<32,2,true>", &verify_sm120_kernel<Cfg120<2>::BM, 2, true>};
+  return ConfigEntry{Cfg120<2>::BM, 2, Cfg120<2>::THREADS, Cfg120<2>::SMEM, Cfg120<2>::BN,
+                     "verify_sm120_kernel<32,2,true>", &verify_sm120_kernel<Cfg120<2>::BM, 2, true>, ARCH_MMA_SYNC,
+                     KV_FP8_BIT};
 }
 
 }  // namespace kdt

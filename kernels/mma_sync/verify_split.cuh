@@ -179,8 +179,8 @@ __global__ void __launch_bounds__(Cfg<BM, STAGES>::THREADS, 1) verify_split_kern
 template <int BM, int STAGES>
 constexpr ConfigEntry split_entry() {
   static_assert(BM == 32 && STAGES == 2, "name the new configuration below");
-  return ConfigEntry{{BM, STAGES, Cfg<BM, STAGES>::THREADS, Cfg<BM, STAGES>::SMEM, BN}, "verify_split_kernel<32,2>",
-                     &verify_split_kernel<BM, STAGES>};
+  return ConfigEntry{BM, STAGES, Cfg<BM, STAGES>::THREADS, Cfg<BM, STAGES>::SMEM, BN, "verify_split_kernel<32,2>",
+                     &verify_split_kernel<BM, STAGES>, ARCH_MMA_SYNC, KV_BF16_BIT};
 }
 
 }  // namespace kdt

@@ -351,13 +351,14 @@ __global__ void __launch_bounds__(Cfg4<STAGES>::THREADS, 1) verify_wgmma_kernel(
 template <int STAGES>
 constexpr ConfigEntry wgmma_entry() {
   static_assert(STAGES == 2, "name the new configuration below");
-  return ConfigEntry{{Cfg4<STAGES>::BM, STAGES, Cfg4<STAGES>::THREADS, Cfg4<STAGES>::SMEM, BN4},
-                     "verify_wgmma_kernel<64,2>", &verify_wgmma_kernel<Cfg4<STAGES>::BM, STAGES>};
+  return ConfigEntry{Cfg4<STAGES>::BM, STAGES, Cfg4<STAGES>::THREADS, Cfg4<STAGES>::SMEM, BN4,
+                     "verify_wgmma_kernel<64,2>", &verify_wgmma_kernel<Cfg4<STAGES>::BM, STAGES>, ARCH_SM90A,
+                     KV_BF16_BIT};
 }
 
 constexpr ConfigEntry wgmma_fp8_entry() {
-  return ConfigEntry{{Cfg4<2>::BM, 2, Cfg4<2>::THREADS, Cfg4<2>::SMEM, BN4}, "verify_wgmma_kernel<64,2,true>",
-                     &verify_wgmma_kernel<Cfg4<2>::BM, 2, true>};
+  return ConfigEntry{Cfg4<2>::BM, 2, Cfg4<2>::THREADS, Cfg4<2>::SMEM, BN4, "verify_wgmma_kernel<64,2,true>",
+                     &verify_wgmma_kernel<Cfg4<2>::BM, 2, true>, ARCH_SM90A, KV_FP8_BIT};
 }
 
 }  // namespace kdt

@@ -349,8 +349,8 @@ __global__ void __launch_bounds__(Cfg5::THREADS, 1) verify_wgmma_v5_kernel(Param
 }
 
 constexpr ConfigEntry wgmma_v5_entry() {
-  return ConfigEntry{{Cfg5::BM, Cfg5::SLOTS, Cfg5::THREADS, Cfg5::SMEM, BN4}, "verify_wgmma_v5_kernel<64>",
-                     &verify_wgmma_v5_kernel<Cfg5::BM>};
+  return ConfigEntry{Cfg5::BM, Cfg5::SLOTS, Cfg5::THREADS, Cfg5::SMEM, BN4, "verify_wgmma_v5_kernel<64>",
+                     &verify_wgmma_v5_kernel<Cfg5::BM>, ARCH_SM90A, KV_BF16_BIT};
 }
 
 }  // namespace kdt

@@ -1,0 +1,372 @@
+// The sm_120 kernel, second generation (impl cuda_sm120_roles): one 64-row CTA whose warps split the step by role,
+// mma.sync m16n8k16 within sm_120's 99 KB and 255 registers. docs/performance.md ("The sm_120 kernel, second
+// generation") has the design, its prediction and the measurements.
+//
+// Why roles: the first sm_120 kernel (verify_sm120.cuh) holds 32 rows per CTA, so four CTAs read each KV byte of
+// a 128-row call out of L2 and every warp runs the whole serial step (QK, partial-S exchange, softmax, PV) behind
+// block barriers. Here 64 rows share each KV tile and the step is a pipeline of two groups that run at once on
+// different tiles:
+//   warps 0-3 (QK group): warp q holds the A fragments of rows 32(q >> 1) .. + 31 over latent dims
+//     256(q & 1) .. + 255 in registers (128 registers; Q's 64 rope dims sit in shared memory, 8 KB), computes the
+//     partial S of those 32 rows x 16 keys over its dims plus 32 rope dims, swaps one 16-row half with its
+//     partner warp q ^ 1 through shared memory, and finishes the softmax of m-tile q (rows 16q .. 16q + 15):
+//     mask, scale, row maximum over the quad, the lazy reference maximum (RESCALE_SLACK), P in bf16. P leaves as
+//     the m16n8k16 A fragment of that m-tile (the S accumulator layout is the A layout: one 16-byte store per
+//     lane), with the rows' rescale factors when any row moved.
+//   warps 4-11 (PV group): warp p owns output columns 64p .. 64p + 63 of all 64 rows (128 fp32 accumulators per
+//     thread); per tile it reads the four P fragments (16-byte loads), V fragments by ldmatrix.trans from the
+//     same KV tile (each serves four m-tiles), and refills the tile's ring slot once all eight are done with it.
+// The KV ring: four 16-key tiles (18 KB each, rows XOR-swizzled by (row & 7) as in v3), loaded by the PV warps
+// with cp.async four tiles ahead; completion is signalled on one mbarrier per slot (cp.async.mbarrier.arrive),
+// on which the QK warps wait. Hand-offs: P in two buffers behind named barriers (P_FULL: QK arrives, PV syncs;
+// P_EMPTY: the reverse), so the QK group runs up to two tiles ahead of the PV group and one group's softmax or
+// loads sit under the other's MMAs. The draft-block CTA uses the ring as two (K, V) slot pairs (V from v_extend).
+// 95,296 B of shared memory; every instruction is one sm_120a has (mma.sync, ldmatrix, cp.async, mbarrier
+// try_wait, named barriers), so a Hopper GPU runs it as sm_120 would. bf16 pools only: an fp8 pool runs the
+// first kernel's e4m3 variant (kdtree_verify.cu).
+#pragma once
+#include "../common/frame.cuh"
+
+namespace kdt {
+
+struct CfgRoles {
+  static constexpr int BM = 64, BN = 16;                     // rows per CTA, keys per tile
+  static constexpr int QK_WARPS = 4, PV_WARPS = 8, THREADS = (QK_WARPS + PV_WARPS) * 32;
+  static constexpr int QK_THREADS = QK_WARPS * 32, PV_THREADS = PV_WARPS * 32;
+  static constexpr int SLOTS = 4;                            // ring slots of one 16-key tile
+  static constexpr int ROW = D_QK * 2;                       // bytes per swizzled key row
+  static constexpr int TILE = BN * ROW;                      // 18,432
+  static constexpr int RING = SLOTS * TILE;                  // 73,728
+  static constexpr int ROPE = BM * 64 * 2;                   // Q's rope dims, 128-byte rows, swizzled
+  static constexpr int SX = 2 * 4 * 32 * 8 * 4;              // partial-S swap: 2 buffers x 4 m-tiles x 32 lanes x 8
+  static constexpr int PB = 2 * 4 * 32 * 16;                 // P A fragments: 2 buffers x 4 m-tiles x 32 lanes x 16 B
+  static constexpr int ALPHA = 2 * BM * 4;                   // rescale factors: 2 buffers x 64 rows
+  static constexpr int FLAGS = 2 * 4 * 4;                    // per buffer and m-tile: some row's factor is not 1
+  static constexpr int STATS = 2 * BM * 4;                   // final row max and sum
+  static constexpr int MBARS = SLOTS * 8;
+  static constexpr int O_ROPE = RING, O_SX = O_ROPE + ROPE, O_PB = O_SX + SX, O_ALPHA = O_PB + PB,
+                       O_FLAGS = O_ALPHA + ALPHA, O_STATS = O_FLAGS + FLAGS, O_MBAR = O_STATS + STATS;
+  static constexpr int SMEM = O_MBAR + MBARS;
+  static_assert(O_MBAR % 8 == 0, "mbarriers are 8-byte aligned");
+  static_assert(SMEM <= 101376, "sm_120 allows 99 KB of dynamic shared memory per block");
+  // registers per thread after setmaxnreg: 65,536 / 384 = 170 at launch (168 allocated); the QK warps hold Q
+  static constexpr int PV_REGS = 160, QK_REGS = 184;
+  static_assert(QK_THREADS * QK_REGS + PV_THREADS * PV_REGS <= 65536, "one CTA per SM's register file");
+  // named barriers (0 is __syncthreads)
+  static constexpr int BAR_P_FULL = 1, BAR_P_EMPTY = 3, BAR_PAIR = 5, BAR_QK = 7, BAR_PV = 8;
+};
+
+template <int BM>
+__global__ void __launch_bounds__(CfgRoles::THREADS, 1) verify_sm120_roles_kernel(Params p) {
+  using C = CfgRoles;
+  static_assert(BM == C::BM, "64-row tiles");
+  extern __shared__ __align__(128) unsigned char smem[];
+  Work w;
+  if (!setup_work<BM, C::THREADS>(p, C::BN, w)) return;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const uint32_t base = smem_u32(smem);
+  const uint32_t mbar = base + C::O_MBAR;
+  float* alpha_s = reinterpret_cast<float*>(smem + C::O_ALPHA);
+  const int* flags_s = reinterpret_cast<const int*>(smem + C::O_FLAGS);
+  float* stats = reinterpret_cast<float*>(smem + C::O_STATS);  // max | sum
+  const int ntiles = (w.kend - w.kbeg + C::BN - 1) / C::BN;
+  // The draft block reads V from v_extend: its tiles use slot pairs (K in 2u, V in 2u + 1), two tiles in flight.
+  const int depth = w.draft ? 2 : C::SLOTS;
+  auto kslot = [&](int t) { return w.draft ? 2 * (t % 2) : t % C::SLOTS; };
+  auto vslot = [&](int t) { return w.draft ? 2 * (t % 2) + 1 : t % C::SLOTS; };
+
+  if (tid == 0)
+#pragma unroll
+    for (int s = 0; s < C::SLOTS; ++s) mbar_init(mbar + 8 * s, C::PV_THREADS);
+  __syncthreads();
+
+  if (warp >= C::QK_WARPS) {
+    // ---------------------------------------------------------------- PV group
+    regs_dec<C::PV_REGS>();
+    const int pw = warp - C::QK_WARPS, v = tid - C::QK_THREADS;
+    const int mi = lane >> 3, sw = lane & 7;
+    // loads: this thread moves 16-byte chunks sub + 16k of key row lrow of a tile
+    const int lrow = v >> 4, sub = v & 15;
+    const uint32_t ldst = lrow * C::ROW + ((sub ^ (lrow & 7)) << 4);
+    auto fetch = [&](int t) -> int64_t {
+      const int key = w.kbeg + t * C::BN + lrow;
+      return !w.draft && key < w.kend ? p.kv_indices[w.kv0 + key] : 0;
+    };
+    auto load_tile = [&](int t, int64_t raw) {
+      const int key = w.kbeg + t * C::BN + lrow;
+      const bool ok = key < w.kend;
+      const uint32_t kd = base + kslot(t) * C::TILE + ldst;
+      const char* ksrc;
+      if (w.draft) {
+        ksrc = reinterpret_cast<const char*>(p.kx + (w.tok0 + (ok ? key : 0)) * p.kx_s) + sub * 16;
+        const char* vsrc = reinterpret_cast<const char*>(p.vx + (w.tok0 + (ok ? key : 0)) * p.vx_s) + sub * 16;
+        const uint32_t vd = base + vslot(t) * C::TILE + ldst;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) cp_async_16s(vd + 256 * k, vsrc + 256 * k, ok ? 16 : 0);
+      } else {
+        const int64_t slot = ok ? checked_slot(p, raw, sub == 0) : 0;
+        ksrc = reinterpret_cast<const char*>(p.kb + slot * p.kb_s) + sub * 16;
+      }
+#pragma unroll
+      for (int k = 0; k < 5; ++k)
+        if (k < 4 || sub < 8) cp_async_16s(kd + 256 * k, ksrc + 256 * k, ok ? 16 : 0);
+      cp_async_mbar_arrive(mbar + 8 * kslot(t));
+    };
+    for (int t = 0; t < depth && t < ntiles; ++t) load_tile(t, fetch(t));
+    int64_t pending = fetch(depth);
+    // P buffers 0 and 1 start empty
+    if (ntiles > 0) bar_arrive(C::BAR_P_EMPTY + 0, C::THREADS);
+    if (ntiles > 1) bar_arrive(C::BAR_P_EMPTY + 1, C::THREADS);
+
+    uint32_t vofs[4];  // V fragments: keys (mi & 1) * 8 + (lane & 7), 16-byte chunk 8 pw + 2 np + (mi >> 1)
+#pragma unroll
+    for (int np = 0; np < 4; ++np)
+      vofs[np] = ((mi & 1) * 8 + (lane & 7)) * C::ROW + 128 * pw + (((2 * np + (mi >> 1)) ^ sw) << 4);
+    float acc[4][8][4];
+#pragma unroll
+    for (int m = 0; m < 4; ++m)
+#pragma unroll
+      for (int n = 0; n < 8; ++n) acc[m][n][0] = acc[m][n][1] = acc[m][n][2] = acc[m][n][3] = 0.f;
+
+    for (int t = 0; t < ntiles; ++t) {
+      const int b = t & 1;
+      bar_named(C::BAR_P_FULL + b, C::THREADS);
+      const int4 fl = *reinterpret_cast<const int4*>(flags_s + 4 * b);
+      const int flm[4] = {fl.x, fl.y, fl.z, fl.w};
+#pragma unroll
+      for (int m = 0; m < 4; ++m)
+        if (flm[m]) {  // warp-uniform: some row of m-tile m moved its reference maximum
+          const float a0 = alpha_s[b * C::BM + 16 * m + (lane >> 2)];
+          const float a1 = alpha_s[b * C::BM + 16 * m + 8 + (lane >> 2)];
+#pragma unroll
+          for (int n = 0; n < 8; ++n) {
+            acc[m][n][0] *= a0;
+            acc[m][n][1] *= a0;
+            acc[m][n][2] *= a1;
+            acc[m][n][3] *= a1;
+          }
+        }
+      uint32_t pa[4][4];
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {
+        const uint4 u = ld_shared_v4(base + C::O_PB + ((b * 4 + m) * 32 + lane) * 16);
+        pa[m][0] = u.x;
+        pa[m][1] = u.y;
+        pa[m][2] = u.z;
+        pa[m][3] = u.w;
+      }
+      mbar_wait(mbar + 8 * kslot(t), (t / depth) & 1);  // the tile's V (complete: QK waited on it)
+      const uint32_t vt = base + vslot(t) * C::TILE;
+#pragma unroll
+      for (int np = 0; np < 4; ++np) {
+        uint32_t vb[4];
+        ldsm_x4_trans(vb, vt + vofs[np]);
+#pragma unroll
+        for (int m = 0; m < 4; ++m) {
+          mma_bf16(acc[m][2 * np], pa[m], vb[0], vb[1]);
+          mma_bf16(acc[m][2 * np + 1], pa[m], vb[2], vb[3]);
+        }
+      }
+      if (t + 2 < ntiles) bar_arrive(C::BAR_P_EMPTY + b, C::THREADS);
+      if (t + depth < ntiles) {
+        bar_named(C::BAR_PV, C::PV_THREADS);  // all PV warps are done with this tile's slots
+        load_tile(t + depth, pending);
+        pending = fetch(t + depth + 1);
+      }
+    }
+    cp_async_wait<0>();
+    __syncthreads();  // the QK group's row statistics
+    const float vscale = w.draft ? 1.f : p.v_scale;
+#pragma unroll
+    for (int m = 0; m < 4; ++m)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int rr = 16 * m + 8 * h + (lane >> 2), gr = w.row0 + rr;
+        if (gr < p.R)
+          write_partial_row<8>(p, w.part0 + gr, stats[rr], stats[C::BM + rr], vscale, pw == 0 && (lane & 3) == 0,
+                               64 * pw, acc[m], h);
+      }
+    return;
+  }
+
+  // ------------------------------------------------------------------ QK group
+  regs_inc<C::QK_REGS>();
+  const int q = warp, rh = q >> 1, dh = q & 1;
+  const int g = lane >> 2, t4 = lane & 3, mi = lane >> 3, sw = lane & 7;
+  // Q's rope dims of the 64 rows -> shared memory (128-byte rows, chunk c at c ^ (row & 7)); latent A fragments of
+  // this warp's rows and dims -> registers, straight from global memory. Rows past the request's are zeros.
+  auto q_row = [&](int r) -> const __nv_bfloat16* {
+    const int gr = w.row0 + r;
+    if (gr >= w.rows_b) return nullptr;
+    return p.q + (w.tok0 + gr / p.H) * p.q_st + (int64_t)(gr % p.H) * p.q_sh;
+  };
+  for (int idx = tid; idx < C::BM * 8; idx += C::QK_THREADS) {
+    const int r = idx >> 3, c = idx & 7;
+    const __nv_bfloat16* src = q_row(r);
+    cp_async_16s(base + C::O_ROPE + r * 128 + ((c ^ (r & 7)) << 4), src ? src + D_V + 8 * c : p.q, src ? 16 : 0);
+  }
+  cp_async_commit();
+  uint32_t qf[16][2][4];  // [k16 step of 256 latent dims][m-tile of the row half][A register]
+  {
+    // this lane's rows 32 rh + 16 m + 8 h + g at dim 256 dh + 2 t4; the rest of each address is an immediate
+#pragma unroll
+    for (int m = 0; m < 2; ++m)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const __nv_bfloat16* row = q_row(32 * rh + 16 * m + 8 * h + g);
+        const __nv_bfloat16* at = row ? row + 256 * dh + 2 * t4 : nullptr;
+#pragma unroll
+        for (int kk = 0; kk < 16; ++kk)
+#pragma unroll
+          for (int hi = 0; hi < 2; ++hi) qf[kk][m][h + 2 * hi] = at ? ld_global_nc_u32(at + 16 * kk + 8 * hi) : 0u;
+      }
+  }
+  cp_async_wait<0>();
+  bar_named(C::BAR_QK, C::QK_THREADS);  // the rope tile is visible to the QK warps
+
+  // K fragments: keys (mi >> 1) * 8 + (lane & 7) of the tile, chunk 2 jj + (mi & 1) within a 64-dim group
+  uint32_t kofs[4], kofs_rope[2];
+#pragma unroll
+  for (int jj = 0; jj < 4; ++jj) kofs[jj] = ((mi >> 1) * 8 + (lane & 7)) * C::ROW + (((2 * jj + (mi & 1)) ^ sw) << 4);
+#pragma unroll
+  for (int j = 0; j < 2; ++j)  // rope dims 512 + 32 dh + 16 j: the last 64-dim group, chunk 2 (2 dh + j) + (mi & 1)
+    kofs_rope[j] = ((mi >> 1) * 8 + (lane & 7)) * C::ROW + 128 * 8 + (((2 * (2 * dh + j) + (mi & 1)) ^ sw) << 4);
+  uint32_t rope_a[2][2];  // rope A fragments: [m-tile][k16 step], rows 32 rh + 16 m + (lane & 15)
+#pragma unroll
+  for (int m = 0; m < 2; ++m)
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int r = 32 * rh + 16 * m + (lane & 15), c = 2 * (2 * dh + j) + (lane >> 4);
+      rope_a[m][j] = base + C::O_ROPE + r * 128 + ((c ^ (r & 7)) << 4);
+    }
+  const DraftMask dm = draft_mask(p, w);
+  const int node0 = (w.row0 + 16 * q + g) / p.H, node1 = (w.row0 + 16 * q + 8 + g) / p.H;
+  const float scale = w.draft ? p.scale_draft : p.scale_pre;
+  float m_ref[2] = {-INFINITY, -INFINITY}, l_part[2] = {0.f, 0.f};
+
+  for (int t = 0; t < ntiles; ++t) {
+    const int b = t & 1;
+    const int key0 = w.kbeg + t * C::BN;  // request-relative first key of the tile
+    mbar_wait(mbar + 8 * kslot(t), (t / depth) & 1);
+    const uint32_t kt = base + kslot(t) * C::TILE;
+    float s[2][2][4];
+#pragma unroll
+    for (int m = 0; m < 2; ++m)
+#pragma unroll
+      for (int n = 0; n < 2; ++n) s[m][n][0] = s[m][n][1] = s[m][n][2] = s[m][n][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < 16; ++kk) {
+      uint32_t kb[4];
+      ldsm_x4(kb, kt + kofs[kk & 3] + 128 * (4 * dh + (kk >> 2)));
+#pragma unroll
+      for (int m = 0; m < 2; ++m) {
+        mma_bf16(s[m][0], qf[kk][m], kb[0], kb[1]);
+        mma_bf16(s[m][1], qf[kk][m], kb[2], kb[3]);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      uint32_t kb[4];
+      ldsm_x4(kb, kt + kofs_rope[j]);
+#pragma unroll
+      for (int m = 0; m < 2; ++m) {
+        uint32_t qa[4];
+        ldsm_x4(qa, rope_a[m][j]);
+        mma_bf16(s[m][0], qa, kb[0], kb[1]);
+        mma_bf16(s[m][1], qa, kb[2], kb[3]);
+      }
+    }
+    // swap: m-tile (dh ^ 1) of the row half goes to the partner, which finishes it; ours comes back
+    float x[2][4];
+    {
+      const uint32_t out = base + C::O_SX + ((b * 4 + (q ^ 1)) * 32 + lane) * 32;
+      const uint32_t in = base + C::O_SX + ((b * 4 + q) * 32 + lane) * 32;
+      float give[2][4];
+#pragma unroll
+      for (int n = 0; n < 2; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          give[n][e] = dh ? s[0][n][e] : s[1][n][e];
+          x[n][e] = dh ? s[1][n][e] : s[0][n][e];
+        }
+      st_shared_v4(out, make_uint4(__float_as_uint(give[0][0]), __float_as_uint(give[0][1]),
+                                   __float_as_uint(give[0][2]), __float_as_uint(give[0][3])));
+      st_shared_v4(out + 16, make_uint4(__float_as_uint(give[1][0]), __float_as_uint(give[1][1]),
+                                        __float_as_uint(give[1][2]), __float_as_uint(give[1][3])));
+      bar_named(C::BAR_PAIR + rh, 64);
+      const uint4 u0 = ld_shared_v4(in), u1 = ld_shared_v4(in + 16);
+      x[0][0] += __uint_as_float(u0.x);
+      x[0][1] += __uint_as_float(u0.y);
+      x[0][2] += __uint_as_float(u0.z);
+      x[0][3] += __uint_as_float(u0.w);
+      x[1][0] += __uint_as_float(u1.x);
+      x[1][1] += __uint_as_float(u1.y);
+      x[1][2] += __uint_as_float(u1.z);
+      x[1][3] += __uint_as_float(u1.w);
+    }
+    // softmax of m-tile q: element (n, e) is row 16q + g + 8 (e >> 1), key key0 + 8n + 2 t4 + (e & 1)
+    const bool full = !w.draft && key0 + C::BN <= w.kend;
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = key0 + 8 * n + 2 * t4 + (e & 1);
+        const bool vis = full || (w.draft ? draft_visible(dm, (e >> 1) ? node1 : node0, key) : key < w.kend);
+        x[n][e] = vis ? x[n][e] * scale : -INFINITY;
+        mx[e >> 1] = fmaxf(mx[e >> 1], x[n][e]);
+      }
+    float alpha[2];
+    bool moved = false;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+      const bool bump = mx[h] > m_ref[h] + RESCALE_SLACK;  // the same decision in the row's 4 lanes
+      alpha[h] = bump ? exp2f(m_ref[h] - mx[h]) : 1.f;
+      if (bump) m_ref[h] = mx[h];
+      moved |= bump;
+    }
+    float sum[2] = {0.f, 0.f};
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float mr = m_ref[e >> 1];
+        x[n][e] = exp2f(x[n][e] - (mr == -INFINITY ? 0.f : mr));
+        sum[e >> 1] += x[n][e];
+      }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) l_part[h] = l_part[h] * alpha[h] + sum[h];
+    const bool any_moved = __any_sync(0xffffffffu, moved);
+    bar_named(C::BAR_P_EMPTY + b, C::THREADS);  // the PV group is done with P buffer b (tile t - 2)
+    st_shared_v4(base + C::O_PB + ((b * 4 + q) * 32 + lane) * 16,
+                 make_uint4(pack_bf16(x[0][0], x[0][1]), pack_bf16(x[0][2], x[0][3]), pack_bf16(x[1][0], x[1][1]),
+                            pack_bf16(x[1][2], x[1][3])));
+    if (any_moved && t4 == 0) {
+      alpha_s[b * C::BM + 16 * q + g] = alpha[0];
+      alpha_s[b * C::BM + 16 * q + 8 + g] = alpha[1];
+    }
+    if (lane == 0) reinterpret_cast<int*>(smem + C::O_FLAGS)[4 * b + q] = any_moved ? 1 : 0;
+    bar_arrive(C::BAR_P_FULL + b, C::THREADS);
+  }
+  // row statistics of m-tile q for the PV group's epilogue
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    l_part[h] += __shfl_xor_sync(0xffffffffu, l_part[h], 1);
+    l_part[h] += __shfl_xor_sync(0xffffffffu, l_part[h], 2);
+    if (t4 == 0) {
+      stats[16 * q + 8 * h + g] = m_ref[h];
+      stats[C::BM + 16 * q + 8 * h + g] = l_part[h];
+    }
+  }
+  __syncthreads();
+}
+
+constexpr ConfigEntry sm120_roles_entry() {
+  return ConfigEntry{CfgRoles::BM, CfgRoles::SLOTS, CfgRoles::THREADS, CfgRoles::SMEM, CfgRoles::BN,
+                     "verify_sm120_roles_kernel<64>", &verify_sm120_roles_kernel<CfgRoles::BM>, ARCH_MMA_SYNC,
+                     KV_BF16_BIT};
+}
+
+}  // namespace kdt
