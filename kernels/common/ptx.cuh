@@ -12,6 +12,8 @@ __device__ __forceinline__ uint32_t smem_u32(const void* ptr) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(ptr));
 }
 
+__device__ __forceinline__ void* smem_ptr(uint32_t addr) { return __cvta_shared_to_generic(addr); }
+
 __device__ __forceinline__ void cp_async_16s(uint32_t dst, const void* src, int bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
 }
@@ -115,6 +117,11 @@ __device__ __forceinline__ void mbar_wait(uint32_t addr, uint32_t parity) {
       "KDT_MBAR_WAIT_%=:\n"
       " mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
       " @!p bra KDT_MBAR_WAIT_%=;\n}\n" ::"r"(addr), "r"(parity) : "memory");
+}
+// One arrival (release: this thread's earlier shared-memory writes are visible to the threads whose wait then
+// completes, which acquire).
+__device__ __forceinline__ void mbar_arrive(uint32_t addr) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(addr) : "memory");
 }
 // The mbarrier at addr receives one arrival when every cp.async this thread issued before has completed (the
 // arrival is not pre-counted: .noinc, so the barrier's count includes it).

@@ -43,156 +43,163 @@ struct CfgRoles {
   static constexpr int ALPHA = 2 * BM * 4;                   // rescale factors: 2 buffers x 64 rows
   static constexpr int FLAGS = 2 * 4 * 4;                    // per buffer and m-tile: some row's factor is not 1
   static constexpr int STATS = 2 * BM * 4;                   // final row max and sum
-  static constexpr int MBARS = SLOTS * 8;
+  // mbarriers: FULL[4] (a ring slot's tile landed), P_FULL[2] (P buffer written), P_EMPTY[2] (P buffer read),
+  // STATS (the row statistics written)
+  static constexpr int MB_FULL = 0, MB_PFULL = SLOTS, MB_PEMPTY = SLOTS + 2, MB_STATS = SLOTS + 4,
+                       MBARS = (SLOTS + 5) * 8;
   static constexpr int O_ROPE = RING, O_SX = O_ROPE + ROPE, O_PB = O_SX + SX, O_ALPHA = O_PB + PB,
                        O_FLAGS = O_ALPHA + ALPHA, O_STATS = O_FLAGS + FLAGS, O_MBAR = O_STATS + STATS;
   static constexpr int SMEM = O_MBAR + MBARS;
   static_assert(O_MBAR % 8 == 0, "mbarriers are 8-byte aligned");
   static_assert(SMEM <= 101376, "sm_120 allows 99 KB of dynamic shared memory per block");
-  // registers per thread after setmaxnreg: 65,536 / 384 = 170 at launch (168 allocated); the QK warps hold Q
-  static constexpr int PV_REGS = 160, QK_REGS = 184;
+  // registers per thread after setmaxnreg: 65,536 / 384 = 170 at launch (168 allocated); the QK warps hold Q and,
+  // software-pipelined, one tile's scores beside the next tile's accumulators
+  static constexpr int PV_REGS = 160, QK_REGS = 192;
   static_assert(QK_THREADS * QK_REGS + PV_THREADS * PV_REGS <= 65536, "one CTA per SM's register file");
-  // named barriers (0 is __syncthreads)
-  static constexpr int BAR_P_FULL = 1, BAR_P_EMPTY = 3, BAR_PAIR = 5, BAR_QK = 7, BAR_PV = 8;
+  // named barriers (0 is __syncthreads), each reached by all its threads from the same code: the partner pairs'
+  // swap, the PV group, the QK group. Hand-offs between the groups are mbarriers (arrive releases, wait acquires).
+  static constexpr int BAR_PAIR = 1, BAR_PV = 3, BAR_QK = 4;
 };
 
-template <int BM>
-__global__ void __launch_bounds__(CfgRoles::THREADS, 1) verify_sm120_roles_kernel(Params p) {
+// What the two roles share: the CTA's work, its shared memory, the ring's geometry.
+struct RolesCtx {
+  const Params& p;
+  const Work& w;
+  uint32_t base, mbar;
+  int ntiles, depth;
+  __device__ __forceinline__ int kslot(int t) const { return w.draft ? 2 * (t % 2) : t % CfgRoles::SLOTS; }
+  __device__ __forceinline__ int vslot(int t) const { return w.draft ? 2 * (t % 2) + 1 : t % CfgRoles::SLOTS; }
+  __device__ __forceinline__ uint32_t full(int t) const { return mbar + 8 * (CfgRoles::MB_FULL + kslot(t)); }
+  __device__ __forceinline__ uint32_t full_parity(int t) const { return (t / depth) & 1; }
+  __device__ __forceinline__ uint32_t p_full(int t) const { return mbar + 8 * (CfgRoles::MB_PFULL + (t & 1)); }
+  __device__ __forceinline__ uint32_t p_empty(int t) const { return mbar + 8 * (CfgRoles::MB_PEMPTY + (t & 1)); }
+};
+
+// The PV group (warps 4..11): loads the ring, multiplies P V into the output columns 64 pw .. 64 pw + 63 of all 64
+// rows, writes the partial rows.
+__device__ __forceinline__ void roles_pv(const RolesCtx& c) {
   using C = CfgRoles;
-  static_assert(BM == C::BM, "64-row tiles");
-  extern __shared__ __align__(128) unsigned char smem[];
-  Work w;
-  if (!setup_work<BM, C::THREADS>(p, C::BN, w)) return;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const uint32_t base = smem_u32(smem);
-  const uint32_t mbar = base + C::O_MBAR;
-  float* alpha_s = reinterpret_cast<float*>(smem + C::O_ALPHA);
-  const int* flags_s = reinterpret_cast<const int*>(smem + C::O_FLAGS);
-  float* stats = reinterpret_cast<float*>(smem + C::O_STATS);  // max | sum
-  const int ntiles = (w.kend - w.kbeg + C::BN - 1) / C::BN;
-  // The draft block reads V from v_extend: its tiles use slot pairs (K in 2u, V in 2u + 1), two tiles in flight.
-  const int depth = w.draft ? 2 : C::SLOTS;
-  auto kslot = [&](int t) { return w.draft ? 2 * (t % 2) : t % C::SLOTS; };
-  auto vslot = [&](int t) { return w.draft ? 2 * (t % 2) + 1 : t % C::SLOTS; };
+  const Params& p = c.p;
+  const Work& w = c.w;
+  const int tid = threadIdx.x, lane = tid & 31, pw = (tid >> 5) - C::QK_WARPS, v = tid - C::QK_THREADS;
+  const int mi = lane >> 3, sw = lane & 7;
+  const float* alpha_s = reinterpret_cast<const float*>(smem_ptr(c.base + C::O_ALPHA));
+  const int* flags_s = reinterpret_cast<const int*>(smem_ptr(c.base + C::O_FLAGS));
+  const float* stats = reinterpret_cast<const float*>(smem_ptr(c.base + C::O_STATS));
+  // loads: this thread moves 16-byte chunks sub + 16k of key row lrow of a tile
+  const int lrow = v >> 4, sub = v & 15;
+  const uint32_t ldst = lrow * C::ROW + ((sub ^ (lrow & 7)) << 4);
+  auto fetch = [&](int t) -> int64_t {
+    const int key = w.kbeg + t * C::BN + lrow;
+    return !w.draft && key < w.kend ? p.kv_indices[w.kv0 + key] : 0;
+  };
+  auto load_tile = [&](int t, int64_t raw) {
+    const int key = w.kbeg + t * C::BN + lrow;
+    const bool ok = key < w.kend;
+    const uint32_t kd = c.base + c.kslot(t) * C::TILE + ldst;
+    const char* ksrc;
+    if (w.draft) {
+      ksrc = reinterpret_cast<const char*>(p.kx + (w.tok0 + (ok ? key : 0)) * p.kx_s) + sub * 16;
+      const char* vsrc = reinterpret_cast<const char*>(p.vx + (w.tok0 + (ok ? key : 0)) * p.vx_s) + sub * 16;
+      const uint32_t vd = c.base + c.vslot(t) * C::TILE + ldst;
+#pragma unroll
+      for (int k = 0; k < 4; ++k) cp_async_16s(vd + 256 * k, vsrc + 256 * k, ok ? 16 : 0);
+    } else {
+      const int64_t slot = ok ? checked_slot(p, raw, sub == 0) : 0;
+      ksrc = reinterpret_cast<const char*>(p.kb + slot * p.kb_s) + sub * 16;
+    }
+#pragma unroll
+    for (int k = 0; k < 5; ++k)
+      if (k < 4 || sub < 8) cp_async_16s(kd + 256 * k, ksrc + 256 * k, ok ? 16 : 0);
+    cp_async_mbar_arrive(c.full(t));
+  };
+  for (int t = 0; t < c.depth && t < c.ntiles; ++t) load_tile(t, fetch(t));
+  int64_t pending = fetch(c.depth);
 
-  if (tid == 0)
+  uint32_t vofs[4];  // V fragments: keys (mi & 1) * 8 + (lane & 7), 16-byte chunk 8 pw + 2 np + (mi >> 1)
 #pragma unroll
-    for (int s = 0; s < C::SLOTS; ++s) mbar_init(mbar + 8 * s, C::PV_THREADS);
-  __syncthreads();
+  for (int np = 0; np < 4; ++np)
+    vofs[np] = ((mi & 1) * 8 + (lane & 7)) * C::ROW + 128 * pw + (((2 * np + (mi >> 1)) ^ sw) << 4);
+  float acc[4][8][4];
+#pragma unroll
+  for (int m = 0; m < 4; ++m)
+#pragma unroll
+    for (int n = 0; n < 8; ++n) acc[m][n][0] = acc[m][n][1] = acc[m][n][2] = acc[m][n][3] = 0.f;
 
-  if (warp >= C::QK_WARPS) {
-    // ---------------------------------------------------------------- PV group
-    regs_dec<C::PV_REGS>();
-    const int pw = warp - C::QK_WARPS, v = tid - C::QK_THREADS;
-    const int mi = lane >> 3, sw = lane & 7;
-    // loads: this thread moves 16-byte chunks sub + 16k of key row lrow of a tile
-    const int lrow = v >> 4, sub = v & 15;
-    const uint32_t ldst = lrow * C::ROW + ((sub ^ (lrow & 7)) << 4);
-    auto fetch = [&](int t) -> int64_t {
-      const int key = w.kbeg + t * C::BN + lrow;
-      return !w.draft && key < w.kend ? p.kv_indices[w.kv0 + key] : 0;
-    };
-    auto load_tile = [&](int t, int64_t raw) {
-      const int key = w.kbeg + t * C::BN + lrow;
-      const bool ok = key < w.kend;
-      const uint32_t kd = base + kslot(t) * C::TILE + ldst;
-      const char* ksrc;
-      if (w.draft) {
-        ksrc = reinterpret_cast<const char*>(p.kx + (w.tok0 + (ok ? key : 0)) * p.kx_s) + sub * 16;
-        const char* vsrc = reinterpret_cast<const char*>(p.vx + (w.tok0 + (ok ? key : 0)) * p.vx_s) + sub * 16;
-        const uint32_t vd = base + vslot(t) * C::TILE + ldst;
-#pragma unroll
-        for (int k = 0; k < 4; ++k) cp_async_16s(vd + 256 * k, vsrc + 256 * k, ok ? 16 : 0);
-      } else {
-        const int64_t slot = ok ? checked_slot(p, raw, sub == 0) : 0;
-        ksrc = reinterpret_cast<const char*>(p.kb + slot * p.kb_s) + sub * 16;
-      }
-#pragma unroll
-      for (int k = 0; k < 5; ++k)
-        if (k < 4 || sub < 8) cp_async_16s(kd + 256 * k, ksrc + 256 * k, ok ? 16 : 0);
-      cp_async_mbar_arrive(mbar + 8 * kslot(t));
-    };
-    for (int t = 0; t < depth && t < ntiles; ++t) load_tile(t, fetch(t));
-    int64_t pending = fetch(depth);
-    // P buffers 0 and 1 start empty
-    if (ntiles > 0) bar_arrive(C::BAR_P_EMPTY + 0, C::THREADS);
-    if (ntiles > 1) bar_arrive(C::BAR_P_EMPTY + 1, C::THREADS);
-
-    uint32_t vofs[4];  // V fragments: keys (mi & 1) * 8 + (lane & 7), 16-byte chunk 8 pw + 2 np + (mi >> 1)
-#pragma unroll
-    for (int np = 0; np < 4; ++np)
-      vofs[np] = ((mi & 1) * 8 + (lane & 7)) * C::ROW + 128 * pw + (((2 * np + (mi >> 1)) ^ sw) << 4);
-    float acc[4][8][4];
+  for (int t = 0; t < c.ntiles; ++t) {
+    const int b = t & 1;
+    mbar_wait(c.p_full(t), (t >> 1) & 1);  // P(t), its rescale factors and flags are written
+    const int4 fl = *reinterpret_cast<const int4*>(flags_s + 4 * b);
+    const int flm[4] = {fl.x, fl.y, fl.z, fl.w};
 #pragma unroll
     for (int m = 0; m < 4; ++m)
+      if (flm[m]) {  // warp-uniform: some row of m-tile m moved its reference maximum
+        const float a0 = alpha_s[b * C::BM + 16 * m + (lane >> 2)];
+        const float a1 = alpha_s[b * C::BM + 16 * m + 8 + (lane >> 2)];
 #pragma unroll
-      for (int n = 0; n < 8; ++n) acc[m][n][0] = acc[m][n][1] = acc[m][n][2] = acc[m][n][3] = 0.f;
-
-    for (int t = 0; t < ntiles; ++t) {
-      const int b = t & 1;
-      bar_named(C::BAR_P_FULL + b, C::THREADS);
-      const int4 fl = *reinterpret_cast<const int4*>(flags_s + 4 * b);
-      const int flm[4] = {fl.x, fl.y, fl.z, fl.w};
-#pragma unroll
-      for (int m = 0; m < 4; ++m)
-        if (flm[m]) {  // warp-uniform: some row of m-tile m moved its reference maximum
-          const float a0 = alpha_s[b * C::BM + 16 * m + (lane >> 2)];
-          const float a1 = alpha_s[b * C::BM + 16 * m + 8 + (lane >> 2)];
-#pragma unroll
-          for (int n = 0; n < 8; ++n) {
-            acc[m][n][0] *= a0;
-            acc[m][n][1] *= a0;
-            acc[m][n][2] *= a1;
-            acc[m][n][3] *= a1;
-          }
+        for (int n = 0; n < 8; ++n) {
+          acc[m][n][0] *= a0;
+          acc[m][n][1] *= a0;
+          acc[m][n][2] *= a1;
+          acc[m][n][3] *= a1;
         }
-      uint32_t pa[4][4];
+      }
+    uint32_t pa[4][4];
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+      const uint4 u = ld_shared_v4(c.base + C::O_PB + ((b * 4 + m) * 32 + lane) * 16);
+      pa[m][0] = u.x;
+      pa[m][1] = u.y;
+      pa[m][2] = u.z;
+      pa[m][3] = u.w;
+    }
+    mbar_wait(c.full(t), c.full_parity(t));  // the tile's V (complete: the QK group waited on it)
+    const uint32_t vt = c.base + c.vslot(t) * C::TILE;
+#pragma unroll
+    for (int np = 0; np < 4; ++np) {
+      uint32_t vb[4];
+      ldsm_x4_trans(vb, vt + vofs[np]);
 #pragma unroll
       for (int m = 0; m < 4; ++m) {
-        const uint4 u = ld_shared_v4(base + C::O_PB + ((b * 4 + m) * 32 + lane) * 16);
-        pa[m][0] = u.x;
-        pa[m][1] = u.y;
-        pa[m][2] = u.z;
-        pa[m][3] = u.w;
-      }
-      mbar_wait(mbar + 8 * kslot(t), (t / depth) & 1);  // the tile's V (complete: QK waited on it)
-      const uint32_t vt = base + vslot(t) * C::TILE;
-#pragma unroll
-      for (int np = 0; np < 4; ++np) {
-        uint32_t vb[4];
-        ldsm_x4_trans(vb, vt + vofs[np]);
-#pragma unroll
-        for (int m = 0; m < 4; ++m) {
-          mma_bf16(acc[m][2 * np], pa[m], vb[0], vb[1]);
-          mma_bf16(acc[m][2 * np + 1], pa[m], vb[2], vb[3]);
-        }
-      }
-      if (t + 2 < ntiles) bar_arrive(C::BAR_P_EMPTY + b, C::THREADS);
-      if (t + depth < ntiles) {
-        bar_named(C::BAR_PV, C::PV_THREADS);  // all PV warps are done with this tile's slots
-        load_tile(t + depth, pending);
-        pending = fetch(t + depth + 1);
+        mma_bf16(acc[m][2 * np], pa[m], vb[0], vb[1]);
+        mma_bf16(acc[m][2 * np + 1], pa[m], vb[2], vb[3]);
       }
     }
-    cp_async_wait<0>();
-    __syncthreads();  // the QK group's row statistics
-    const float vscale = w.draft ? 1.f : p.v_scale;
-#pragma unroll
-    for (int m = 0; m < 4; ++m)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int rr = 16 * m + 8 * h + (lane >> 2), gr = w.row0 + rr;
-        if (gr < p.R)
-          write_partial_row<8>(p, w.part0 + gr, stats[rr], stats[C::BM + rr], vscale, pw == 0 && (lane & 3) == 0,
-                               64 * pw, acc[m], h);
-      }
-    return;
+    if (t + 2 < c.ntiles) mbar_arrive(c.p_empty(t));  // P buffer b may take P(t + 2)
+    if (t + c.depth < c.ntiles) {
+      bar_named(C::BAR_PV, C::PV_THREADS);  // all PV warps are done with this tile's slots
+      load_tile(t + c.depth, pending);
+      pending = fetch(t + c.depth + 1);
+    }
   }
+  cp_async_wait<0>();
+  mbar_wait(c.mbar + 8 * C::MB_STATS, 0);  // the QK group's row statistics
+  const float vscale = w.draft ? 1.f : p.v_scale;
+#pragma unroll
+  for (int m = 0; m < 4; ++m)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int rr = 16 * m + 8 * h + (lane >> 2), gr = w.row0 + rr;
+      if (gr < p.R)
+        write_partial_row<8>(p, w.part0 + gr, stats[rr], stats[C::BM + rr], vscale, pw == 0 && (lane & 3) == 0,
+                             64 * pw, acc[m], h);
+    }
+}
 
-  // ------------------------------------------------------------------ QK group
-  regs_inc<C::QK_REGS>();
-  const int q = warp, rh = q >> 1, dh = q & 1;
+// The QK group (warps 0..3), software-pipelined: tile t + 1's QK MMAs are issued in the same basic block as tile
+// t's softmax arithmetic, so the warp's scheduler fills the MMA dependency stalls with the softmax, then P(t) is
+// published and tile t + 1's partial scores are swapped with the partner warp. DRAFT: the draft block, masked by the
+// tree (custom_mask) or causally; else a prefix split, masked only past its end.
+template <bool DRAFT>
+__device__ __forceinline__ void roles_qk(const RolesCtx& c) {
+  using C = CfgRoles;
+  const Params& p = c.p;
+  const Work& w = c.w;
+  const int tid = threadIdx.x, lane = tid & 31, q = tid >> 5, rh = q >> 1, dh = q & 1;
   const int g = lane >> 2, t4 = lane & 3, mi = lane >> 3, sw = lane & 7;
+  float* alpha_s = reinterpret_cast<float*>(smem_ptr(c.base + C::O_ALPHA));
+  int* flags_s = reinterpret_cast<int*>(smem_ptr(c.base + C::O_FLAGS));
+  float* stats = reinterpret_cast<float*>(smem_ptr(c.base + C::O_STATS));
   // Q's rope dims of the 64 rows -> shared memory (128-byte rows, chunk c at c ^ (row & 7)); latent A fragments of
   // this warp's rows and dims -> registers, straight from global memory. Rows past the request's are zeros.
   auto q_row = [&](int r) -> const __nv_bfloat16* {
@@ -201,55 +208,45 @@ __global__ void __launch_bounds__(CfgRoles::THREADS, 1) verify_sm120_roles_kerne
     return p.q + (w.tok0 + gr / p.H) * p.q_st + (int64_t)(gr % p.H) * p.q_sh;
   };
   for (int idx = tid; idx < C::BM * 8; idx += C::QK_THREADS) {
-    const int r = idx >> 3, c = idx & 7;
+    const int r = idx >> 3, ch = idx & 7;
     const __nv_bfloat16* src = q_row(r);
-    cp_async_16s(base + C::O_ROPE + r * 128 + ((c ^ (r & 7)) << 4), src ? src + D_V + 8 * c : p.q, src ? 16 : 0);
+    cp_async_16s(c.base + C::O_ROPE + r * 128 + ((ch ^ (r & 7)) << 4), src ? src + D_V + 8 * ch : p.q,
+                 src ? 16 : 0);
   }
   cp_async_commit();
   uint32_t qf[16][2][4];  // [k16 step of 256 latent dims][m-tile of the row half][A register]
-  {
-    // this lane's rows 32 rh + 16 m + 8 h + g at dim 256 dh + 2 t4; the rest of each address is an immediate
+  // this lane's rows 32 rh + 16 m + 8 h + g at dim 256 dh + 2 t4; the rest of each address is an immediate
 #pragma unroll
-    for (int m = 0; m < 2; ++m)
+  for (int m = 0; m < 2; ++m)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const __nv_bfloat16* row = q_row(32 * rh + 16 * m + 8 * h + g);
-        const __nv_bfloat16* at = row ? row + 256 * dh + 2 * t4 : nullptr;
+    for (int h = 0; h < 2; ++h) {
+      const __nv_bfloat16* row = q_row(32 * rh + 16 * m + 8 * h + g);
+      const __nv_bfloat16* at = row ? row + 256 * dh + 2 * t4 : nullptr;
 #pragma unroll
-        for (int kk = 0; kk < 16; ++kk)
+      for (int kk = 0; kk < 16; ++kk)
 #pragma unroll
-          for (int hi = 0; hi < 2; ++hi) qf[kk][m][h + 2 * hi] = at ? ld_global_nc_u32(at + 16 * kk + 8 * hi) : 0u;
-      }
-  }
+        for (int hi = 0; hi < 2; ++hi) qf[kk][m][h + 2 * hi] = at ? ld_global_nc_u32(at + 16 * kk + 8 * hi) : 0u;
+    }
   cp_async_wait<0>();
   bar_named(C::BAR_QK, C::QK_THREADS);  // the rope tile is visible to the QK warps
 
   // K fragments: keys (mi >> 1) * 8 + (lane & 7) of the tile, chunk 2 jj + (mi & 1) within a 64-dim group
-  uint32_t kofs[4], kofs_rope[2];
+  uint32_t kofs[4], kofs_rope[2], rope_a[2];
 #pragma unroll
   for (int jj = 0; jj < 4; ++jj) kofs[jj] = ((mi >> 1) * 8 + (lane & 7)) * C::ROW + (((2 * jj + (mi & 1)) ^ sw) << 4);
 #pragma unroll
-  for (int j = 0; j < 2; ++j)  // rope dims 512 + 32 dh + 16 j: the last 64-dim group, chunk 2 (2 dh + j) + (mi & 1)
+  for (int j = 0; j < 2; ++j) {  // rope dims 512 + 32 dh + 16 j: the last 64-dim group, chunk 2 (2 dh + j) + (mi & 1)
     kofs_rope[j] = ((mi >> 1) * 8 + (lane & 7)) * C::ROW + 128 * 8 + (((2 * (2 * dh + j) + (mi & 1)) ^ sw) << 4);
-  uint32_t rope_a[2][2];  // rope A fragments: [m-tile][k16 step], rows 32 rh + 16 m + (lane & 15)
-#pragma unroll
-  for (int m = 0; m < 2; ++m)
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      const int r = 32 * rh + 16 * m + (lane & 15), c = 2 * (2 * dh + j) + (lane >> 4);
-      rope_a[m][j] = base + C::O_ROPE + r * 128 + ((c ^ (r & 7)) << 4);
-    }
+    const int r = 32 * rh + (lane & 15), ch = 2 * (2 * dh + j) + (lane >> 4);  // rope A fragments; m-tile 1: +2 KB
+    rope_a[j] = c.base + C::O_ROPE + r * 128 + ((ch ^ (r & 7)) << 4);
+  }
   const DraftMask dm = draft_mask(p, w);
   const int node0 = (w.row0 + 16 * q + g) / p.H, node1 = (w.row0 + 16 * q + 8 + g) / p.H;
-  const float scale = w.draft ? p.scale_draft : p.scale_pre;
+  const float scale = DRAFT ? p.scale_draft : p.scale_pre;
   float m_ref[2] = {-INFINITY, -INFINITY}, l_part[2] = {0.f, 0.f};
 
-  for (int t = 0; t < ntiles; ++t) {
-    const int b = t & 1;
-    const int key0 = w.kbeg + t * C::BN;  // request-relative first key of the tile
-    mbar_wait(mbar + 8 * kslot(t), (t / depth) & 1);
-    const uint32_t kt = base + kslot(t) * C::TILE;
-    float s[2][2][4];
+  // QK of the tile in slot kt: partial S of m-tiles 2 rh, 2 rh + 1 x 16 keys over this warp's dims
+  auto qk_mma = [&](uint32_t kt, float (&s)[2][2][4]) {
 #pragma unroll
     for (int m = 0; m < 2; ++m)
 #pragma unroll
@@ -271,52 +268,64 @@ __global__ void __launch_bounds__(CfgRoles::THREADS, 1) verify_sm120_roles_kerne
 #pragma unroll
       for (int m = 0; m < 2; ++m) {
         uint32_t qa[4];
-        ldsm_x4(qa, rope_a[m][j]);
+        ldsm_x4(qa, rope_a[j] + 2048 * m);
         mma_bf16(s[m][0], qa, kb[0], kb[1]);
         mma_bf16(s[m][1], qa, kb[2], kb[3]);
       }
     }
-    // swap: m-tile (dh ^ 1) of the row half goes to the partner, which finishes it; ours comes back
-    float x[2][4];
-    {
-      const uint32_t out = base + C::O_SX + ((b * 4 + (q ^ 1)) * 32 + lane) * 32;
-      const uint32_t in = base + C::O_SX + ((b * 4 + q) * 32 + lane) * 32;
-      float give[2][4];
+  };
+  // the swap: m-tile (dh ^ 1) of the row half goes to the partner, which finishes it; ours comes back, summed
+  auto swap = [&](int t, const float (&s)[2][2][4], float (&x)[2][4]) {
+    const uint32_t out = c.base + C::O_SX + (((t & 1) * 4 + (q ^ 1)) * 32 + lane) * 32;
+    const uint32_t in = c.base + C::O_SX + (((t & 1) * 4 + q) * 32 + lane) * 32;
+    float give[2][4];
 #pragma unroll
-      for (int n = 0; n < 2; ++n)
+    for (int n = 0; n < 2; ++n)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          give[n][e] = dh ? s[0][n][e] : s[1][n][e];
-          x[n][e] = dh ? s[1][n][e] : s[0][n][e];
-        }
-      st_shared_v4(out, make_uint4(__float_as_uint(give[0][0]), __float_as_uint(give[0][1]),
-                                   __float_as_uint(give[0][2]), __float_as_uint(give[0][3])));
-      st_shared_v4(out + 16, make_uint4(__float_as_uint(give[1][0]), __float_as_uint(give[1][1]),
-                                        __float_as_uint(give[1][2]), __float_as_uint(give[1][3])));
-      bar_named(C::BAR_PAIR + rh, 64);
-      const uint4 u0 = ld_shared_v4(in), u1 = ld_shared_v4(in + 16);
-      x[0][0] += __uint_as_float(u0.x);
-      x[0][1] += __uint_as_float(u0.y);
-      x[0][2] += __uint_as_float(u0.z);
-      x[0][3] += __uint_as_float(u0.w);
-      x[1][0] += __uint_as_float(u1.x);
-      x[1][1] += __uint_as_float(u1.y);
-      x[1][2] += __uint_as_float(u1.z);
-      x[1][3] += __uint_as_float(u1.w);
-    }
-    // softmax of m-tile q: element (n, e) is row 16q + g + 8 (e >> 1), key key0 + 8n + 2 t4 + (e & 1)
-    const bool full = !w.draft && key0 + C::BN <= w.kend;
-    float mx[2] = {-INFINITY, -INFINITY};
+      for (int e = 0; e < 4; ++e) {
+        give[n][e] = dh ? s[0][n][e] : s[1][n][e];
+        x[n][e] = dh ? s[1][n][e] : s[0][n][e];
+      }
+    st_shared_v4(out, make_uint4(__float_as_uint(give[0][0]), __float_as_uint(give[0][1]), __float_as_uint(give[0][2]),
+                                 __float_as_uint(give[0][3])));
+    st_shared_v4(out + 16, make_uint4(__float_as_uint(give[1][0]), __float_as_uint(give[1][1]),
+                                      __float_as_uint(give[1][2]), __float_as_uint(give[1][3])));
+    bar_named(C::BAR_PAIR + rh, 64);
+    const uint4 u0 = ld_shared_v4(in), u1 = ld_shared_v4(in + 16);
+    x[0][0] += __uint_as_float(u0.x);
+    x[0][1] += __uint_as_float(u0.y);
+    x[0][2] += __uint_as_float(u0.z);
+    x[0][3] += __uint_as_float(u0.w);
+    x[1][0] += __uint_as_float(u1.x);
+    x[1][1] += __uint_as_float(u1.y);
+    x[1][2] += __uint_as_float(u1.z);
+    x[1][3] += __uint_as_float(u1.w);
+  };
+  // visibility of this lane's 8 scores of tile t (bit 4 n + e: row 16 q + g + 8 (e >> 1), key 8 n + 2 t4 + (e & 1))
+  auto visible_bits = [&](int t) -> uint32_t {
+    const int key0 = w.kbeg + t * C::BN;
+    uint32_t bits = 0;
 #pragma unroll
     for (int n = 0; n < 2; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int key = key0 + 8 * n + 2 * t4 + (e & 1);
-        const bool vis = full || (w.draft ? draft_visible(dm, (e >> 1) ? node1 : node0, key) : key < w.kend);
-        x[n][e] = vis ? x[n][e] * scale : -INFINITY;
-        mx[e >> 1] = fmaxf(mx[e >> 1], x[n][e]);
+        const bool vis = DRAFT ? draft_visible(dm, (e >> 1) ? node1 : node0, key) : key < w.kend;
+        bits |= (vis ? 1u : 0u) << (4 * n + e);
       }
-    float alpha[2];
+    return bits;
+  };
+  // the softmax of m-tile q on registers only: mask, scale, row max over the quad, the lazy reference maximum,
+  // exponentials, row sums; P as the A fragment of m-tile q
+  auto softmax = [&](const float (&x)[2][4], uint32_t bits, uint32_t (&pk)[4], float (&alpha)[2]) -> bool {
+    float y[2][4], mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        y[n][e] = (bits >> (4 * n + e)) & 1 ? x[n][e] * scale : -INFINITY;
+        mx[e >> 1] = fmaxf(mx[e >> 1], y[n][e]);
+      }
     bool moved = false;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -324,7 +333,7 @@ __global__ void __launch_bounds__(CfgRoles::THREADS, 1) verify_sm120_roles_kerne
       mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
       const bool bump = mx[h] > m_ref[h] + RESCALE_SLACK;  // the same decision in the row's 4 lanes
       alpha[h] = bump ? exp2f(m_ref[h] - mx[h]) : 1.f;
-      if (bump) m_ref[h] = mx[h];
+      m_ref[h] = bump ? mx[h] : m_ref[h];
       moved |= bump;
     }
     float sum[2] = {0.f, 0.f};
@@ -333,22 +342,47 @@ __global__ void __launch_bounds__(CfgRoles::THREADS, 1) verify_sm120_roles_kerne
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const float mr = m_ref[e >> 1];
-        x[n][e] = exp2f(x[n][e] - (mr == -INFINITY ? 0.f : mr));
-        sum[e >> 1] += x[n][e];
+        y[n][e] = exp2f(y[n][e] - (mr == -INFINITY ? 0.f : mr));
+        sum[e >> 1] += y[n][e];
       }
 #pragma unroll
     for (int h = 0; h < 2; ++h) l_part[h] = l_part[h] * alpha[h] + sum[h];
-    const bool any_moved = __any_sync(0xffffffffu, moved);
-    bar_named(C::BAR_P_EMPTY + b, C::THREADS);  // the PV group is done with P buffer b (tile t - 2)
-    st_shared_v4(base + C::O_PB + ((b * 4 + q) * 32 + lane) * 16,
-                 make_uint4(pack_bf16(x[0][0], x[0][1]), pack_bf16(x[0][2], x[0][3]), pack_bf16(x[1][0], x[1][1]),
-                            pack_bf16(x[1][2], x[1][3])));
+    pk[0] = pack_bf16(y[0][0], y[0][1]);
+    pk[1] = pack_bf16(y[0][2], y[0][3]);
+    pk[2] = pack_bf16(y[1][0], y[1][1]);
+    pk[3] = pack_bf16(y[1][2], y[1][3]);
+    return moved;
+  };
+  auto publish = [&](int t, const uint32_t (&pk)[4], const float (&alpha)[2], bool any_moved) {
+    const int b = t & 1;
+    if (t >= 2) mbar_wait(c.p_empty(t), ((t >> 1) + 1) & 1);  // the PV group has read P(t - 2)
+    st_shared_v4(c.base + C::O_PB + ((b * 4 + q) * 32 + lane) * 16, make_uint4(pk[0], pk[1], pk[2], pk[3]));
     if (any_moved && t4 == 0) {
       alpha_s[b * C::BM + 16 * q + g] = alpha[0];
       alpha_s[b * C::BM + 16 * q + 8 + g] = alpha[1];
     }
-    if (lane == 0) reinterpret_cast<int*>(smem + C::O_FLAGS)[4 * b + q] = any_moved ? 1 : 0;
-    bar_arrive(C::BAR_P_FULL + b, C::THREADS);
+    if (lane == 0) flags_s[4 * b + q] = any_moved ? 1 : 0;
+    mbar_arrive(c.p_full(t));
+  };
+
+  float s[2][2][4], x[2][4];
+  mbar_wait(c.full(0), c.full_parity(0));
+  qk_mma(c.base + c.kslot(0) * C::TILE, s);
+  swap(0, s, x);
+  uint32_t bits = visible_bits(0);
+  for (int t = 0; t < c.ntiles; ++t) {
+    const bool more = t + 1 < c.ntiles;
+    if (more) mbar_wait(c.full(t + 1), c.full_parity(t + 1));
+    const uint32_t bits_next = more ? visible_bits(t + 1) : 0u;
+    // one basic block: tile t + 1's MMAs (the last iteration re-reads tile t, whose result is dropped) beside tile
+    // t's softmax
+    qk_mma(c.base + c.kslot(more ? t + 1 : t) * C::TILE, s);
+    uint32_t pk[4];
+    float alpha[2];
+    const bool moved = softmax(x, bits, pk, alpha);
+    publish(t, pk, alpha, __any_sync(0xffffffffu, moved));
+    if (more) swap(t + 1, s, x);
+    bits = bits_next;
   }
   // row statistics of m-tile q for the PV group's epilogue
 #pragma unroll
@@ -360,7 +394,39 @@ __global__ void __launch_bounds__(CfgRoles::THREADS, 1) verify_sm120_roles_kerne
       stats[C::BM + 16 * q + 8 * h + g] = l_part[h];
     }
   }
+  mbar_arrive(c.mbar + 8 * C::MB_STATS);
+}
+
+template <int BM>
+__global__ void __launch_bounds__(CfgRoles::THREADS, 1) verify_sm120_roles_kernel(Params p) {
+  using C = CfgRoles;
+  static_assert(BM == C::BM, "64-row tiles");
+  extern __shared__ __align__(128) unsigned char smem[];
+  Work w;
+  if (!setup_work<BM, C::THREADS>(p, C::BN, w)) return;
+  const uint32_t base = smem_u32(smem);
+  const RolesCtx c{p, w, base, base + C::O_MBAR, (w.kend - w.kbeg + C::BN - 1) / C::BN, w.draft ? 2 : C::SLOTS};
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int s = 0; s < C::SLOTS; ++s) mbar_init(c.mbar + 8 * (C::MB_FULL + s), C::PV_THREADS);
+#pragma unroll
+    for (int b = 0; b < 2; ++b) {
+      mbar_init(c.mbar + 8 * (C::MB_PFULL + b), C::QK_THREADS);
+      mbar_init(c.mbar + 8 * (C::MB_PEMPTY + b), C::PV_THREADS);
+    }
+    mbar_init(c.mbar + 8 * C::MB_STATS, C::QK_THREADS);
+  }
   __syncthreads();
+  if (threadIdx.x >= C::QK_THREADS) {
+    regs_dec<C::PV_REGS>();
+    roles_pv(c);
+  } else {
+    regs_inc<C::QK_REGS>();
+    if (w.draft)
+      roles_qk<true>(c);
+    else
+      roles_qk<false>(c);
+  }
 }
 
 constexpr ConfigEntry sm120_roles_entry() {
