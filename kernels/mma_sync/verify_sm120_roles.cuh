@@ -54,8 +54,12 @@ struct CfgRoles {
   static_assert(SMEM <= 101376, "sm_120 allows 99 KB of dynamic shared memory per block");
   // registers per thread after setmaxnreg: 65,536 / 384 = 170 at launch (168 allocated); the QK warps hold Q and,
   // software-pipelined, one tile's scores beside the next tile's accumulators
-  static constexpr int PV_REGS = 160, QK_REGS = 192;
-  static_assert(QK_THREADS * QK_REGS + PV_THREADS * PV_REGS <= 65536, "one CTA per SM's register file");
+  // setmaxnreg.inc waits until the CTA's pool has the registers: the pool is what the launch allocated
+  // (65,536 / 384 threads, in multiples of 8: 168 each), not the register file, so the two sides must balance in it
+  static constexpr int LAUNCH_REGS = (65536 / THREADS) / 8 * 8;
+  static constexpr int PV_REGS = 160, QK_REGS = 184;
+  static_assert(QK_THREADS * QK_REGS + PV_THREADS * PV_REGS <= THREADS * LAUNCH_REGS,
+                "setmaxnreg.inc would wait forever for registers the launch did not allocate");
   // named barriers (0 is __syncthreads), each reached by all its threads from the same code: the partner pairs'
   // swap, the PV group, the QK group. Hand-offs between the groups are mbarriers (arrive releases, wait acquires).
   static constexpr int BAR_PAIR = 1, BAR_PV = 3, BAR_QK = 4;
@@ -230,16 +234,14 @@ __device__ __forceinline__ void roles_qk(const RolesCtx& c) {
   cp_async_wait<0>();
   bar_named(C::BAR_QK, C::QK_THREADS);  // the rope tile is visible to the QK warps
 
-  // K fragments: keys (mi >> 1) * 8 + (lane & 7) of the tile, chunk 2 jj + (mi & 1) within a 64-dim group
-  uint32_t kofs[4], kofs_rope[2], rope_a[2];
-#pragma unroll
-  for (int jj = 0; jj < 4; ++jj) kofs[jj] = ((mi >> 1) * 8 + (lane & 7)) * C::ROW + (((2 * jj + (mi & 1)) ^ sw) << 4);
-#pragma unroll
-  for (int j = 0; j < 2; ++j) {  // rope dims 512 + 32 dh + 16 j: the last 64-dim group, chunk 2 (2 dh + j) + (mi & 1)
-    kofs_rope[j] = ((mi >> 1) * 8 + (lane & 7)) * C::ROW + 128 * 8 + (((2 * (2 * dh + j) + (mi & 1)) ^ sw) << 4);
-    const int r = 32 * rh + (lane & 15), ch = 2 * (2 * dh + j) + (lane >> 4);  // rope A fragments; m-tile 1: +2 KB
-    rope_a[j] = c.base + C::O_ROPE + r * 128 + ((ch ^ (r & 7)) << 4);
-  }
+  // K fragments: keys (mi >> 1) * 8 + (lane & 7) of the tile, 16-byte chunk 2 jj + (mi & 1) of a 64-dim group at
+  // (2 jj + (mi & 1)) ^ sw. With sw = 2 s1 + s0 that is 2 (jj ^ s1) + ((mi & 1) ^ s0): one base, XOR-ed with jj << 5
+  // (bits 5-6; a key row is 9 x 128 bytes). Likewise the rope A fragments (row 32 rh + (lane & 15), chunk
+  // 2 (2 dh + j) + (lane >> 4)) are one base XOR-ed with j << 5, m-tile 1 at +2 KB.
+  const uint32_t kofs0 = ((mi >> 1) * 8 + (lane & 7)) * C::ROW + (((mi & 1) ^ (sw & 1)) << 4) + ((sw >> 1) << 5);
+  auto kofs = [&](int jj) { return kofs0 ^ (uint32_t)(jj << 5); };
+  const uint32_t rope0 = (32 * rh + (lane & 15)) * 128 + ((((4 * dh + (lane >> 4))) ^ sw) << 4);
+  auto rope_a = [&](int j) { return c.base + C::O_ROPE + (rope0 ^ (uint32_t)(j << 5)); };
   const DraftMask dm = draft_mask(p, w);
   const int node0 = (w.row0 + 16 * q + g) / p.H, node1 = (w.row0 + 16 * q + 8 + g) / p.H;
   const float scale = DRAFT ? p.scale_draft : p.scale_pre;
@@ -254,7 +256,7 @@ __device__ __forceinline__ void roles_qk(const RolesCtx& c) {
 #pragma unroll
     for (int kk = 0; kk < 16; ++kk) {
       uint32_t kb[4];
-      ldsm_x4(kb, kt + kofs[kk & 3] + 128 * (4 * dh + (kk >> 2)));
+      ldsm_x4(kb, kt + kofs(kk & 3) + 128 * (4 * dh + (kk >> 2)));
 #pragma unroll
       for (int m = 0; m < 2; ++m) {
         mma_bf16(s[m][0], qf[kk][m], kb[0], kb[1]);
@@ -264,11 +266,11 @@ __device__ __forceinline__ void roles_qk(const RolesCtx& c) {
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
       uint32_t kb[4];
-      ldsm_x4(kb, kt + kofs_rope[j]);
+      ldsm_x4(kb, kt + kofs(2 * dh + j) + 128 * 8);  // rope dims 512 + 32 dh + 16 j
 #pragma unroll
       for (int m = 0; m < 2; ++m) {
         uint32_t qa[4];
-        ldsm_x4(qa, rope_a[j] + 2048 * m);
+        ldsm_x4(qa, rope_a(j) + 2048 * m);
         mma_bf16(s[m][0], qa, kb[0], kb[1]);
         mma_bf16(s[m][1], qa, kb[2], kb[3]);
       }
@@ -369,11 +371,11 @@ __device__ __forceinline__ void roles_qk(const RolesCtx& c) {
   mbar_wait(c.full(0), c.full_parity(0));
   qk_mma(c.base + c.kslot(0) * C::TILE, s);
   swap(0, s, x);
-  uint32_t bits = visible_bits(0);
   for (int t = 0; t < c.ntiles; ++t) {
     const bool more = t + 1 < c.ntiles;
     if (more) mbar_wait(c.full(t + 1), c.full_parity(t + 1));
-    const uint32_t bits_next = more ? visible_bits(t + 1) : 0u;
+    // the draft block's tree mask (loads) before the MMAs; a prefix tile's mask is a compare, inside the block
+    const uint32_t bits = visible_bits(t);
     // one basic block: tile t + 1's MMAs (the last iteration re-reads tile t, whose result is dropped) beside tile
     // t's softmax
     qk_mma(c.base + c.kslot(more ? t + 1 : t) * C::TILE, s);
@@ -382,7 +384,6 @@ __device__ __forceinline__ void roles_qk(const RolesCtx& c) {
     const bool moved = softmax(x, bits, pk, alpha);
     publish(t, pk, alpha, __any_sync(0xffffffffu, moved));
     if (more) swap(t + 1, s, x);
-    bits = bits_next;
   }
   // row statistics of m-tile q for the PV group's epilogue
 #pragma unroll
