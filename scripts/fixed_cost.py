@@ -18,8 +18,10 @@ import sys
 
 import torch
 
-from kdtree_lab import dispatch
-from kdtree_lab.bench import Shape, graph_median_ms, measure_ceilings, shape_batches, time_ours
+from kdtree_lab.kernels import dispatch
+from kdtree_lab.checks.bench import shape_batches, time_ours
+from kdtree_lab.checks.roofline import Shape
+from kdtree_lab.checks.timing import graph_median_ms, measure_ceilings
 
 LENGTHS = (128, 4096, 32_768, 200_000)
 SPLITS = (1, 4, 16, 32, 66, 131)

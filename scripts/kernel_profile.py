@@ -18,10 +18,13 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from kdtree_lab import dispatch, loader, parity
-from kdtree_lab.launch_plan import default_nsplit
-from kdtree_lab.bench import Shape, measure_ceilings, shape_batches
-from kdtree_lab.oracle import compare, reference
+from kdtree_lab.kernels import dispatch, loader
+from kdtree_lab.checks import parity
+from kdtree_lab.kernels.launch_plan import default_nsplit
+from kdtree_lab.checks.bench import shape_batches
+from kdtree_lab.checks.roofline import Shape
+from kdtree_lab.checks.timing import measure_ceilings
+from kdtree_lab.checks.oracle import compare, reference
 
 SHAPES = {"headline": Shape(1, 200_000, 16, 8), "deploy": Shape(8, 200_000, 16, 8),
           "mem": Shape(1, 200_000, 4, 8), "b48": Shape(48, 32_768, 16, 8), "big": Shape(1, 200_000, 64, 128)}

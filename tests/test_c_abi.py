@@ -3,9 +3,9 @@
 
 import pytest
 
-from kdtree_lab import abi, build, launch_plan, loader
-from kdtree_lab.impls import IMPLS
-from kdtree_lab.triton_verify import workspace_bytes as triton_workspace_bytes
+from kdtree_lab.kernels import abi, build, launch_plan, loader
+from kdtree_lab.kernels.impls import IMPLS
+from kdtree_lab.kernels.triton_verify import workspace_bytes as triton_workspace_bytes
 
 FAKE = 0x10000  # an aligned address that is never dereferenced: validation fails first
 
@@ -97,7 +97,7 @@ def test_each_forced_impl_lists_the_pools_its_configuration_reads(lib):
 
 def test_gpu_presets_row_tile_is_what_the_library_selects(lib):
     """The memory budget sizes the workspace with each GPU preset's row tile: it must be the selected config's."""
-    from kdtree_lab.budget import gpus
+    from kdtree_lab.budget.presets import gpus
 
     cfgs = lib.configs()
     for name, smem, cc in (("rtx-pro-6000", 101_376, 120), ("rtx-5090", 101_376, 120), ("h200", 232_448, 90),

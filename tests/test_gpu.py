@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from kdtree_lab import abi, dispatch, loader, parity, triton_verify
-from kdtree_lab.audit import ContractError
-from kdtree_lab.batch import build_verify_batch
-from kdtree_lab.oracle import compare, reference
+from kdtree_lab.checks import parity
+from kdtree_lab.checks.batch import build_verify_batch
+from kdtree_lab.checks.oracle import compare, reference
+from kdtree_lab.contract.audit import ContractError
+from kdtree_lab.kernels import abi, dispatch, loader, triton_verify
 
 pytestmark = pytest.mark.gpu
 HEADS = (8, 16, 64, 128)

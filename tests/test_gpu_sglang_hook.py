@@ -3,10 +3,11 @@
 import pytest
 import torch
 
-from kdtree_lab import parity, sglang_hook, sglang_kernels
-from kdtree_lab.batch import build_verify_batch
-from kdtree_lab.oracle import compare, reference
-from kdtree_lab.parity import within_tolerance
+from kdtree_lab.checks import parity, sglang_kernels
+from kdtree_lab.checks.batch import build_verify_batch
+from kdtree_lab.checks.oracle import compare, reference
+from kdtree_lab.checks.parity import within_tolerance
+from kdtree_lab.sglang import hook as sglang_hook
 
 pytestmark = pytest.mark.gpu
 extend_attention = pytest.importorskip("sglang.kernels.ops.attention.extend_attention")
@@ -15,7 +16,7 @@ extend_attention = pytest.importorskip("sglang.kernels.ops.attention.extend_atte
 @pytest.fixture(autouse=True, params=["cuda", "cuda_sm120"])
 def impl(request):
     """Every test twice: the configuration this GPU selects, and the sm_120 kernel forced (what sm_120 runs)."""
-    from kdtree_lab import loader
+    from kdtree_lab.kernels import loader
 
     with loader.impl_config(request.param):
         yield request.param

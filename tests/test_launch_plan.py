@@ -1,14 +1,14 @@
 """The launch plan's one home: the split rule, the workspace formula and the plan over batch sizes, torch-free;
-every module that sizes a workspace or picks a split count takes them from kdtree_lab.launch_plan."""
+every module that sizes a workspace or picks a split count takes them from kdtree_lab.kernels.launch_plan."""
 
 import ast
 import subprocess
 import sys
 from pathlib import Path
 
-from kdtree_lab import launch_plan
-from kdtree_lab.contract import sglang_capture_sizes
-from kdtree_lab.paths import ROOT
+from kdtree_lab.contract.spec import sglang_capture_sizes
+from kdtree_lab.core.paths import ROOT
+from kdtree_lab.kernels import launch_plan
 
 
 def test_plan_is_the_largest_workspace_over_its_batch_sizes():
@@ -28,8 +28,9 @@ def test_workspace_layout():
 
 
 def test_launch_plan_imports_without_torch():
-    code = ("import sys, kdtree_lab.launch_plan, kdtree_lab.budget, kdtree_lab.abi, kdtree_lab.mla; "
-            "sys.exit('torch' in sys.modules or 'kdtree_lab.loader' in sys.modules)")
+    budget = " ".join(f"kdtree_lab.budget.{p.stem}," for p in sorted((ROOT / "kdtree_lab" / "budget").glob("*.py")))
+    code = (f"import sys, kdtree_lab.kernels.launch_plan, {budget} kdtree_lab.kernels.abi, kdtree_lab.core.mla; "
+            "sys.exit('torch' in sys.modules or 'kdtree_lab.kernels.loader' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0
 
 
@@ -41,10 +42,13 @@ def _defines(path: Path) -> set[str]:
 
 
 def test_one_home_for_the_split_rule_the_workspace_the_mla_constants_and_the_c_abi():
-    homes = {"default_nsplit": "launch_plan.py", "MAX_NSPLIT": "launch_plan.py", "HEADER_BYTES": "launch_plan.py",
-             "workspace_bytes": "launch_plan.py", "D_QK": "mla.py", "D_V": "mla.py", "MODEL_SM_SCALE": "mla.py",
-             "KERNEL_DEFAULT_SM_SCALE": "mla.py", "ABI_VERSION": "abi.py", "KV_BF16": "abi.py", "KV_CODES": "abi.py",
-             "FLAG_INDEX_OUT_OF_POOL": "abi.py", "KdtConfig": "abi.py", "declare": "abi.py", "_declare": "abi.py"}
-    for path in sorted((ROOT / "kdtree_lab").glob("*.py")):
+    plan, mla, abi, dtypes = "kernels/launch_plan.py", "core/mla.py", "kernels/abi.py", "core/dtypes.py"
+    homes = {"default_nsplit": plan, "MAX_NSPLIT": plan, "HEADER_BYTES": plan, "workspace_bytes": plan,
+             "D_QK": mla, "D_V": mla, "MODEL_SM_SCALE": mla, "KERNEL_DEFAULT_SM_SCALE": mla, "ABI_VERSION": abi,
+             "KV_BF16": abi, "KV_CODES": abi, "FLAG_INDEX_OUT_OF_POOL": abi, "KdtConfig": abi, "declare": abi,
+             "_declare": abi, "KV_DTYPES": dtypes, "kv_dtype_name": dtypes}
+    pkg = ROOT / "kdtree_lab"
+    for path in sorted(pkg.rglob("*.py")):
+        where = path.relative_to(pkg).as_posix()
         for name in _defines(path) & set(homes):
-            assert path.name == homes[name], f"{name} defined in {path.name}, its home is {homes[name]}"
+            assert where == homes[name], f"{name} defined in {where}, its home is {homes[name]}"

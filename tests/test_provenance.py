@@ -2,7 +2,8 @@
 
 import re
 
-from kdtree_lab import paths, provenance
+from kdtree_lab.core import paths
+from kdtree_lab.lab import provenance
 
 
 def test_provenance_fields():

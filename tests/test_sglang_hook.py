@@ -6,8 +6,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from kdtree_lab import sglang_hook
-from kdtree_lab.batch import build_verify_batch
+from kdtree_lab.checks.batch import build_verify_batch
+from kdtree_lab.sglang import hook as sglang_hook
 
 
 def test_parse_mode(monkeypatch):
@@ -61,7 +61,7 @@ def test_kv_pool_dtypes_follow_what_the_configuration_serves():
 
 
 def test_kv_dtypes_of_a_configuration_come_from_the_registry():
-    from kdtree_lab.impls import IMPLS, kv_dtypes_of
+    from kdtree_lab.kernels.impls import IMPLS, kv_dtypes_of
 
     assert kv_dtypes_of(IMPLS["cuda_sm120"].kernel) == IMPLS["cuda_sm120"].kv_dtypes
     assert kv_dtypes_of("a configuration no impl names") == ("bf16",)
@@ -77,7 +77,7 @@ def test_install_off_and_uninstall_restore_the_slot(caplog):
     hook = sglang_hook.install(backend, mode="off")
     assert backend.use_verify_shared_kv is False and backend._kdtree_hook is hook
     b = build_verify_batch([5], 4, 8)
-    with caplog.at_level(logging.WARNING, logger="kdtree_lab.sglang_hook"):
+    with caplog.at_level(logging.WARNING, logger="kdtree_lab.sglang.hook"):
         for _ in range(3):
             assert hook(*b.extend_attention_args(), 1.0, 1.0, b.sm_scale, max_bs=48) is False
     assert hook.stats.fell_back == 3

@@ -4,9 +4,10 @@ import numpy as np
 import pytest
 import torch
 
-from kdtree_lab import dispatch, parity, triton_verify
-from kdtree_lab.batch import build_verify_batch
-from kdtree_lab.oracle import compare, reference
+from kdtree_lab.checks import parity
+from kdtree_lab.checks.batch import build_verify_batch
+from kdtree_lab.checks.oracle import compare, reference
+from kdtree_lab.kernels import dispatch, triton_verify
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
