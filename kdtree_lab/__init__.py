@@ -11,8 +11,20 @@ below it, never from one above, and no import cycle exists (tests/test_imports.p
 - ``budget``: the memory budget and its widget (torch-free).
 - ``lab``: the notebook runner, profiles, records, provenance, doctor, figures, the GPU fleet.
 - ``cli``: the ``kdtree-lab`` command, one module per command.
+
+The public API for an engine (SGLang's hook uses it too): ``kdtree_lab.VerifyAttention``, the plan/run object of
+``kernels.attention``, imported on first use so that ``import kdtree_lab.budget...`` stays torch-free.
 """
 
 __version__ = "0.1.0"
+__all__ = ["VerifyAttention"]
 
 LAYERS = ("core", "contract", "kernels", "checks", "sglang", "budget", "lab", "cli")
+
+
+def __getattr__(name: str):
+    if name == "VerifyAttention":
+        from .kernels.attention import VerifyAttention
+
+        return VerifyAttention
+    raise AttributeError(f"module 'kdtree_lab' has no attribute {name!r}")

@@ -18,7 +18,7 @@ import sys
 
 import torch
 
-from kdtree_lab.kernels import dispatch
+from kdtree_lab.kernels.attention import VerifyAttention, batch_args
 from kdtree_lab.checks.bench import shape_batches, time_ours
 from kdtree_lab.checks.roofline import Shape
 from kdtree_lab.checks.timing import graph_median_ms, measure_ceilings
@@ -44,9 +44,10 @@ def marginal_ms(impl: str, shape: Shape, nsplit: int, repeat: int) -> float:
     """What one call adds inside a larger graph (as in SGLang's decode graph, where verify is one node among many):
     (replay of ``repeat`` back-to-back calls - replay of one) / (repeat - 1), so the replay's own floor cancels."""
     batch = shape_batches(shape, 1)[0]
-    ws = dispatch.workspace(shape.batch, shape.draft, shape.heads, nsplit)
-    one = graph_median_ms(lambda i: dispatch.verify(impl, batch, ws, nsplit), 1, iters=100)[0]
-    many = graph_median_ms(lambda i: [dispatch.verify(impl, batch, ws, nsplit) for _ in range(repeat)], 1, iters=100)[0]
+    attn = VerifyAttention(shape.batch, shape.draft, shape.heads, shape.kv, impl=impl, nsplit=nsplit)
+    args = batch_args(batch)
+    one = graph_median_ms(lambda i: attn.run(*args), 1, iters=100)[0]
+    many = graph_median_ms(lambda i: [attn.run(*args) for _ in range(repeat)], 1, iters=100)[0]
     return (many - one) / (repeat - 1)
 
 
@@ -70,7 +71,7 @@ def main(argv=None) -> int:
           result.get("marginal_floor_ms", ""), flush=True)
     for impl in a.impls.split(","):
         for n in (int(x) for x in a.drafts.split(",")):
-            auto = dispatch.nsplit_for(impl, 1, n, 8)
+            auto = VerifyAttention(1, n, 8, impl=impl).nsplit(1)
             for length in (int(x) for x in a.lengths.split(",")):
                 for ns in sorted({int(x) for x in a.splits.split(",")} | {auto}):
                     t = time_ours(impl, Shape(1, length, n, 8), nsplit=ns)

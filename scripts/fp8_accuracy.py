@@ -16,7 +16,7 @@ import json
 
 import torch
 
-from kdtree_lab.kernels import dispatch
+from kdtree_lab.kernels import attention
 from kdtree_lab.checks.batch import build_verify_batch
 from kdtree_lab.checks.oracle import compare, reference
 from kdtree_lab.checks.parity import within_tolerance
@@ -28,7 +28,7 @@ SCALES = [(1.0, 1.0), (0.75, 1.5), (2.0, 0.5)]
 
 def _ours(batch, impl: str) -> torch.Tensor:
     batch.o.fill_(float("nan"))
-    out, _ = dispatch.runner(impl)(batch, 8)
+    out, _ = attention.runner(impl)(batch, 8)
     torch.cuda.synchronize()
     return out.clone()
 

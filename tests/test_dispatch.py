@@ -10,6 +10,7 @@ from kdtree_lab.checks.oracle import compare, reference
 from kdtree_lab.checks.parity import within_tolerance
 from kdtree_lab.core.paths import ROOT
 from kdtree_lab.kernels import dispatch
+from kdtree_lab.kernels.attention import runner
 from kdtree_lab.kernels.impls import IMPLS
 
 CALLS = re.compile(r"(loader\.verify|triton_verify\.(verify|launch)|torch\.ops\.kdtree_lab\.verify)\(")
@@ -27,15 +28,36 @@ def test_nothing_outside_dispatch_calls_a_kernel_entry_point():
     assert offenders == [], offenders
 
 
-def test_every_registered_implementation_dispatches():
-    for name in IMPLS:
-        dispatch._check(name)
+def test_every_registered_implementation_reaches_its_own_kernel(monkeypatch):
+    """Each name of the registry is launched through its family's entry point, a CUDA one with the configuration
+    it names forced around the launch (the entry points are stubs here: nothing runs)."""
+    from contextlib import contextmanager
+
+    import torch
+
+    from kdtree_lab.kernels import loader, triton_verify
+
+    calls = []
+
+    @contextmanager
+    def forced(impl):
+        calls.append(("force", impl))
+        yield {}
+
+    monkeypatch.setattr(loader, "impl_config", forced)
+    monkeypatch.setattr(torch.ops.kdtree_lab, "verify", lambda *a: calls.append(("cuda op", len(a))))
+    monkeypatch.setattr(triton_verify, "launch", lambda *a: calls.append(("triton", len(a))))
+    for name, impl in IMPLS.items():
+        calls.clear()
+        dispatch.launch(name, *range(16))
+        want = [("force", name), ("cuda op", 16)] if impl.family == "cuda" else [("triton", 16)]
+        assert calls == want, name
+    assert {i.family for i in IMPLS.values()} == {"cuda", "triton"}
     with pytest.raises(ValueError, match="impl: expected one of"):
-        dispatch.runner("cuda_nonesuch")
+        dispatch.launch("cuda_nonesuch")
 
 
 def test_the_triton_runner_on_the_cpu_matches_the_oracle():
     b = build_verify_batch([33, 5], 4, 2, seed=11, device="cpu")
-    out, flags = dispatch.runner("triton")(b, 2)
+    out, flags = runner("triton")(b, 2)
     assert flags == 0 and within_tolerance(compare(out, reference(b)))
-    assert dispatch.row_tile("triton") == dispatch.TRITON_ROW_TILE

@@ -51,7 +51,7 @@ def test_hook_serves_fp8_pools_like_sglang(variant, mask):
     b = build_verify_batch([3000, 17, 1], 8, 16, variant=variant, mask=mask,
                            padded_bs=4 if variant == "capture" else None, seed=hash((variant, mask, 8)) % 1000,
                            device="cuda", kv_dtype="fp8", k_scale=0.75, v_scale=1.5)
-    hook = sglang_hook.VerifyHook("on", max_bs=8, num_draft=8, num_heads=16)
+    hook = sglang_hook.VerifyHook("on", max_bs=8, num_draft=8, num_heads=16, kv_dtype="fp8")
     assert hook(*b.extend_attention_args(), b.k_scale, b.v_scale, b.sm_scale, max_bs=8) is True
     assert hook.stats.fell_back == 0
     ours = b.o.clone()

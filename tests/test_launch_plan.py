@@ -6,18 +6,57 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from kdtree_lab.contract.spec import sglang_capture_sizes
 from kdtree_lab.core.paths import ROOT
 from kdtree_lab.kernels import launch_plan
 
+H200 = launch_plan.Device(132, 90, 232_448)
+RTX = launch_plan.Device(188, 120, 101_376)
+
 
 def test_plan_is_the_largest_workspace_over_its_batch_sizes():
     sizes = sglang_capture_sizes(48)
-    p = launch_plan.plan(sizes, 16, 8, 132, 64)
-    assert p.splits == {bs: launch_plan.default_nsplit(bs, 16, 8, 132, 64) for bs in sizes}
-    assert p.workspace_bytes == max(launch_plan.workspace_bytes(bs, 16, 8, s) for bs, s in p.splits.items())
-    fixed = launch_plan.plan(sizes, 16, 8, 132, 64, nsplit=4)
-    assert set(fixed.splits.values()) == {4} and fixed.workspace_bytes == launch_plan.workspace_bytes(48, 16, 8, 4)
+    p = launch_plan.plan(sizes, 16, 8, "bf16", H200)
+    assert {bs: b.nsplit for bs, b in p.batches.items()} == {bs: launch_plan.default_nsplit(bs, 16, 8, 132, 64)
+                                                            for bs in sizes}
+    assert p.workspace_bytes == max(launch_plan.workspace_bytes(bs, 16, 8, p.nsplit(bs)) for bs in sizes)
+    fixed = launch_plan.plan(sizes, 16, 8, "bf16", H200, nsplit=4)
+    assert {b.nsplit for b in fixed.batches.values()} == {4}
+    assert fixed.workspace_bytes == launch_plan.workspace_bytes(48, 16, 8, 4)
+
+
+def test_the_split_count_follows_the_row_tile_of_each_batch_sizes_configuration():
+    """A select that answers a 64-row configuration for small batches and a 32-row one for large ones (as a per-shape
+    choice may): each size's split count is the rule's at its own configuration's row tile."""
+    wide, narrow = launch_plan.Config("wide", 64), launch_plan.Config("narrow", 32)
+    p = launch_plan.plan(range(1, 9), 16, 8, "bf16", RTX, select=lambda bs, n, h, kv, dev: wide if bs < 4 else narrow)
+    assert [p.config(bs) for bs in (1, 3, 4, 8)] == [wide, wide, narrow, narrow]
+    assert all(p.nsplit(bs) == launch_plan.default_nsplit(bs, 16, 8, 188, p.config(bs).block_m) for bs in range(1, 9))
+
+
+def test_select_names_the_configuration_by_device_and_pool():
+    pick = launch_plan.select
+    assert pick(1, 16, 8, "bf16", H200).name == "verify_wgmma_v5_kernel<64>"
+    assert pick(1, 16, 8, "fp8", H200).name == "verify_wgmma_kernel<64,2,true>"  # v5's pools run v4's e4m3 variant
+    assert pick(1, 16, 8, "bf16", launch_plan.Device(132, 90, 232_448, sm90a=False)).name == "verify_rows32_kernel<64,2>"
+    assert pick(8, 4, 16, "fp8", RTX) == launch_plan.Config("verify_sm120_kernel<32,2,true>", 32)
+    with pytest.raises(launch_plan.NoConfiguration, match="kv_dtype: verify_rows32_kernel<64,2>.*fp8"):
+        pick(1, 16, 8, "fp8", launch_plan.Device(108, 80, 232_448))
+    with pytest.raises(launch_plan.NoConfiguration, match="device: no kernel configuration fits 1000 B"):
+        pick(1, 16, 8, "bf16", launch_plan.Device(1, 120, 1000))
+
+
+@pytest.mark.parametrize("args,needle", [
+    (([0, 1], 16, 8), "batch_sizes: expected batch sizes >= 1"), (([], 16, 8), "batch_sizes"),
+    (([1], 0, 8), "num_draft: expected an integer >= 1, found 0"), (([1], 16, -1), "num_heads"),
+])
+def test_plan_refuses_bad_sizes_in_one_line(args, needle):
+    with pytest.raises(ValueError, match=needle):
+        launch_plan.plan(*args, "bf16", H200)
+    with pytest.raises(ValueError, match="nsplit: expected 0 .* or 1..512, found 513"):
+        launch_plan.plan([1], 16, 8, "bf16", H200, nsplit=513)
 
 
 def test_workspace_layout():

@@ -60,13 +60,6 @@ def test_kv_pool_dtypes_follow_what_the_configuration_serves():
     assert "float16" in sglang_hook.unsupported_reason(**_args(k_buffer=half), kv_dtypes=("bf16", "fp8"))
 
 
-def test_kv_dtypes_of_a_configuration_come_from_the_registry():
-    from kdtree_lab.kernels.impls import IMPLS, kv_dtypes_of
-
-    assert kv_dtypes_of(IMPLS["cuda_sm120"].kernel) == IMPLS["cuda_sm120"].kv_dtypes
-    assert kv_dtypes_of("a configuration no impl names") == ("bf16",)
-
-
 def _fake_backend():
     return SimpleNamespace(verify_shared_kv_fwd="sglang's own", use_verify_shared_kv=False,
                            req_to_token_pool=SimpleNamespace(size=48), num_head=8, num_draft_tokens=4)

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field, replace
 
 from ..contract.spec import sglang_capture_sizes
-from ..kernels.launch_plan import plan
+from ..kernels.launch_plan import MAX_NSPLIT, NoConfiguration, plan
 from .inputs import GIB, MIB, BudgetInputError, BudgetInputs
 from .launch import launch_line, speculative_problem
 from .presets import gpus, models
@@ -69,8 +69,9 @@ def compute(inp: BudgetInputs) -> BudgetResult:
     for name in ("tp", "max_bs", "draft_tokens", "topk", "spec_steps", "context", "concurrency"):
         if getattr(inp, name) < 1:
             raise BudgetInputError(f"{name}: must be >= 1, got {getattr(inp, name)}")
-    if inp.nsplit < 0:
-        raise BudgetInputError(f"nsplit: must be >= 1, or 0 for the kernel's own split rule, got {inp.nsplit}")
+    if not 0 <= inp.nsplit <= MAX_NSPLIT:
+        raise BudgetInputError(f"nsplit: must be 1..{MAX_NSPLIT}, or 0 for the kernel's own split rule, got "
+                               f"{inp.nsplit}")
     problem = speculative_problem(inp.spec_algorithm, inp.spec_steps, inp.topk, inp.draft_tokens)
     if problem:
         raise BudgetInputError(problem)
@@ -95,9 +96,16 @@ def compute(inp: BudgetInputs) -> BudgetResult:
     consumers = [Consumer("weights (per GPU)", weights, "pool", "measured" if "weights" in inp.measured else "preset")]
     consumers += triton_graph_buffers(heads, inp.max_bs, inp.draft_tokens, inp.topk, inp.spec_steps, inp.context,
                                       g.sms)
-    # the workspace the SGLang hook allocates: batch sizes 1..max_bs at the kernel's own split counts
-    ws = int(inp.measured.get("workspace", plan(range(1, inp.max_bs + 1), inp.draft_tokens, heads, g.sms, g.row_tile,
-                                                inp.nsplit, inp.partial_bytes).workspace_bytes))
+    # the workspace the SGLang hook's VerifyAttention allocates: batch sizes 1..max_bs, the configuration and split
+    # count of each as the launcher chooses them on this GPU (launch_plan.plan, the same function)
+    unserved = None
+    try:
+        planned = plan(range(1, inp.max_bs + 1), inp.draft_tokens, heads, inp.kv_dtype, g.device, inp.nsplit,
+                       inp.partial_bytes).workspace_bytes
+    except NoConfiguration as exc:  # the hook falls back to SGLang's kernel and allocates nothing
+        planned, unserved = 0, f"the verify kernel does not serve this deployment on {g.label} ({exc}): the hook " \
+                                "falls back to SGLang's verify kernel and allocates no workspace"
+    ws = int(inp.measured.get("workspace", planned))
     consumers.append(Consumer("kdtree verify workspace", ws, "slack",
                               "measured" if "workspace" in inp.measured else "kdtree"))
     pool = int(inp.measured.get("graph_pool", len(capture_sizes) * inp.graph_pool_mib_per_size * MIB))
@@ -117,7 +125,7 @@ def compute(inp: BudgetInputs) -> BudgetResult:
     tokens = max(0, int(rest // cell))
     # the smallest fraction whose KV pool holds one request of the full context
     need = math.ceil((weights + inp.context * cell) / g_bytes * 1000) / 1000
-    warnings, impossible = [], None
+    warnings, impossible = [unserved] if unserved else [], None
     if safe <= 0 or safe * g_bytes <= weights:
         impossible = (f"no fraction fits: the slack consumers ({slack / GIB:.1f} GiB) and the weights "
                       f"({weights / GIB:.1f} GiB) leave no room for a KV pool in {g_bytes / GIB:.1f} GiB; lower "

@@ -7,7 +7,7 @@ import re
 from dataclasses import replace
 
 from ..contract.spec import sglang_capture_sizes
-from ..kernels.launch_plan import plan
+from ..kernels.launch_plan import Config, Device, fixed, plan
 from .inputs import GIB, MIB, BudgetInputs
 
 _LOG_PATTERNS = {
@@ -41,7 +41,8 @@ def predicted_kernel_graph_memory(max_bs: int, draft_tokens: int, heads: int, sm
     """What the graph notebook should measure for the kernel alone: the workspace the graph runner allocates (the
     largest over SGLang's capture sizes with the default split count) and the graph pool, which the kernel does not
     add to beyond one 2 MiB allocator segment (it allocates nothing during capture). Bytes."""
-    ws = plan(sglang_capture_sizes(max_bs), draft_tokens, heads, sms, block_m).workspace_bytes
+    recorded = fixed(Config(f"the configuration of {block_m}-row tiles the run recorded", block_m))
+    ws = plan(sglang_capture_sizes(max_bs), draft_tokens, heads, "bf16", Device(sms, 0, 0), select=recorded).workspace_bytes
     return {"workspace": ws, "graph_pool": 2 * MIB}
 
 

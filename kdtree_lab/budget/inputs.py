@@ -30,7 +30,7 @@ class BudgetInputs:
     spec_algorithm: str = "EAGLE"  # EAGLE | EAGLE3 (trees or chains) | DFLASH (a chain: topk 1, one step)
     model_path: str = "MODEL_PATH"  # what the launch line passes to --model-path
     draft_model_path: str = "DRAFT_MODEL_PATH"  # ... and to --speculative-draft-model-path
-    nsplit: int = 0  # prefix splits; 0 = the kernel's own rule (loader.default_nsplit), as the SGLang hook runs it
+    nsplit: int = 0  # the split count; 0 = the kernel's own rule (launch_plan.default_nsplit), as the hook runs it
     partial_bytes: int = 4  # fp32 split partials
     context: int = 200_000
     concurrency: int = 8

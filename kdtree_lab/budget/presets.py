@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import yaml
 
 from ..core.paths import DATA
+from ..kernels.launch_plan import Device
 
 
 @dataclass(frozen=True)
@@ -29,9 +30,15 @@ class GpuPreset:
     memory_mib: int
     sms: int
     bandwidth_gbps: float
-    row_tile: int  # rows per CTA of the kernel configuration this GPU selects (kdtree_verify_select_config)
+    compute_capability: int  # major * 10 + minor (what the kernel configuration choice reads)
+    smem_optin: int  # opt-in shared memory per block, bytes (ditto)
     sources: dict[str, str]
     mma_sync_tflops: float | None = None  # bf16 mma.sync m16n8k16 rate, fp32 accumulate (for predictions)
+
+    @property
+    def device(self) -> Device:
+        """The facts the launch plan reads (the default build, with sm_90a code)."""
+        return Device(self.sms, self.compute_capability, self.smem_optin)
 
 
 def models() -> dict[str, ModelPreset]:

@@ -15,7 +15,7 @@ from typing import Literal, Sequence
 import numpy as np
 import torch
 
-from ..core.dtypes import KV_DTYPES
+from ..core import dtypes
 from ..core.mla import D_QK, D_V, MODEL_SM_SCALE
 from ..core.tree import DraftTree, chain, random_ddtree
 
@@ -112,8 +112,7 @@ def build_verify_batch(
     kv_dtype: 'bf16', or 'fp8' for SGLang's fp8_e4m3 pool (latent rows cast to e4m3 unscaled, as SGLang writes
     them; k_extend / v_extend stay bf16). k_scale / v_scale: the per-tensor scales SGLang passes (prefix only).
     """
-    if kv_dtype not in KV_DTYPES:
-        raise ValueError(f"kv_dtype: expected one of {list(KV_DTYPES)}, got {kv_dtype!r}")
+    kv_pool = dtypes.kv_dtype(kv_dtype)
     lens = [int(x) for x in prefix_lens]
     if not lens or min(lens) < 1:
         raise ValueError(f"prefix_lens: expected >= 1 request with length >= 1, got {lens}")
@@ -146,7 +145,7 @@ def build_verify_batch(
     if pool < live_tokens:
         raise ValueError(f"pool_size={pool} is smaller than the live prefix tokens {live_tokens}")
     rows = pool + 1  # row 0 = padding slot
-    k_buffer = torch.randn(rows, 1, D_QK, generator=gen, device=dev, dtype=torch.bfloat16).to(KV_DTYPES[kv_dtype])
+    k_buffer = torch.randn(rows, 1, D_QK, generator=gen, device=dev, dtype=torch.bfloat16).to(kv_pool.torch)
     slots = torch.randperm(pool, generator=gen, device=dev)[:live_tokens] + 1
     kv_parts, start = [], 0
     for b, length in enumerate(lens):

@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 
 from ..core.mla import D_V
+from ..kernels.attention import VerifyAttention, batch_args
 from ..kernels.impls import CUDA_IMPLS, IMPLS
 from .batch import VerifyBatch, build_verify_batch
 from .bench_presets import TIMEABLE, preset_items
@@ -78,22 +79,19 @@ def sglang_available() -> str | None:
 
 
 def time_ours(impl: str, shape: Shape, nsplit: int | None = None, method: str = "graph") -> Timing:
-    """Median time of our CUDA kernel (a configuration named in loader.CUDA_IMPLS) or the Triton twin
-    (split + reduce) on ``shape``."""
-    from ..kernels import dispatch, loader
-
+    """Median time of our CUDA kernel (a configuration named in impls.CUDA_IMPLS) or the Triton twin
+    (split + reduce) on ``shape``, through :class:`~kdtree_lab.kernels.attention.VerifyAttention` (``nsplit``:
+    its split count; None, the plan's)."""
     if impl not in TIMEABLE:
         raise ValueError(f"impl: expected one of {TIMEABLE}, got {impl!r}")
     copies = _copies(shape)
     batches = shape_batches(shape, copies)
-    ns = nsplit or dispatch.nsplit_for(impl, shape.batch, shape.draft, shape.heads)
-    ws = dispatch.workspace(shape.batch, shape.draft, shape.heads, ns)
-    ms, n, how = timed(lambda i: dispatch.verify(impl, batches[i], ws, ns), copies, method)
-    kernel = None
-    if impl in CUDA_IMPLS:
-        with loader.impl_config(impl):
-            kernel = loader.library().selected_config(kv=shape.kv)["kernel"]  # fp8: the e4m3 variant that ran
-    return Timing(impl, shape, ms, n, ns, how, kernel)
+    attn = VerifyAttention(shape.batch, shape.draft, shape.heads, shape.kv, "cuda", impl, nsplit=nsplit or 0,
+                           batch_sizes=(shape.batch,))
+    args = [batch_args(b) for b in batches]
+    ms, n, how = timed(lambda i: attn.run(*args[i]), copies, method)
+    kernel = attn.config(shape.batch).name if impl in CUDA_IMPLS else None  # fp8: the e4m3 variant that ran
+    return Timing(impl, shape, ms, n, attn.nsplit(shape.batch), how, kernel)
 
 
 def time_sglang_extend(shape: Shape, iters: int = 5, method: str = "graph") -> Timing:

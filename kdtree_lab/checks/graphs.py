@@ -18,12 +18,10 @@ import torch
 from ..contract.spec import sglang_capture_sizes
 from ..core.dtypes import KV_DTYPES
 from ..core.mla import D_QK, D_V, MODEL_SM_SCALE
-from ..kernels import dispatch
+from ..kernels.attention import VerifyAttention
 from ..kernels.impls import IMPLS
-from ..kernels.launch_plan import plan
+from ..kernels.validate import VALIDATE_TOL, record_difference
 from .batch import VerifyBatch
-
-VALIDATE_TOL = 2.0 ** -5  # max |ours - reference| / max(1, max |reference|): a few bf16 ULPs
 
 
 @dataclass(frozen=True)
@@ -45,7 +43,7 @@ class GraphConfig:
 
     def __post_init__(self):
         if self.kv not in KV_DTYPES:
-            raise ValueError(f"kv: expected one of {sorted(KV_DTYPES)}, found {self.kv!r}")
+            raise ValueError(f"kv: expected one of {', '.join(KV_DTYPES)}, found {self.kv!r}")
 
     @property
     def capture_sizes(self) -> list[int]:
@@ -84,20 +82,21 @@ class VerifyGraphRunner:
         self.v_extend = torch.zeros(mb * n, 1, D_V, dtype=torch.bfloat16, device=dev)
         self.o = torch.zeros(mb * n, h, D_V, dtype=torch.bfloat16, device=dev)
         self.o_ref = torch.zeros_like(self.o)
-        self.k_buffer = torch.zeros(cfg.slots + 1, 1, D_QK, dtype=KV_DTYPES[cfg.kv], device=dev)
+        self.k_buffer = torch.zeros(cfg.slots + 1, 1, D_QK, dtype=KV_DTYPES[cfg.kv].torch, device=dev)
         self.qo_indptr = torch.zeros(mb + 1, dtype=torch.int64, device=dev)
         self.kv_indptr = torch.zeros(mb + 1, dtype=torch.int32, device=dev)
         self.kv_indices = torch.zeros(mb * n * cfg.ctx, dtype=torch.int64, device=dev)
         self.mask_indptr = torch.zeros(mb + 1, dtype=torch.int64, device=dev)
         self.custom_mask = (torch.ones(mb * n * (cfg.ctx + n), dtype=torch.uint8, device=dev)
                             if cfg.mask == "tree" else None)
-        sms = torch.cuda.get_device_properties(dev).multi_processor_count
-        self.sms = sms
-        self.block_m = dispatch.row_tile(cfg.impl)
-        launch = plan(cfg.capture_sizes, n, h, sms, self.block_m)
-        self.nsplit, ws_bytes = launch.splits, launch.workspace_bytes
-        self.workspace = torch.zeros(ws_bytes, dtype=torch.uint8, device=dev)
-        self.ref_workspace = torch.zeros(ws_bytes, dtype=torch.uint8, device=dev) if cfg.validate else None
+        # the plan (a configuration and split count per captured size) and the workspace, chosen once, here
+        self.attn = VerifyAttention(mb, n, h, cfg.kv, dev, cfg.impl, batch_sizes=cfg.capture_sizes)
+        self.sms = self.attn.facts.sms
+        self.block_m = self.attn.config(max(cfg.capture_sizes)).block_m
+        self.workspace = self.attn.workspace
+        other = "triton" if IMPLS[cfg.impl].family == "cuda" else "cuda"  # the validate mode's reference
+        self.ref_attn = (VerifyAttention(mb, n, h, cfg.kv, dev, other, batch_sizes=cfg.capture_sizes)
+                         if cfg.validate else None)
         self.err = torch.zeros((), dtype=torch.float32, device=dev)  # worst relative difference seen
         self.perturb = torch.zeros((), dtype=torch.bfloat16, device=dev)  # tests plant an error through this
         self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
@@ -106,25 +105,24 @@ class VerifyGraphRunner:
         self.addresses: dict[str, int] = {}
 
     # -- the call the graph holds -------------------------------------------------------------------------
-    def _launch(self, bs: int, o: torch.Tensor | None = None, impl: str | None = None,
-                workspace: torch.Tensor | None = None) -> torch.Tensor:
+    def _launch(self, bs: int, o: torch.Tensor | None = None, attn: VerifyAttention | None = None) -> torch.Tensor:
         n = self.cfg.num_draft
         out = (o if o is not None else self.o)[: bs * n]
-        args = (self.q[: bs * n], self.k_extend[: bs * n], self.v_extend[: bs * n], out, self.k_buffer,
-                self.qo_indptr[: bs + 1], self.kv_indptr[: bs + 1], self.kv_indices, self.custom_mask,
-                self.mask_indptr[: bs + 1], n, self.nsplit[bs], MODEL_SM_SCALE, self.cfg.k_scale, self.cfg.v_scale,
-                workspace if workspace is not None else self.workspace)
-        dispatch.launch(impl or self.cfg.impl, *args)
-        return out
+        return (attn or self.attn).run(self.q[: bs * n], self.k_extend[: bs * n], self.v_extend[: bs * n],
+                                       self.k_buffer, self.qo_indptr[: bs + 1], self.kv_indptr[: bs + 1],
+                                       self.kv_indices, self.custom_mask, self.mask_indptr[: bs + 1], out,
+                                       MODEL_SM_SCALE, self.cfg.k_scale, self.cfg.v_scale)
+
+    def nsplit(self, bs: int) -> int:
+        """The split count the graph of ``bs`` requests runs with (the plan's)."""
+        return self.attn.nsplit(bs)
 
     def _step(self, bs: int) -> None:
         out = self._launch(bs)
         if self.cfg.validate:
-            other = "triton" if IMPLS[self.cfg.impl].family == "cuda" else "cuda"
-            ref = self._launch(bs, o=self.o_ref, impl=other, workspace=self.ref_workspace)
+            ref = self._launch(bs, o=self.o_ref, attn=self.ref_attn)
             out.add_(self.perturb)  # zero unless a test plants an error
-            worst = (out.float() - ref.float()).abs().amax() / ref.float().abs().amax().clamp_min(1.0)
-            torch.maximum(self.err, worst, out=self.err)
+            record_difference(self.err, out, ref)
 
     # -- capture ------------------------------------------------------------------------------------------
     def _fill_capture_rows(self, bs: int) -> None:
@@ -155,7 +153,7 @@ class VerifyGraphRunner:
                 self._step(bs)
             torch.cuda.synchronize(self.device)
             self.graphs[bs] = graph
-            self.stats[bs] = CaptureStats(bs, self.nsplit[bs], torch.cuda.memory_reserved(self.device) - before,
+            self.stats[bs] = CaptureStats(bs, self.nsplit(bs), torch.cuda.memory_reserved(self.device) - before,
                                           self.workspace.numel())
         self.err.zero_()
         self.addresses = self.buffer_addresses()

@@ -16,7 +16,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from ..kernels.dispatch import runner
+from ..kernels.attention import runner
 from ..kernels.impls import kv_refusal
 from .batch import VerifyBatch, build_verify_batch
 from .oracle import compare, reference

@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 import torch
 
-from ..core.dtypes import KV_DTYPES, kv_dtype_name
+from ..core.dtypes import kv_cache_pool, kv_dtype_of
 from .spec import VARIANTS, Contract, load_contract
 
 
@@ -99,21 +99,16 @@ def _eval_dim(expr: Any, env: Mapping[str, Any]) -> int:
     return int(eval(str(expr), {"__builtins__": {}}, dict(env)))  # noqa: S307 - contract file expressions
 
 
-KV_CACHE_DTYPES = {"auto": "bf16", "bf16": "bf16", "bfloat16": "bf16", "fp8": "fp8",
-                   "fp8_e4m3": "fp8"}  # SGLang's --kv-cache-dtype (and ours) -> the pool, by its dtypes.KV_DTYPES name
-
-
 def _kv_pool_check(buffers: Mapping[str, Any], kv_dtype: str | None) -> InvariantResult:
     """The KV pool against its declared dtype (SGLang's --kv-cache-dtype) and the scales an fp8 pool needs:
     k_buffer / v_buffer of one dtype, the declared one; for float8_e4m3fn, k_scale and v_scale finite and > 0."""
     kb, vb = buffers.get("k_buffer"), buffers.get("v_buffer")
     found = _dtype_name(kb) if isinstance(kb, torch.Tensor) else "None"
-    fp8 = isinstance(kb, torch.Tensor) and kv_dtype_name(kb.dtype) == "fp8"
+    pool = kv_dtype_of(kb.dtype) if isinstance(kb, torch.Tensor) else None
+    fp8 = pool is not None and pool.name == "fp8"
     problems = []
     if kv_dtype is not None:
-        if kv_dtype not in KV_CACHE_DTYPES:
-            raise ValueError(f"kv_dtype: expected one of {sorted(KV_CACHE_DTYPES)}, got {kv_dtype!r}")
-        want = str(KV_DTYPES[KV_CACHE_DTYPES[kv_dtype]]).replace("torch.", "")
+        want = kv_cache_pool(kv_dtype).torch_name
         if found != want:
             problems.append(f"k_buffer: declared {kv_dtype} (--kv-cache-dtype) expects {want}, found {found}")
     if isinstance(vb, torch.Tensor) and _dtype_name(vb) != found:

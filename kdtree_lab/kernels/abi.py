@@ -1,4 +1,4 @@
-"""The C ABI of kernels/kdtree_verify.h, declared once: its version, dtype codes, status flags, the configuration
+"""The C ABI of kernels/kdtree_verify.h, declared once: its version, status flags, the configuration
 record, every function's ctypes signature, and one handle per library file (shared by the build checks, which
 need no GPU, and the loader). Torch-free."""
 
@@ -9,8 +9,6 @@ import functools
 from pathlib import Path
 
 ABI_VERSION = 5  # KDT_ABI_VERSION
-KV_BF16, KV_FP8_E4M3 = 0, 1  # KDT_KV_BF16, KDT_KV_FP8_E4M3
-KV_CODES = {"bf16": KV_BF16, "fp8": KV_FP8_E4M3}  # the kv_dtype code of each dtypes.KV_DTYPES name
 FLAG_INDEX_OUT_OF_POOL = 1  # KDT_FLAG_INDEX_OUT_OF_POOL: a kv_indices entry outside the pool (row 0 was read)
 
 

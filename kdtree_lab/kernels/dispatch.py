@@ -1,5 +1,6 @@
 """Run one implementation of the registry (``impls.IMPLS``): the one place that turns an implementation name into a
-call, read by parity, the benchmark, the CUDA-graph runner, the notebooks and the scripts.
+call, read by :class:`~kdtree_lab.kernels.attention.VerifyAttention` (and through it parity, the benchmark, the
+CUDA-graph runner and the SGLang hook), the notebooks and the scripts.
 
 A CUDA implementation goes through the C library, its configuration forced on the host before the launch (or the
 one the device selects, for ``cuda``); ``triton`` goes through the Triton twin. Both lay the workspace out as
@@ -8,17 +9,16 @@ one the device selects, for ``cuda``); ``triton`` goes through the Triton twin. 
 
 from __future__ import annotations
 
-from typing import Callable
-
 import torch
 
 from .impls import IMPLS
-from .launch_plan import default_nsplit, workspace_bytes
+from .launch_plan import workspace_bytes
 
 TRITON_ROW_TILE = 32  # the Triton twin's BLOCK_M on a GPU (16 in the CPU interpreter)
 
 
-def _check(impl: str) -> None:
+def check_impl(impl: str) -> None:
+    """Refuse a name the registry does not have (one line naming the parameter)."""
     if impl not in IMPLS:
         raise ValueError(f"impl: expected one of {sorted(IMPLS)}, got {impl!r}")
 
@@ -39,26 +39,9 @@ def clear_status(ws: torch.Tensor) -> None:
     ws[:4].zero_()
 
 
-def row_tile(impl: str) -> int:
-    """Rows of draft node x head per CTA of ``impl`` on the current device (what the split rule needs)."""
-    _check(impl)
-    if IMPLS[impl].family == "cuda":
-        from . import loader
-
-        with loader.impl_config(impl) as cfg:
-            return cfg["block_m"]
-    return TRITON_ROW_TILE
-
-
-def nsplit_for(impl: str, bs: int, num_draft: int, num_heads: int) -> int:
-    """The split count ``impl`` runs a call of ``bs`` requests with on this GPU (launch_plan.default_nsplit)."""
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    return default_nsplit(bs, num_draft, num_heads, sms, row_tile(impl))
-
-
 def launch(impl: str, *args) -> None:
     """The raw call (torch.ops.kdtree_lab.verify's arguments: q ... v_scale, workspace) on the current stream."""
-    _check(impl)
+    check_impl(impl)
     if IMPLS[impl].family == "cuda":
         from . import loader
 
@@ -72,7 +55,7 @@ def launch(impl: str, *args) -> None:
 
 def verify(impl: str, batch, ws: torch.Tensor, nsplit: int, checked: bool = False) -> torch.Tensor:
     """Run ``impl`` on a :class:`~kdtree_lab.checks.batch.VerifyBatch`; writes and returns ``batch.o``."""
-    _check(impl)
+    check_impl(impl)
     if IMPLS[impl].family == "cuda":
         from . import loader
 
@@ -81,21 +64,3 @@ def verify(impl: str, batch, ws: torch.Tensor, nsplit: int, checked: bool = Fals
     from . import triton_verify
 
     return triton_verify.verify(batch, ws, nsplit, checked=checked)
-
-
-def runner(impl: str) -> Callable:
-    """A function (batch, nsplit) -> (output, device status flags) that runs ``impl`` with a fresh workspace."""
-    _check(impl)
-
-    def run(batch, nsplit: int):
-        ws = workspace(batch.bs, batch.max_extend_len, batch.num_heads, nsplit, batch.q.device)
-        out = verify(impl, batch, ws, nsplit)
-        return out, read_status(ws)
-
-    return run
-
-
-def output_fn(impl: str, nsplit: int = 4) -> Callable:
-    """A function batch -> output (``nsplit`` splits, a fresh workspace): what notebook 03's validate demo wraps."""
-    run = runner(impl)
-    return lambda batch: run(batch, nsplit)[0]

@@ -43,11 +43,6 @@ IMPLS: dict[str, Impl] = {i.name: i for i in (
 CUDA_IMPLS: dict[str, str | None] = {n: i.kernel for n, i in IMPLS.items() if i.family == "cuda"}
 
 
-def kv_dtypes_of(kernel: str) -> tuple[str, ...]:
-    """The KV pools the CUDA configuration named ``kernel`` serves (the forced impl that names it; bf16 if none)."""
-    return next((i.kv_dtypes for i in IMPLS.values() if i.kernel == kernel), ("bf16",))
-
-
 def kv_refusal(impl: str, kv_dtype: str) -> str | None:
     """The one line refusing a KV pool of ``kv_dtype`` on ``impl``, or None where the implementation serves it."""
     served = IMPLS[impl].kv_dtypes

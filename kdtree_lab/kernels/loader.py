@@ -15,10 +15,11 @@ from pathlib import Path
 
 import torch
 
-from ..core.dtypes import KV_DTYPES, kv_dtype_name
-from ..core.mla import D_QK, D_V
-from .abi import ABI_VERSION, KV_CODES, open_cdll
+from ..core.dtypes import KV_DTYPES, kv_dtype_of
+from .abi import ABI_VERSION, open_cdll
+from .buffers import check_buffers
 from .impls import CUDA_IMPLS
+from .launch_plan import Config, Device, NoConfiguration
 
 
 class KernelLoadError(RuntimeError):
@@ -65,10 +66,39 @@ class KernelLibrary:
 
     def config_for_pool(self, index: int, kv: str) -> dict:
         """The configuration a call on configuration ``index`` over a ``kv`` pool runs (the library's mapping)."""
-        run = self.lib.kdtree_verify_config_for_pool(index, KV_CODES[kv])
+        run = self.lib.kdtree_verify_config_for_pool(index, KV_DTYPES[kv].code)
         if run < 0:
             raise KernelCallError(f"{self.configs()[index]['kernel']}, {kv} KV pool: {self.strerror(-run)}")
         return self.configs()[run]
+
+    def config_index(self, name: str) -> int:
+        """The index of the configuration named ``name`` exactly (``kdtree_verify_config_name``, ``Impl.kernel``)."""
+        for c in self.configs():
+            if c["kernel"] == name:
+                return c["index"]
+        raise KernelLoadError(f"no configuration {name} in {self.path.name}: it has "
+                              f"{', '.join(c['kernel'] for c in self.configs())}")
+
+    def select(self, bs: int, num_draft: int, num_heads: int, kv_dtype: str, device: Device) -> Config:
+        """The library's own choice for a call of ``bs`` requests of N x H rows over a ``kv_dtype`` pool on
+        ``device`` (a ``launch_plan.Select``): kdtree_verify_select_config, then kdtree_verify_config_for_pool.
+        The C choice reads the device alone today; the shape is there for a per-shape choice. Raises
+        NoConfiguration where the library refuses."""
+        index = self.lib.kdtree_verify_select_config(device.smem_optin, device.compute_capability)
+        if index < 0:
+            raise NoConfiguration(f"device: no kernel configuration fits {device.smem_optin} B of shared memory per "
+                                  f"block on compute capability {device.compute_capability}")
+        return self.forced(self.configs()[index]["kernel"], kv_dtype)
+
+    def forced(self, name: str, kv_dtype: str) -> Config:
+        """What a call forced to configuration ``name`` runs over a ``kv_dtype`` pool (its e4m3 variant for fp8);
+        NoConfiguration where it does not read that pool."""
+        index = self.config_index(name)
+        run = self.lib.kdtree_verify_config_for_pool(index, KV_DTYPES[kv_dtype].code)
+        if run < 0:
+            raise NoConfiguration(f"kv_dtype: {name} does not read {kv_dtype} pools ({self.strerror(-run)})")
+        c = self.configs()[run]
+        return Config(c["kernel"], c["block_m"])
 
 
 _FORCED: int | None = None  # the configuration force_config set, as the library holds it
@@ -84,6 +114,11 @@ def force_config(index: int | None) -> None:
     _FORCED = index
 
 
+def forced_config() -> str | None:
+    """The name of the configuration force_config set for this process, or None (automatic selection)."""
+    return None if _FORCED is None else library().configs()[_FORCED]["kernel"]
+
+
 @contextmanager
 def impl_config(impl: str):
     """Within the block, CUDA calls use the configuration ``impl`` (a key of impls.CUDA_IMPLS) stands for; yields
@@ -95,19 +130,20 @@ def impl_config(impl: str):
         yield library().selected_config()
         return
     before = _FORCED
-    force_config(config_index(name))
+    force_config(library().config_index(name))
     try:
         yield library().selected_config()
     finally:
         force_config(before)
 
 
-def config_index(kernel_family: str) -> int:
-    """Index of the first configuration whose kernel name starts with ``kernel_family``."""
-    for c in library().configs():
-        if c["kernel"].startswith(kernel_family):
-            return c["index"]
-    raise KernelLoadError(f"no {kernel_family} configuration in {library().path.name}")
+def device_facts(device: torch.device | str | int | None = None) -> Device:
+    """The facts of a CUDA device the plan reads: SM count, compute capability, opt-in shared memory per block, and
+    whether the loaded library holds sm_90a code."""
+    dev = torch.device("cuda", device) if isinstance(device, int) else torch.device(device or "cuda")
+    props = torch.cuda.get_device_properties(dev)
+    return Device(props.multi_processor_count, props.major * 10 + props.minor,
+                  int(props.shared_memory_per_block_optin), "sm_90a" in library().archs)
 
 
 def gpu_arch(device: torch.device | None = None) -> str:
@@ -156,58 +192,6 @@ def library(archs: tuple[str, ...] | None = None) -> KernelLibrary:
     return _LIBRARY
 
 
-def _check_meta(q, k_extend, v_extend, o, k_buffer, qo_indptr, kv_indptr, kv_indices, custom_mask, mask_indptr,
-                max_extend_len: int, workspace, need_ws: int) -> None:
-    """Host-metadata checks (dtype, shape, device, layout); no device reads, so capture-safe."""
-
-    def want(cond: bool, msg: str) -> None:
-        if not cond:
-            raise ValueError(msg)
-
-    for name, t in (("q", q), ("k_extend", k_extend), ("v_extend", v_extend), ("o", o)):
-        want(t.dtype == torch.bfloat16, f"{name}: expected bfloat16, found {t.dtype}")
-        want(t.dim() == 3, f"{name}: expected 3 dims, found shape {tuple(t.shape)}")
-        want(t.stride(-1) == 1, f"{name}: expected the last dim contiguous, found strides {t.stride()}")
-    if kv_dtype_name(k_buffer.dtype) is None:
-        raise NotImplementedError(f"k_buffer: expected a pool of {list(KV_DTYPES.values())}, found {k_buffer.dtype}")
-    tokens, heads = q.shape[0], q.shape[1]
-    want(q.shape[2] == D_QK, f"q: expected last dim {D_QK}, found {q.shape[2]}")
-    want(tuple(k_extend.shape) == (tokens, 1, D_QK), f"k_extend: expected {(tokens, 1, D_QK)}, found "
-                                                     f"{tuple(k_extend.shape)}")
-    want(tuple(v_extend.shape) == (tokens, 1, D_V), f"v_extend: expected {(tokens, 1, D_V)}, found "
-                                                   f"{tuple(v_extend.shape)}")
-    want(tuple(o.shape) == (tokens, heads, D_V), f"o: expected {(tokens, heads, D_V)}, found {tuple(o.shape)}")
-    want(k_buffer.dim() == 3 and k_buffer.shape[1:] == (1, D_QK) and k_buffer.stride(-1) == 1,
-         f"k_buffer: expected [P, 1, {D_QK}] with a contiguous last dim, found {tuple(k_buffer.shape)} strides "
-         f"{k_buffer.stride()}")
-    bs = kv_indptr.shape[0] - 1
-    want(qo_indptr.dtype in (torch.int32, torch.int64), f"qo_indptr: expected int32 or int64, found {qo_indptr.dtype}")
-    want(tuple(qo_indptr.shape) == (bs + 1,), f"qo_indptr: expected shape {(bs + 1,)}, found {tuple(qo_indptr.shape)}")
-    want(kv_indptr.dtype == torch.int32, f"kv_indptr: expected int32, found {kv_indptr.dtype}")
-    want(kv_indices.dtype == torch.int64, f"kv_indices: expected int64, found {kv_indices.dtype}")
-    want(mask_indptr.dtype == torch.int64, f"mask_indptr: expected int64, found {mask_indptr.dtype}")
-    want(tuple(mask_indptr.shape) == (bs + 1,), f"mask_indptr: expected shape {(bs + 1,)}, found "
-                                                f"{tuple(mask_indptr.shape)}")
-    if custom_mask is not None:
-        want(custom_mask.dtype in (torch.bool, torch.uint8), f"custom_mask: expected bool or uint8, found "
-                                                             f"{custom_mask.dtype}")
-        want(custom_mask.is_contiguous(), "custom_mask: expected contiguous")
-    want(tokens == bs * max_extend_len, f"q: expected bs*N = {bs}*{max_extend_len} = {bs * max_extend_len} rows, "
-                                        f"found {tokens}")
-    for name, t in (("qo_indptr", qo_indptr), ("kv_indptr", kv_indptr), ("kv_indices", kv_indices),
-                    ("mask_indptr", mask_indptr)):
-        want(t.is_contiguous(), f"{name}: expected contiguous")
-    devices = {t.device for t in (q, k_extend, v_extend, o, k_buffer, qo_indptr, kv_indptr, kv_indices, mask_indptr,
-                                  workspace)}
-    if custom_mask is not None:
-        devices.add(custom_mask.device)
-    want(len(devices) == 1 and next(iter(devices)).type == "cuda",
-         f"all buffers must be on one CUDA device, found {sorted(str(d) for d in devices)}")
-    want(workspace.dtype == torch.uint8 and workspace.is_contiguous(), "workspace: expected a contiguous uint8 tensor")
-    want(workspace.numel() >= need_ws, f"workspace: expected at least {need_ws} bytes for bs={bs}, "
-                                       f"N={max_extend_len}, H={heads}, found {workspace.numel()}")
-
-
 @torch.library.custom_op("kdtree_lab::verify", mutates_args=("o", "workspace"))
 def _verify_op(q: torch.Tensor, k_extend: torch.Tensor, v_extend: torch.Tensor, o: torch.Tensor,
                k_buffer: torch.Tensor, qo_indptr: torch.Tensor, kv_indptr: torch.Tensor, kv_indices: torch.Tensor,
@@ -222,7 +206,7 @@ def _verify_op(q: torch.Tensor, k_extend: torch.Tensor, v_extend: torch.Tensor, 
         v_extend.data_ptr(), v_extend.stride(0),
         o.data_ptr(), o.stride(0), o.stride(1),
         k_buffer.data_ptr(), k_buffer.stride(0), k_buffer.shape[0],
-        KV_CODES[kv_dtype_name(k_buffer.dtype)],
+        kv_dtype_of(k_buffer.dtype).code,
         qo_indptr.data_ptr(), int(qo_indptr.dtype == torch.int64),
         kv_indptr.data_ptr(), kv_indices.data_ptr(),
         custom_mask.data_ptr() if custom_mask is not None else None, mask_indptr.data_ptr(),
@@ -248,10 +232,9 @@ def verify(batch, workspace: torch.Tensor, nsplit: int, checked: bool = False) -
         from ..contract.audit import audit
 
         audit(batch.buffers(), variant=batch.variant, enforce=True)
-    lib = library()
-    need = lib.workspace_bytes(batch.bs, batch.max_extend_len, batch.num_heads, nsplit)
-    _check_meta(batch.q, batch.k_extend, batch.v_extend, batch.o, batch.k_buffer, batch.qo_indptr, batch.kv_indptr,
-                batch.kv_indices, batch.custom_mask, batch.mask_indptr, batch.max_extend_len, workspace, need)
+    need = library().workspace_bytes(batch.bs, batch.max_extend_len, batch.num_heads, nsplit)
+    check_buffers(batch.q, batch.k_extend, batch.v_extend, batch.o, batch.k_buffer, batch.qo_indptr, batch.kv_indptr,
+                  batch.kv_indices, batch.custom_mask, batch.mask_indptr, batch.max_extend_len, workspace, need)
     torch.ops.kdtree_lab.verify(batch.q, batch.k_extend, batch.v_extend, batch.o, batch.k_buffer, batch.qo_indptr,
                                 batch.kv_indptr, batch.kv_indices, batch.custom_mask, batch.mask_indptr,
                                 batch.max_extend_len, nsplit, batch.sm_scale, batch.k_scale, batch.v_scale, workspace)

@@ -23,7 +23,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..core.dtypes import KV_DTYPES, kv_dtype_name
+from ..core.dtypes import KV_DTYPES, kv_dtype_of
 from ..core.mla import D_V
 from .launch_plan import (  # the CUDA kernel's workspace layout
     HEADER_BYTES,
@@ -171,8 +171,9 @@ def launch(q, k_extend, v_extend, o, k_buffer, qo_indptr, kv_indptr, kv_indices,
     if workspace.numel() < need or workspace.dtype != torch.uint8:
         raise ValueError(f"workspace: expected a uint8 tensor of at least {need} bytes, found "
                          f"{workspace.dtype} with {workspace.numel()}")
-    if kv_dtype_name(k_buffer.dtype) is None:
-        raise NotImplementedError(f"k_buffer: expected a pool of {list(KV_DTYPES.values())}, found {k_buffer.dtype}")
+    if kv_dtype_of(k_buffer.dtype) is None:
+        raise NotImplementedError(f"k_buffer: expected a pool of {[d.torch for d in KV_DTYPES.values()]}, found "
+                                  f"{k_buffer.dtype}")
     upcast = interpreting()
     bm = block_m or (16 if upcast else 32)
     bn = block_n or 16  # 32 spills on sm_90 and sm_120 with BLOCK_M=32 (see triton_aot)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
+import os
 import platform
 import shlex
 import subprocess
@@ -36,13 +37,13 @@ def _git_dirty() -> bool | None:
 
 
 def source_digest() -> str:
-    """sha256 of the CUDA kernel source and every kdtree_lab module: identifies the code that ran even where the
-    repository's git metadata is missing or stale."""
+    """sha256 of the CUDA kernel source and every kdtree_lab module, each with its path: identifies the code that
+    ran even where the repository's git metadata is missing or stale."""
     from ..core.paths import ROOT, kernel_sources
 
     h = hashlib.sha256()
     for path in sorted([*kernel_sources(), *(ROOT / "kdtree_lab").rglob("*.py")]):
-        h.update(path.name.encode())
+        h.update(os.path.relpath(path, ROOT).encode())
         h.update(path.read_bytes())
     return h.hexdigest()
 

@@ -22,15 +22,14 @@ from dataclasses import dataclass
 
 import torch
 
-from ..core.dtypes import kv_dtype_name
+from ..core.dtypes import kv_dtype_of
 from ..core.mla import D_QK, D_V, KERNEL_DEFAULT_SM_SCALE
-from ..kernels.impls import kv_dtypes_of
-from ..kernels.launch_plan import plan
+from ..kernels.launch_plan import NoConfiguration
+from ..kernels.validate import VALIDATE_TOL, record_difference
 
 log = logging.getLogger("kdtree_lab.sglang.hook")
 MODES = ("off", "validate", "on")
 ENV_VAR = "KDTREE_VERIFY"
-VALIDATE_TOL = 2.0 ** -5  # max |ours - sglang| / max(1, max |sglang|)
 
 
 class HookInstallError(RuntimeError):
@@ -80,9 +79,10 @@ def unsupported_reason(q, k_extend, v_extend, o, k_buffer, custom_mask, is_causa
         served, why = EXTRA_ARGS[name]
         if not served(value):
             return why.format(v=value)
-    if kv_dtype_name(k_buffer.dtype) not in kv_dtypes:
-        return (f"KV pool dtype {k_buffer.dtype} (this GPU's kernel configuration serves {'/'.join(kv_dtypes)} "
-                "pools; the sm_120 kernel and v4 read fp8 ones)")
+    pool = kv_dtype_of(k_buffer.dtype)
+    if pool is None or pool.name not in kv_dtypes:
+        return (f"KV pool dtype {k_buffer.dtype} (the hook serves {'/'.join(kv_dtypes)} pools here; the sm_120 "
+                "kernel and v4 read fp8 ones)")
     if q.dim() != 3 or q.shape[-1] != D_QK or v_extend.shape[-1] != D_V or k_buffer.shape[1:] != (1, D_QK):
         return f"not an MLA shape (q {tuple(q.shape)}, v_extend {tuple(v_extend.shape)}, k_buffer " \
                f"{tuple(k_buffer.shape)}; expected 576-wide latent+rope rows and 512-wide V)"
@@ -115,38 +115,42 @@ class HookStats:
 
 
 class VerifyHook:
-    """The callable SGLang's verify slot holds. State: the mode, the workspace, the validate buffers."""
+    """The callable SGLang's verify slot holds. State: the mode, the kernel (a
+    :class:`~kdtree_lab.kernels.attention.VerifyAttention` planned for batch sizes 1..max_bs over the server's KV
+    pool ``kv_dtype``, its workspace allocated once, here, outside capture), the validate buffers. A pool the
+    configuration this GPU selects does not read is refused here and every call falls back, saying why once."""
 
     def __init__(self, mode: str | None = None, max_bs: int = 48, num_draft: int = 4, num_heads: int = 16,
-                 device: str | torch.device = "cuda", tol: float = VALIDATE_TOL):
-        from ..kernels import loader
+                 device: str | torch.device = "cuda", tol: float = VALIDATE_TOL, kv_dtype: str = "bf16"):
+        from ..kernels.attention import VerifyAttention
 
         self.mode = parse_mode(mode)
         self.max_bs, self.num_draft, self.num_heads, self.tol = max_bs, num_draft, num_heads, tol
         self.device = torch.device(device)
         self.stats = HookStats()
         self._reasons_logged: set[str] = set()
-        self.workspace = self.scratch = self.err = None
+        self.attn = self.scratch = self.err = None
+        self.kv_dtypes: tuple[str, ...] = ()
+        self.refusal: str | None = None  # why every call falls back (the pool is not served here)
         if self.mode == "off":  # nothing to allocate: every call falls back
             return
-        sms = torch.cuda.get_device_properties(self.device).multi_processor_count
-        selected = loader.library().selected_config(self.device)
-        self.block_m = selected["block_m"]
-        self.kv_dtypes = kv_dtypes_of(selected["kernel"])
-        self.sms = sms
-        # The split count of every batch size up to max_bs, chosen once here: default_nsplit searches its split
-        # counts (~0.1 ms of Python), too slow for every eager call.
-        launch = plan(range(max_bs + 1), num_draft, num_heads, sms, self.block_m)
-        self._splits, need = [launch.splits[bs] for bs in range(max_bs + 1)], launch.workspace_bytes
-        self.workspace = torch.zeros(need, dtype=torch.uint8, device=self.device)  # allocated once, outside capture
+        try:
+            self.attn = VerifyAttention(max_bs, num_draft, num_heads, kv_dtype, self.device)
+            self.kv_dtypes = (self.attn.kv_dtype,)
+        except NoConfiguration as exc:
+            self.refusal = f"the {kv_dtype} KV pool: {exc}"
+            return
         self.scratch = (torch.empty(max_bs * num_draft, num_heads, D_V, dtype=torch.bfloat16, device=self.device)
                         if self.mode == "validate" else None)
         self.err = torch.zeros((), dtype=torch.float32, device=self.device)
-        self.no_mask_indptr = torch.zeros(max_bs + 1, dtype=torch.int64, device=self.device)  # causal calls
+
+    @property
+    def workspace(self) -> torch.Tensor | None:
+        return self.attn.workspace if self.attn is not None else None
 
     def nsplit(self, bs: int) -> int:
-        """Prefix splits for a call of ``bs`` requests (0 <= bs <= max_bs): launch_plan.default_nsplit's choice."""
-        return self._splits[bs]
+        """The split count of a call of ``bs`` requests (1 <= bs <= max_bs): the plan's."""
+        return self.attn.nsplit(bs)
 
     def _fall_back(self, reason: str) -> bool:
         self.stats.fell_back += 1
@@ -162,22 +166,22 @@ class VerifyHook:
         self.stats.calls += 1
         if self.mode == "off":
             return self._fall_back("mode off")
+        if self.refusal:
+            return self._fall_back(self.refusal)
         reason = unsupported_reason(q, k_extend, v_extend, o, k_buffer, custom_mask, is_causal, logit_cap,
                                     sliding_window_size, sinks, window_kv_offsets, xai_temperature_len, mask_indptr,
                                     kv_dtypes=self.kv_dtypes, **extra)
         bs = kv_indptr.shape[0] - 1
-        if reason is None and (q.shape[1] != self.num_heads or max_extend_len != self.num_draft or bs > self.max_bs):
+        if reason is None and (q.shape[1] != self.num_heads or max_extend_len != self.num_draft
+                               or not 1 <= bs <= self.max_bs):
             reason = (f"shape outside the workspace (H={q.shape[1]}, N={max_extend_len}, bs={bs}; sized for "
                       f"H={self.num_heads}, N={self.num_draft}, max_bs={self.max_bs})")
         if reason:
             return self._fall_back(reason)
-        if mask_indptr is None:  # a causal call without a mask: the kernel reads no mask offsets, but takes a buffer
-            mask_indptr = self.no_mask_indptr[: bs + 1]
         scale = sm_scale if sm_scale is not None else KERNEL_DEFAULT_SM_SCALE  # as extend_attention_fwd
         ours = o if self.mode == "on" else self.scratch[: q.shape[0]]
-        torch.ops.kdtree_lab.verify(q, k_extend, v_extend, ours, k_buffer, qo_indptr, kv_indptr, kv_indices,
-                                    custom_mask, mask_indptr, int(max_extend_len), self.nsplit(bs), float(scale),
-                                    float(k_scale), float(v_scale), self.workspace)
+        self.attn.run(q, k_extend, v_extend, k_buffer, qo_indptr, kv_indptr, kv_indices, custom_mask, mask_indptr,
+                      ours, scale, k_scale, v_scale)
         if self.mode == "validate":
             from sglang.kernels.ops.attention.extend_attention import (
                 extend_attention_fwd,
@@ -186,8 +190,7 @@ class VerifyHook:
             extend_attention_fwd(q, k_extend, v_extend, o, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices,
                                  custom_mask, is_causal, mask_indptr, max_extend_len, k_scale, v_scale,
                                  sm_scale=sm_scale)
-            worst = (ours.float() - o.float()).abs().amax() / o.float().abs().amax().clamp_min(1.0)
-            torch.maximum(self.err, worst, out=self.err)
+            record_difference(self.err, ours, o)
             if not torch.cuda.is_current_stream_capturing():
                 self.check()
         self.stats.served += 1
@@ -230,8 +233,9 @@ def install(backend, mode: str | None = None, num_heads: int | None = None, num_
         raise HookInstallError("cannot read the local head count (backend.num_head) or draft tokens "
                                "(backend.num_draft_tokens); pass num_heads= and num_draft=")
     device = getattr(backend, "device", "cuda")
+    pool = kv_dtype_of(getattr(getattr(backend, "token_to_kv_pool", None), "dtype", None))
     hook = VerifyHook(mode, max_bs=int(backend.req_to_token_pool.size), num_draft=int(draft), num_heads=int(heads),
-                      device=device)
+                      device=device, kv_dtype=pool.name if pool else "bf16")
     backend._kdtree_saved = (backend.verify_shared_kv_fwd, backend.use_verify_shared_kv)
     backend.verify_shared_kv_fwd = torch.compiler.disable(hook)
     backend.use_verify_shared_kv = hook.mode != "off"
