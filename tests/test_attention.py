@@ -119,3 +119,24 @@ def test_the_triton_twin_through_it_matches_the_oracle(mask, kv):
     assert attn.run(*args) is b.o
     assert within_tolerance(compare(b.o, reference(b))) and attn.status() == 0
     attn.clear_status()
+
+
+def readme_example() -> str:
+    from kdtree_lab.core.paths import ROOT
+
+    text = (ROOT / "README.md").read_text()
+    block = text.split("<!-- example: VerifyAttention -->\n```python\n", 1)[1].split("```", 1)[0]
+    assert len(block.strip().splitlines()) == 5, "the README promises five lines"
+    return block
+
+
+def test_the_readme_example_runs_on_the_cpu_through_the_triton_twin():
+    """The README's five lines with the CUDA device swapped for the CPU and the Triton twin (as it says), over
+    shorter prefixes (the interpreter takes a minute over the README's)."""
+    code = readme_example().replace('device="cuda")  #', 'device="cpu")  #').replace("[4096, 900]", "[70, 9]")
+    code = code.replace('kv_dtype="bf16", device="cuda")', 'kv_dtype="bf16", device="cpu", impl="triton")')
+    assert code.count('"cpu"') == 2 and "[70, 9]" in code
+    scope = {}
+    exec(compile(code, "README.md", "exec"), scope)
+    b = scope["b"]
+    assert within_tolerance(compare(b.o, reference(b))) and scope["attn"].status() == 0

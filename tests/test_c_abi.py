@@ -178,5 +178,5 @@ def test_default_nsplit_is_a_pure_function_of_host_ints():
     assert launch_plan.default_nsplit(48, 16, 8, 132) == 4  # 96 tiles: 384 CTAs, 2.9 waves (2 splits: 1.45 waves)
     assert launch_plan.default_nsplit(1, 64, 128, 132) == 1  # 128 tiles already fill the GPU; more splits add a wave
     for bs, n, h, sms in ((1000, 64, 128, 188), (1, 1, 1, 1), (3, 7, 5, 60)):
-        ns = launch_plan.default_nsplit(bs, n, h, sms)
-        assert 1 <= ns <= launch_plan.MAX_NSPLIT and ns == launch_plan.default_nsplit(bs, n, h, sms)
+        nsplit = launch_plan.default_nsplit(bs, n, h, sms)
+        assert 1 <= nsplit <= launch_plan.MAX_NSPLIT and nsplit == launch_plan.default_nsplit(bs, n, h, sms)

@@ -42,7 +42,8 @@ def predicted_kernel_graph_memory(max_bs: int, draft_tokens: int, heads: int, sm
     largest over SGLang's capture sizes with the default split count) and the graph pool, which the kernel does not
     add to beyond one 2 MiB allocator segment (it allocates nothing during capture). Bytes."""
     recorded = fixed(Config(f"the configuration of {block_m}-row tiles the run recorded", block_m))
-    ws = plan(sglang_capture_sizes(max_bs), draft_tokens, heads, "bf16", Device(sms, 0, 0), select=recorded).workspace_bytes
+    ws = plan(sglang_capture_sizes(max_bs), draft_tokens, heads, "bf16", Device(sms, 0, 0),
+              select=recorded).workspace_bytes
     return {"workspace": ws, "graph_pool": 2 * MIB}
 
 

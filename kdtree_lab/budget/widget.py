@@ -31,7 +31,7 @@ def _controls(inp: BudgetInputs):
         "topk": w.IntSlider(value=inp.topk, min=1, max=8, description="draft top-k (1: chain)"),
         "spec_steps": w.IntSlider(value=inp.spec_steps, min=1, max=8, description="draft steps"),
         "draft_tokens": w.IntSlider(value=inp.draft_tokens, min=1, max=64, description="draft tokens N"),
-        "nsplit": w.IntSlider(value=inp.nsplit, min=0, max=128, description="prefix splits (0: auto)"),
+        "nsplit": w.IntSlider(value=inp.nsplit, min=0, max=128, description="nsplit (0: auto)"),
         "context": w.IntSlider(value=inp.context, min=4096, max=262_144, step=4096, description="context (tokens)"),
         "concurrency": w.IntSlider(value=inp.concurrency, min=1, max=48, description="concurrent requests"),
         "mem_fraction": w.FloatSlider(value=inp.mem_fraction or 0.85, min=0.50, max=0.97, step=0.005,

@@ -121,15 +121,15 @@ def time_sglang_decode(shape: Shape, max_kv_splits: int = 256, method: str = "gr
     bsz, heads = shape.batch, shape.heads
     logits = torch.empty(bsz, heads, max_kv_splits, D_V, dtype=torch.float32, device="cuda")
     lse = torch.empty(bsz, heads, max_kv_splits, dtype=torch.float32, device="cuda")
-    splits = torch.empty(bsz, dtype=torch.int32, device="cuda")
+    kv_splits = torch.empty(bsz, dtype=torch.int32, device="cuda")  # SGLang's num_kv_splits
     seq_lens = torch.full((bsz,), shape.prefix, dtype=torch.int32, device="cuda")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    get_num_kv_splits_triton[(1,)](splits, seq_lens, bsz, 1, heads, 1, max_kv_splits, sms,
+    get_num_kv_splits_triton[(1,)](kv_splits, seq_lens, bsz, 1, heads, 1, max_kv_splits, sms,
                                    MAX_NUM_SEQ=max(16, triton.next_power_of_2(bsz)))
 
     def run(i: int) -> None:
         b = batches[i]
-        decode_attention_fwd(b.q, b.k_buffer, b.v_buffer, b.o, b.kv_indptr, b.kv_indices, logits, lse, splits,
+        decode_attention_fwd(b.q, b.k_buffer, b.v_buffer, b.o, b.kv_indptr, b.kv_indices, logits, lse, kv_splits,
                              max_kv_splits, b.sm_scale, b.k_scale, b.v_scale, has_mla=True, use_pdl=True)
 
     ms, n, how = timed(run, copies, method)

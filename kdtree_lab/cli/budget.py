@@ -62,7 +62,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
     p.add_argument("--draft-model-path", default="DRAFT_MODEL_PATH",
                    help="draft checkpoint the launch line passes (--speculative-draft-model-path)")
     p.add_argument("--nsplit", type=int, default=0,
-                   help="prefix splits of the verify kernel (0, the default: the kernel's own rule per batch size)")
+                   help="the verify kernel's split count (0, the default: the kernel's own rule per batch size)")
     p.add_argument("--context", type=positive_int, default=200_000, help="context length per request (tokens)")
     p.add_argument("--concurrency", type=positive_int, default=8, help="concurrent requests the context must fit")
     p.add_argument("--mem-fraction", type=float, default=None, help="fraction to evaluate (default: the safe one)")

@@ -10,6 +10,7 @@ engine").
 
 from __future__ import annotations
 
+import numbers
 from typing import Callable, Iterable
 
 import torch
@@ -63,8 +64,9 @@ class VerifyAttention:
     def __init__(self, max_bs: int, num_draft: int, num_heads: int, kv_dtype: str = "bf16",
                  device: str | torch.device | None = None, impl: str = "cuda", nsplit: int = 0,
                  batch_sizes: Iterable[int] | None = None):
-        if not isinstance(max_bs, int) or max_bs < 1:
+        if isinstance(max_bs, bool) or not isinstance(max_bs, numbers.Integral) or max_bs < 1:
             raise ValueError(f"max_bs: expected an integer >= 1, found {max_bs!r}")
+        max_bs = int(max_bs)
         pool = dtypes.kv_dtype(kv_dtype)
         if impl not in IMPLS:
             raise ValueError(f"impl: expected one of {', '.join(IMPLS)}, found {impl!r}")

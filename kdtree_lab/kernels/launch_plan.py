@@ -10,7 +10,7 @@ function of (bs, N, H, kv_dtype, device): the C library's own choice where the l
 tests/test_c_abi.py holds equal to the library's answer over a grid of shapes, pools and devices. The C library
 computes the same workspace (``kdtree_verify_workspace_bytes``) and caps the split count at the same
 ``MAX_NSPLIT``; tests/test_c_abi.py holds those equal too. The reasoning behind the split rule is in
-docs/performance.md ("Split count").
+docs/performance.md ("Wave-aware split counts").
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ MAX_NSPLIT = 512  # the C ABI's largest nsplit (kernels/common/frame.cuh MAX_NSP
 
 def default_nsplit(bs: int, num_draft: int, num_heads: int, num_sms: int, row_tile: int = 64,
                    cta_overhead: float = 0.002, draft_tail: float = 0.001) -> int:
-    """The split count ``nsplit`` of a launch (the prefix is cut into ``nsplit`` ranges). The grid has ``tiles = bs * row_tiles`` CTAs per split (``row_tile`` rows of
+    """The split count ``nsplit`` of a launch (each prefix is cut into ``nsplit`` ranges). The grid has
+    ``tiles = bs * row_tiles`` CTAs per split (``row_tile`` rows of
     draft node x head each: the selected kernel configuration's block_m) and ``nsplit`` prefix splits plus one
     draft-block split, over ``num_sms`` slots (every automatic configuration runs one CTA per SM). Costs are in
     units of one CTA walking a whole long prefix: a prefix CTA takes ``1 / nsplit`` of it plus ``cta_overhead``
@@ -175,6 +176,6 @@ def plan(batch_sizes: Iterable[int], num_draft: int, num_heads: int, kv_dtype: s
     batches = {}
     for bs in sizes:
         config = select(bs, num_draft, num_heads, kv_dtype, device)
-        ns = nsplit or default_nsplit(bs, num_draft, num_heads, device.sms, config.block_m)
-        batches[bs] = BatchPlan(config, ns, workspace_bytes(bs, num_draft, num_heads, ns, partial_bytes))
+        count = nsplit or default_nsplit(bs, num_draft, num_heads, device.sms, config.block_m)
+        batches[bs] = BatchPlan(config, count, workspace_bytes(bs, num_draft, num_heads, count, partial_bytes))
     return LaunchPlan(num_draft, num_heads, kv_dtype, batches, max(b.workspace_bytes for b in batches.values()))
