@@ -68,7 +68,8 @@ def test_workspace_layout():
 
 def test_launch_plan_imports_without_torch():
     budget = " ".join(f"kdtree_lab.budget.{p.stem}," for p in sorted((ROOT / "kdtree_lab" / "budget").glob("*.py")))
-    code = (f"import sys, kdtree_lab.kernels.launch_plan, {budget} kdtree_lab.kernels.abi, kdtree_lab.core.mla; "
+    core = " ".join(f"kdtree_lab.core.{p.stem}," for p in sorted((ROOT / "kdtree_lab" / "core").glob("*.py")))
+    code = (f"import sys, kdtree_lab.kernels.launch_plan, {budget} {core} kdtree_lab.kernels.abi; "
             "sys.exit('torch' in sys.modules or 'kdtree_lab.kernels.loader' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0
 
