@@ -18,11 +18,13 @@ import sys
 
 import torch
 
-from kdtree_lab import dispatch
-from kdtree_lab.bench import Shape, graph_median_ms, measure_ceilings, shape_batches, time_ours
+from kdtree_lab.kernels.attention import VerifyAttention, batch_args
+from kdtree_lab.checks.bench import shape_batches, time_ours
+from kdtree_lab.checks.roofline import Shape
+from kdtree_lab.checks.timing import graph_median_ms, measure_ceilings
 
 LENGTHS = (128, 4096, 32_768, 200_000)
-SPLITS = (1, 4, 16, 32, 66, 131)
+NSPLITS = (1, 4, 16, 32, 66, 131)
 
 
 def graph_floor_ms(kernels: int) -> float:
@@ -42,9 +44,10 @@ def marginal_ms(impl: str, shape: Shape, nsplit: int, repeat: int) -> float:
     """What one call adds inside a larger graph (as in SGLang's decode graph, where verify is one node among many):
     (replay of ``repeat`` back-to-back calls - replay of one) / (repeat - 1), so the replay's own floor cancels."""
     batch = shape_batches(shape, 1)[0]
-    ws = dispatch.workspace(shape.batch, shape.draft, shape.heads, nsplit)
-    one = graph_median_ms(lambda i: dispatch.verify(impl, batch, ws, nsplit), 1, iters=100)[0]
-    many = graph_median_ms(lambda i: [dispatch.verify(impl, batch, ws, nsplit) for _ in range(repeat)], 1, iters=100)[0]
+    attn = VerifyAttention(shape.batch, shape.draft, shape.heads, shape.kv, impl=impl, nsplit=nsplit)
+    args = batch_args(batch)
+    one = graph_median_ms(lambda i: attn.run(*args), 1, iters=100)[0]
+    many = graph_median_ms(lambda i: [attn.run(*args) for _ in range(repeat)], 1, iters=100)[0]
     return (many - one) / (repeat - 1)
 
 
@@ -54,7 +57,7 @@ def main(argv=None) -> int:
     ap.add_argument("--impls", default="cuda,cuda_sm120")
     ap.add_argument("--drafts", default="4,16")
     ap.add_argument("--lengths", default=",".join(map(str, LENGTHS)), help="prefix lengths (tokens), comma list")
-    ap.add_argument("--splits", default=",".join(map(str, SPLITS)), help="split counts beside the automatic one")
+    ap.add_argument("--nsplit", default=",".join(map(str, NSPLITS)), help="split counts beside the automatic one")
     ap.add_argument("--repeat", type=int, default=0,
                     help="also time each automatic-split row as the marginal cost of one call among this many "
                          "(0: not; the inputs stay the same across the calls, so short prefixes sit in L2)")
@@ -68,14 +71,14 @@ def main(argv=None) -> int:
           result.get("marginal_floor_ms", ""), flush=True)
     for impl in a.impls.split(","):
         for n in (int(x) for x in a.drafts.split(",")):
-            auto = dispatch.nsplit_for(impl, 1, n, 8)
+            auto = VerifyAttention(1, n, 8, impl=impl).nsplit(1)
             for length in (int(x) for x in a.lengths.split(",")):
-                for ns in sorted({int(x) for x in a.splits.split(",")} | {auto}):
-                    t = time_ours(impl, Shape(1, length, n, 8), nsplit=ns)
-                    row = {"impl": impl, "B": 1, "L": length, "N": n, "H": 8, "nsplit": ns, "auto": ns == auto,
+                for nsplit in sorted({int(x) for x in a.nsplit.split(",")} | {auto}):
+                    t = time_ours(impl, Shape(1, length, n, 8), nsplit=nsplit)
+                    row = {"impl": impl, "B": 1, "L": length, "N": n, "H": 8, "nsplit": nsplit, "auto": nsplit == auto,
                            "ms": round(t.ms, 5), "timing": t.method, "kernel": t.kernel}
-                    if a.repeat > 1 and ns == auto:
-                        row["marginal_ms"] = round(marginal_ms(impl, Shape(1, length, n, 8), ns, a.repeat), 5)
+                    if a.repeat > 1 and nsplit == auto:
+                        row["marginal_ms"] = round(marginal_ms(impl, Shape(1, length, n, 8), nsplit, a.repeat), 5)
                     result["rows"].append(row)
                     print(json.dumps(row), flush=True)
                     with open(a.out, "w") as f:  # after every row: a run cut off keeps what it measured

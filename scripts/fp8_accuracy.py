@@ -16,11 +16,11 @@ import json
 
 import torch
 
-from kdtree_lab import dispatch
-from kdtree_lab.batch import build_verify_batch
-from kdtree_lab.oracle import compare, reference
-from kdtree_lab.parity import within_tolerance
-from kdtree_lab.sglang_kernels import extend_attention
+from kdtree_lab.kernels import attention
+from kdtree_lab.checks.batch import build_verify_batch
+from kdtree_lab.checks.oracle import compare, reference
+from kdtree_lab.checks.parity import within_tolerance
+from kdtree_lab.checks.sglang_kernels import extend_attention
 
 SHAPES = [([4096], 16, 8), ([32_768], 16, 8), ([4096] * 4, 16, 16), ([32_768], 4, 128), ([200_000], 16, 8)]
 SCALES = [(1.0, 1.0), (0.75, 1.5), (2.0, 0.5)]
@@ -28,7 +28,7 @@ SCALES = [(1.0, 1.0), (0.75, 1.5), (2.0, 0.5)]
 
 def _ours(batch, impl: str) -> torch.Tensor:
     batch.o.fill_(float("nan"))
-    out, _ = dispatch.runner(impl)(batch, 8)
+    out, _ = attention.runner(impl)(batch, 8)
     torch.cuda.synchronize()
     return out.clone()
 

@@ -18,10 +18,13 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from kdtree_lab import dispatch, loader, parity
-from kdtree_lab.launch_plan import default_nsplit
-from kdtree_lab.bench import Shape, measure_ceilings, shape_batches
-from kdtree_lab.oracle import compare, reference
+from kdtree_lab.kernels import dispatch, loader
+from kdtree_lab.checks import parity
+from kdtree_lab.kernels.launch_plan import default_nsplit
+from kdtree_lab.checks.bench import shape_batches
+from kdtree_lab.checks.roofline import Shape
+from kdtree_lab.checks.timing import measure_ceilings
+from kdtree_lab.checks.oracle import compare, reference
 
 SHAPES = {"headline": Shape(1, 200_000, 16, 8), "deploy": Shape(8, 200_000, 16, 8),
           "mem": Shape(1, 200_000, 4, 8), "b48": Shape(48, 32_768, 16, 8), "big": Shape(1, 200_000, 64, 128)}
@@ -96,12 +99,12 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     if a.plain:
         s = SHAPES[a.shapes.split(",")[0]]
-        ns = int(a.nsplit.split(",")[0])
+        nsplit = int(a.nsplit.split(",")[0])
         b = shape_batches(s, 1)[0]
-        ws = dispatch.workspace(s.batch, s.draft, s.heads, ns)
+        ws = dispatch.workspace(s.batch, s.draft, s.heads, nsplit)
         loader.force_config(int(a.configs.split(",")[0]))
         for _ in range(a.plain):
-            loader.verify(b, ws, ns)
+            loader.verify(b, ws, nsplit)
         torch.cuda.synchronize()
         return 0
     lib = loader.library()
@@ -123,14 +126,14 @@ def main(argv=None) -> int:
             s = SHAPES[name]
             tiles = s.batch * -(-s.draft * s.heads // configs[i]["block_m"])
             if a.waves:
-                splits = sorted({max(1, round(float(x) * sms / tiles)) for x in a.waves.split(",")})
+                nsplits = sorted({max(1, round(float(x) * sms / tiles)) for x in a.waves.split(",")})
             elif a.nsplit == "auto":
-                splits = [default_nsplit(s.batch, s.draft, s.heads, sms, configs[i]["block_m"])]
+                nsplits = [default_nsplit(s.batch, s.draft, s.heads, sms, configs[i]["block_m"])]
             else:
-                splits = [int(x) for x in a.nsplit.split(",")]
-            for ns in splits:
+                nsplits = [int(x) for x in a.nsplit.split(",")]
+            for nsplit in nsplits:
                 for kv in a.kv_dtype.split(","):
-                    row = breakdown(i, s, ns, kv_dtype=kv)
+                    row = breakdown(i, s, nsplit, kv_dtype=kv)
                     row["shape"] = name
                     result["rows"].append(row)
                     print(json.dumps(row), flush=True)

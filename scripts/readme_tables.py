@@ -10,8 +10,9 @@ import json
 import re
 from pathlib import Path
 
-from kdtree_lab.bench import Shape, fp8_speedups, row_kv, streaming_fits
-from kdtree_lab.paths import RESULTS, ROOT
+from kdtree_lab.checks.bench_results import fp8_speedups, streaming_fits
+from kdtree_lab.checks.roofline import Shape, row_kv
+from kdtree_lab.core.paths import RESULTS, ROOT
 
 # The H200 results of record these tables quote (data/results/h200/README.md indexes every folder and its command).
 H200_V3 = RESULTS / "h200" / "2026-11-29-v3-kernel"  # kernel v3 (mma.sync), eager timing, every earlier version
@@ -261,7 +262,7 @@ def sm120_targets_table() -> str:
 
 def rtx_prediction_table() -> str:
     """Predicted times of the sm_120 kernel on RTX cards from its H200 measurement (labelled as predictions)."""
-    from kdtree_lab.budget import gpus
+    from kdtree_lab.budget.presets import gpus
 
     data, by_shape = _bench(SM120_BENCH)
     c = data["ceilings"]
@@ -315,7 +316,7 @@ def fp8_table() -> str:
 
 def rtx_fp8_prediction_table() -> str:
     """The sm_120 kernel on RTX cards over a bf16 and an fp8 pool, predicted from the fp8 run (labelled)."""
-    from kdtree_lab.budget import gpus
+    from kdtree_lab.budget.presets import gpus
 
     data, rows = _fp8_rows()
     c = data["ceilings"]

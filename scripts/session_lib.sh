@@ -3,8 +3,8 @@
 #   step "what": repack $OUT/results.tar.gz from $OUT/work (a call cut off by its time limit keeps the finished
 #     steps; the device returns at most 8 loose files), then announce the next step
 #   install_wheels: the carried wheels (${WHEELS:-.whl}) into /tmp/site, put on PYTHONPATH / PATH with the tree
-#   write_provenance COMMAND FILE: kdtree_lab.provenance of COMMAND as JSON
-#   run_sanitizers "TOOLS" IMPLS DIR [SUFFIX]: compute-sanitizer over kdtree_lab.sanitize_cases (IMPLS: a comma list,
+#   write_provenance COMMAND FILE: kdtree_lab.lab.provenance of COMMAND as JSON
+#   run_sanitizers "TOOLS" IMPLS DIR [SUFFIX]: compute-sanitizer over kdtree_lab.checks.sanitize_cases (IMPLS: a comma list,
 #     or empty for its default), one log per tool in DIR/sanitizer-TOOL[SUFFIX].log, a summary line each
 OUT=${OUT:-/tmp/out}
 
@@ -25,7 +25,7 @@ install_wheels() {
 }
 
 write_provenance() {
-  python3 -c "import json, sys; from kdtree_lab.provenance import provenance; print(json.dumps(provenance(sys.argv[1]), indent=2))" \
+  python3 -c "import json, sys; from kdtree_lab.lab.provenance import provenance; print(json.dumps(provenance(sys.argv[1]), indent=2))" \
     "$1" > "$2"
 }
 
@@ -38,7 +38,7 @@ run_sanitizers() {
     [ "$tool" = initcheck ] && quick="--quick" && filter=""
     log="$dir/sanitizer-$tool$suffix.log"
     timeout ${SANITIZE_TIMEOUT:-240} compute-sanitizer --tool $tool $filter --error-exitcode 9 \
-      python3 -m kdtree_lab.sanitize_cases $quick ${impls:+--impl "$impls"} > "$log" 2>&1
+      python3 -m kdtree_lab.checks.sanitize_cases $quick ${impls:+--impl "$impls"} > "$log" 2>&1
     echo "$tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1)"
   done
 }

@@ -1,7 +1,7 @@
 """Measure the graph-time buffers SGLang 0.5.23's Triton attention backend allocates for a deployment, with SGLang's
 own classes, and hold the memory budget's line items to them.
 
-SGLang's server arguments are resolved from the budget's own launch line (``budget.launch_args``) for a
+SGLang's server arguments are resolved from the budget's own launch line (``kdtree_lab.budget.launch.launch_args``) for a
 Kimi-K2-shaped model and published as a scheduler process would; then, with a stand-in for the model runner (a
 KV pool that only answers its value width), the script builds what SGLang's graph runners build:
 
@@ -11,7 +11,7 @@ KV pool that only answers its value width), the script builds what SGLang's grap
 - draft extend: ``TritonAttnBackend(draft runner).init_cuda_graph_state(max_bs, max_bs x draft width)``.
 
 Each phase records every tensor it holds (name, shape, dtype, bytes) and, on a GPU, what torch's allocator handed
-out for it (``torch.cuda.memory_allocated`` before and after). ``kdtree_lab.budget.sglang_state_rows`` compares
+out for it (``torch.cuda.memory_allocated`` before and after). ``kdtree_lab.budget.sglang_memory.sglang_state_rows`` compares
 the result with the budget; notebook 04 shows it. Needs SGLang 0.5.23 and the packages its Triton backend imports
 (``scripts/fetch_wheels.sh --sglang-state`` gathers them for the H200). Without a GPU it runs as a dry run (CPU
 tensors, the SM count given by ``--sms``), which is how its test runs it; the committed result comes from the H200.
@@ -34,8 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from kdtree_lab import budget  # noqa: E402
-from kdtree_lab.provenance import provenance  # noqa: E402
+from kdtree_lab.budget import inputs, launch  # noqa: E402
+from kdtree_lab.lab.provenance import provenance  # noqa: E402
 from sglang_memory_defaults import MODEL_CONFIG  # noqa: E402  (the DeepSeek-V3 / Kimi-K2 shape: MLA, 64 heads)
 
 
@@ -55,7 +55,7 @@ def tensors(obj, seen: set, prefix: str = "") -> list[dict]:
     return out
 
 
-def measure(inp: budget.BudgetInputs, sms: int | None) -> dict:
+def measure(inp: inputs.BudgetInputs, sms: int | None) -> dict:
     import torch
 
     gpu = torch.cuda.is_available()
@@ -73,7 +73,7 @@ def measure(inp: budget.BudgetInputs, sms: int | None) -> dict:
         from sglang.srt.speculative.spec_utils import resolve_num_tokens_per_req
 
     device = "cuda" if gpu else "cpu"
-    argv = budget.launch_args(inp, 0.85) + ["--device", "cuda"]
+    argv = launch.launch_args(inp, 0.85) + ["--device", "cuda"]
     patches = [] if gpu else [mock.patch.object(tb, "get_device_core_count", return_value=sms),
                               mock.patch.object(decode_attention, "_lean_num_cus", return_value=sms)]
     for p in patches:
@@ -144,7 +144,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as model_dir:
         (Path(model_dir) / "config.json").write_text(json.dumps(MODEL_CONFIG))
-        inp = budget.BudgetInputs(gpu=a.gpu, model="kimi-k2", tp=8, max_bs=a.max_bs, context=a.context,
+        inp = inputs.BudgetInputs(gpu=a.gpu, model="kimi-k2", tp=8, max_bs=a.max_bs, context=a.context,
                                   concurrency=a.max_bs, model_path=model_dir, draft_model_path=model_dir)
         result = measure(inp, a.sms)
     result["inputs"]["model_path"] = result["inputs"]["draft_model_path"] = "<Kimi-K2-shaped config.json>"

@@ -2,7 +2,7 @@
 mem_fraction_static) per GPU memory size and TP, by running SGLang's argument resolution
 (``prepare_server_args(...).resolve_once()``, which calls ``arg_groups/memory_hook.handle_gpu_memory_settings``)
 with the device's memory capacity patched in. Writes data/contracts/sglang-0.5.23-memory-defaults.json, which
-tests/test_budget.py holds kdtree_lab.budget's tiers and default fraction to.
+tests/test_budget.py holds kdtree_lab.budget.sglang_memory's tiers and default fraction to.
 
 Needs a Python where SGLang's resolution imports: sglang==0.5.23 and the model-config stack it loads
 (transformers, torch, torchvision; no GPU). The model is a DeepSeek-V3-shaped config.json (MLA), nothing else.

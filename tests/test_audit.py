@@ -3,9 +3,10 @@
 import pytest
 import torch
 
-from kdtree_lab.audit import ContractError, WorkspaceSpec, audit, planted_mismatches
-from kdtree_lab.batch import build_verify_batch
-from kdtree_lab.contract import load_contract
+from kdtree_lab.checks.audit_plants import planted_mismatches
+from kdtree_lab.checks.batch import build_verify_batch
+from kdtree_lab.contract.audit import ContractError, WorkspaceSpec, audit
+from kdtree_lab.contract.spec import load_contract
 
 
 def _eager():

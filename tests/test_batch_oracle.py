@@ -7,10 +7,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kdtree_lab.audit import audit
-from kdtree_lab.batch import build_verify_batch
-from kdtree_lab.oracle import compare, reference
-from kdtree_lab.tree import chain
+from kdtree_lab.checks.batch import build_verify_batch
+from kdtree_lab.checks.oracle import compare, reference
+from kdtree_lab.contract.audit import audit
+from kdtree_lab.core.tree import chain
 
 
 def _naive(batch):

@@ -4,9 +4,10 @@ import json
 
 import pytest
 
-from kdtree_lab import bench
-from kdtree_lab.bench import Ceilings, Shape, Timing
-from kdtree_lab.paths import RESULTS
+from kdtree_lab.checks import bench_presets, bench_results, roofline, timing
+from kdtree_lab.checks.bench import Timing
+from kdtree_lab.checks.roofline import Ceilings, Shape
+from kdtree_lab.core.paths import RESULTS
 
 CEIL = Ceilings(copy_gbps=4000.0, gemm_tflops=800.0)
 
@@ -30,11 +31,11 @@ def test_timing_row_floor_bound_and_fraction():
 
 
 def test_issue_grid_has_every_shape_once():
-    shapes = [s for s, _ in bench.preset("issue")]
+    shapes = [s for s, _ in bench_presets.preset("issue")]
     assert len(shapes) == len(set(shapes)) == 4 * 3 * 3 * 3
-    assert all("cuda" in impls and "triton" in impls for _, impls in bench.preset("issue"))
+    assert all("cuda" in impls and "triton" in impls for _, impls in bench_presets.preset("issue"))
     with pytest.raises(ValueError, match="preset"):
-        bench.preset("nope")
+        bench_presets.preset("nope")
 
 
 def test_streaming_fit_recovers_rate_and_fixed_cost():
@@ -47,7 +48,7 @@ def test_streaming_fit_recovers_rate_and_fixed_cost():
             rows.append({"impl": "cuda", "B": b, "L": length, "N": n, "H": h, "ms": t0 + s.kv_bytes / bw * 1e3})
     rows.append({"impl": "cuda", "B": 48, "L": 200_000, "N": 4, "H": 8, "ms": 1.0})  # no 32k point
     rows.append({"impl": "triton", "B": 1, "L": 32_768, "N": 4, "H": 8, "ms": 9.0})  # another impl
-    fits = bench.streaming_fits(rows, {"copy_gbps": 4000.0, "gemm_tflops": 800.0})
+    fits = bench_results.streaming_fits(rows, {"copy_gbps": 4000.0, "gemm_tflops": 800.0})
     assert [(f["B"], f["N"], f["H"]) for f in fits] == [(1, 4, 8), (8, 16, 8)]
     for f in fits:
         assert f["GB/s"] == pytest.approx(3000, rel=1e-3) and f["of_copy"] == pytest.approx(0.75, abs=1e-3)
@@ -56,14 +57,14 @@ def test_streaming_fit_recovers_rate_and_fixed_cost():
 
 def test_timed_rejects_an_unknown_method():
     with pytest.raises(ValueError, match="timing method"):
-        bench.timed(lambda i: None, 1, method="wall")
+        timing.timed(lambda i: None, 1, method="wall")
 
 
 def test_one_token_decode_rows_are_credited_with_one_token():
-    shape = bench.Shape(8, 200_000, 16, 8)
+    shape = roofline.Shape(8, 200_000, 16, 8)
     ceil = {"copy_gbps": 4000.0, "gemm_tflops": 800.0}
-    dec, ours = bench.derived("sglang_decode_1tok", shape, 1.0, ceil), bench.derived("cuda", shape, 1.0, ceil)
-    one = bench.Shape(8, 200_000, 1, 8, "causal")
+    dec, ours = roofline.derived("sglang_decode_1tok", shape, 1.0, ceil), roofline.derived("cuda", shape, 1.0, ceil)
+    one = roofline.Shape(8, 200_000, 1, 8, "causal")
     assert dec["work_N"] == 1 and "work_N" not in ours
     assert dec["TFLOP/s"] == round(one.flops / 1e-3 / 1e12, 2) and ours["TFLOP/s"] == round(shape.flops / 1e9, 2)
     assert dec["GB/s"] == ours["GB/s"]  # the same KV is read
@@ -73,7 +74,7 @@ def test_one_token_decode_rows_are_credited_with_one_token():
 @pytest.mark.parametrize("path", sorted(RESULTS.glob("h200/*/bench*.json")), ids=lambda p: p.parent.name)
 def test_no_committed_row_above_the_roofline_once_credited_with_its_own_work(path):
     result = json.loads(path.read_text())
-    bench.recredit(result)
+    bench_results.recredit(result)
     worst = max(result["rows"], key=lambda r: r["of_roofline"])
     assert worst["of_roofline"] <= 1.0, worst
     assert all(r.get("work_N") == 1 for r in result["rows"] if r["impl"] == "sglang_decode_1tok")
@@ -82,7 +83,7 @@ def test_no_committed_row_above_the_roofline_once_credited_with_its_own_work(pat
 def test_summary_is_one_line_per_implementation():
     rows = [{"impl": "cuda", "of_roofline": x, "speedup_vs_sglang_verify": 2.0} for x in (0.2, 0.5, 0.9)]
     rows.append({"impl": "sglang_extend", "of_roofline": 0.1})
-    s = bench.summary(rows)
+    s = bench_results.summary(rows)
     assert [r["impl"] for r in s] == ["cuda", "sglang_extend"]
     assert (s[0]["of roofline: worst"], s[0]["median"], s[0]["best"]) == (0.2, 0.5, 0.9)
     assert s[1]["median speed-up vs SGLang verify"] is None
@@ -95,11 +96,11 @@ def test_fp8_shapes_are_credited_with_their_own_bytes():
     row = Timing("cuda_sm120", fp8, 0.1, 5).row(c)
     assert row["kv"] == "fp8" and row["GB/s"] == round(fp8.kv_bytes / 1e-4 / 1e9, 1)
     assert "kv" not in Timing("cuda_sm120", bf16, 0.1, 5).row(c)  # bf16 rows keep the form of earlier results
-    assert bench.work_shape("sglang_decode_1tok", fp8).kv == "fp8"
+    assert roofline.work_shape("sglang_decode_1tok", fp8).kv == "fp8"
 
 
 def test_fp8_preset_pairs_every_shape_over_both_pools():
-    items = bench.preset("fp8")
+    items = bench_presets.preset("fp8")
     keys = [(s.batch, s.prefix, s.draft, s.heads) for s, _ in items]
     assert len(items) == 12 and all(keys.count(k) == 2 for k in keys)
     assert {s.kv for s, _ in items} == {"bf16", "fp8"} and all("sglang_extend" in i for _, i in items)
@@ -113,6 +114,6 @@ def test_fp8_speedups_pair_rows_over_both_pools_and_summary_keeps_them_apart():
              "of_roofline": 0.45},
             {"impl": "triton", "B": 1, "L": 200_000, "N": 4, "H": 8, "kv": "fp8", "ms": 0.2, "bound": "memory",
              "of_roofline": 0.1}]
-    assert bench.fp8_speedups(rows) == [{"impl": "cuda_sm120", "B": 1, "L": 200_000, "N": 4, "H": 8, "bf16 ms": 0.09,
+    assert bench_results.fp8_speedups(rows) == [{"impl": "cuda_sm120", "B": 1, "L": 200_000, "N": 4, "H": 8, "bf16 ms": 0.09,
                                          "fp8 ms": 0.05, "bf16 / fp8": 1.8, "bound (fp8)": "memory"}]
-    assert [s["impl"] for s in bench.summary(rows)] == ["cuda_sm120", "cuda_sm120 (fp8 KV)", "triton (fp8 KV)"]
+    assert [s["impl"] for s in bench_results.summary(rows)] == ["cuda_sm120", "cuda_sm120 (fp8 KV)", "triton (fp8 KV)"]

@@ -6,13 +6,14 @@ from dataclasses import replace
 
 import pytest
 
-from kdtree_lab import budget
-from kdtree_lab.budget import BudgetInputError, BudgetInputs, compute
-from kdtree_lab.paths import DATA, RESULTS
+from kdtree_lab.budget import calculator, calibrate, inputs, presets, sglang_memory
+from kdtree_lab.budget.calculator import compute
+from kdtree_lab.budget.inputs import BudgetInputError, BudgetInputs
+from kdtree_lab.core.paths import DATA, RESULTS
 
 H200_GRAPHS = RESULTS / "h200" / "2026-11-29-v4-wgmma" / "notebook-05" / "05_cuda_graphs.json"
 
-MIB, GIB = budget.MIB, budget.GIB
+MIB, GIB = inputs.MIB, inputs.GIB
 
 
 SGLANG_DEFAULTS = json.loads((DATA / "contracts" / "sglang-0.5.23-memory-defaults.json").read_text())
@@ -24,35 +25,35 @@ def test_sglang_memory_tiers_match_sglangs_own_resolution(row):
     with the GPU memory patched in: scripts/sglang_memory_defaults.py, provenance in the file."""
     assert SGLANG_DEFAULTS["sglang"] == "0.5.23"
     mib, tp = row["memory_mib"], row["tp"]
-    assert budget.sglang_defaults(mib, tp) == (row["chunked_prefill_size"], row["decode_cuda_graph_max_bs"])
-    assert budget.sglang_default_fraction(mib, tp) == row["mem_fraction_static"]
+    assert sglang_memory.sglang_defaults(mib, tp) == (row["chunked_prefill_size"], row["decode_cuda_graph_max_bs"])
+    assert sglang_memory.sglang_default_fraction(mib, tp) == row["mem_fraction_static"]
 
 
 def test_sglang_memory_tiers_cover_every_edge_and_preset():
     mibs = {r["memory_mib"] for r in SGLANG_DEFAULTS["rows"]}
     for edge_gib in (20, 35, 60, 90, 160):
         assert {edge_gib * 1024 - 1, edge_gib * 1024} <= mibs
-    assert {g.memory_mib for g in budget.gpus().values()} <= mibs
+    assert {g.memory_mib for g in presets.gpus().values()} <= mibs
     assert {r["tp"] for r in SGLANG_DEFAULTS["rows"]} == {1, 2, 4, 8}
 
 
 def test_ten_gib_floor_above_60_gib():
     # 64 GiB card, tp 1, small chunk: the formula's reserve is below 10 GiB, the floor applies.
     mib = 64 * 1024
-    assert budget.sglang_default_fraction(mib, 1, chunked_prefill=2048) == round((mib - 10 * 1024) / mib, 3)
+    assert sglang_memory.sglang_default_fraction(mib, 1, chunked_prefill=2048) == round((mib - 10 * 1024) / mib, 3)
 
 
 def test_kv_cell_sizes():
-    m = budget.models()
-    assert budget.kv_cell_bytes(m["deepseek-v3"], "bf16") == 71_424
-    assert budget.kv_cell_bytes(m["deepseek-v3"], "fp8") == 35_712
-    assert budget.kv_cell_bytes(m["deepseek-v2-lite"], "bf16") == 576 * 27 * 2
+    m = presets.models()
+    assert sglang_memory.kv_cell_bytes(m["deepseek-v3"], "bf16") == 71_424
+    assert sglang_memory.kv_cell_bytes(m["deepseek-v3"], "fp8") == 35_712
+    assert sglang_memory.kv_cell_bytes(m["deepseek-v2-lite"], "bf16") == 576 * 27 * 2
     with pytest.raises(BudgetInputError, match="kv_dtype"):
-        budget.kv_cell_bytes(m["kimi-k2"], "int8")
+        sglang_memory.kv_cell_bytes(m["kimi-k2"], "int8")
 
 
 def test_triton_graph_buffers_match_the_dsv3_tp8_example():
-    rows = {c.name.split(" (")[0]: c.bytes for c in budget.triton_graph_buffers(16, 48, 4, 1, 3, 163_840, sms=132)
+    rows = {c.name.split(" (")[0]: c.bytes for c in sglang_memory.triton_graph_buffers(16, 48, 4, 1, 3, 163_840, sms=132)
             if not c.name.startswith("lean")}
     assert rows["target attn_logits"] == int(1.5 * GIB)
     assert rows["target cuda_graph_kv_indices"] == 240 * MIB
@@ -85,7 +86,7 @@ def test_impossible_deployment_has_a_reason_and_no_launch_line():
 
 
 def test_cli_budget_refuses_an_impossible_deployment(capsys):
-    from kdtree_lab.cli import main
+    from kdtree_lab.cli.main import main
 
     assert main(["budget", "--gpu", "h200", "--model", "kimi-k2", "--tp", "8", "--context", "100000000"]) == 1
     out, err = capsys.readouterr()
@@ -127,14 +128,14 @@ def test_impossible_inputs_are_refused_by_name(over, needle):
 
 
 def test_every_preset_value_cites_a_source():
-    for m in budget.models().values():
+    for m in presets.models().values():
         covered = {k for key in m.sources for k in key.split("/")}
         assert {"layers", "heads", "kv_lora_rank", "qk_rope_head_dim", "draft_layers", "weights_gib"} <= covered
-    for g in budget.gpus().values():
-        cited = {"memory_mib", "sms", "bandwidth_gbps", "row_tile"} | ({"mma_sync_tflops"} if g.mma_sync_tflops else set())
+    for g in presets.gpus().values():
+        cited = {"memory_mib", "sms", "bandwidth_gbps", "compute_capability/smem_optin"} | ({"mma_sync_tflops"} if g.mma_sync_tflops else set())
         assert set(g.sources) == cited
-    assert {"rtx-pro-6000", "rtx-5090", "h200", "h100", "b200"} <= set(budget.gpus())
-    assert {"deepseek-v3", "kimi-k2", "deepseek-v2-lite"} <= set(budget.models())
+    assert {"rtx-pro-6000", "rtx-5090", "h200", "h100", "b200"} <= set(presets.gpus())
+    assert {"deepseek-v3", "kimi-k2", "deepseek-v2-lite"} <= set(presets.models())
 
 
 def test_parse_sglang_log_and_calibrate():
@@ -143,11 +144,11 @@ def test_parse_sglang_log_and_calibrate():
 [2026-11-01] KV Cache is allocated. #tokens: 151234, KV size: 10.06 GB
 [2026-11-01] Memory pool end. avail mem=12.80 GB
 [2026-11-01] Capture cuda graph end. Time elapsed: 41.2 s. mem usage=1.37 GB. avail mem=9.91 GB."""
-    got = budget.parse_sglang_log(log)
+    got = calibrate.parse_sglang_log(log)
     assert got["kv_tokens"] == 151234
     assert got["weights"] == pytest.approx(68.72 * GIB) and got["G"] == pytest.approx(94.12 * GIB)
     assert got["graph_pool"] == pytest.approx(1.37 * GIB)
-    r = compute(budget.calibrate(BudgetInputs(mem_fraction=0.88), got))
+    r = compute(calibrate.calibrate(BudgetInputs(mem_fraction=0.88), got))
     assert r.weights_bytes == int(68.72 * GIB) and r.g_bytes == int(94.12 * GIB)
     assert next(c for c in r.consumers if c.name.startswith("CUDA-graph pool")).source == "measured"
 
@@ -155,7 +156,7 @@ def test_parse_sglang_log_and_calibrate():
 def test_workspace_is_what_the_hook_allocates():
     """The budget's workspace line is the hook's allocation: the largest over batch sizes 1..max_bs at the
     kernel's own split counts for the GPU preset (RTX PRO 6000: 188 SMs, 32-row tiles); nsplit overrides it."""
-    from kdtree_lab.launch_plan import default_nsplit, workspace_bytes
+    from kdtree_lab.kernels.launch_plan import default_nsplit, workspace_bytes
 
     inp = BudgetInputs(gpu="rtx-pro-6000", max_bs=8, draft_tokens=16, mem_fraction=0.88)
     ws = next(c for c in compute(inp).consumers if c.name == "kdtree verify workspace")
@@ -169,7 +170,7 @@ def test_workspace_is_what_the_hook_allocates():
 
 def test_calibration_against_committed_h200_graph_results():
     data = json.loads(H200_GRAPHS.read_text())
-    rows = budget.calibration_rows(data)
+    rows = calibrate.calibration_rows(data)
     assert {r["quantity"] for r in rows} == {"workspace", "graph_pool"}
     assert all(abs(r["ratio"] - 1) <= 0.10 for r in rows), rows
 
@@ -181,7 +182,7 @@ def test_budget_graph_items_equal_sglangs_own_allocation_on_the_h200():
     state = json.loads(SGLANG_STATE.read_text())
     assert state["measured_on"] == "gpu" and state["provenance"]["gpu"] == "NVIDIA H200"
     assert state["sglang"] == "0.5.23" and state["inputs"]["context"] == 200_000
-    rows = {r["item"]: r for r in budget.sglang_state_rows(state)}
+    rows = {r["item"]: r for r in sglang_memory.sglang_state_rows(state)}
     items = [r for name, r in rows.items() if name not in ("total", "total as torch's allocator counted it",
                                                            "SGLang tensors no line item stands for")]
     assert len(items) == 8 and all(r["sglang"] > 0 and r["ratio"] == 1.0 for r in items), items
@@ -193,17 +194,17 @@ def test_sglang_state_rows_show_a_budget_that_drifts_from_sglang():
     state = json.loads(SGLANG_STATE.read_text())
     target = state["phases"][0]["tensors"]
     next(t for t in target if t["name"] == "cuda_graph_kv_indices")["bytes"] *= 2  # as if SGLang doubled it
-    rows = {r["item"]: r for r in budget.sglang_state_rows(state)}
+    rows = {r["item"]: r for r in sglang_memory.sglang_state_rows(state)}
     assert rows["target cuda_graph_kv_indices"]["ratio"] == 2.0
     state["widths"]["draft_extend"] = 4
     with pytest.raises(ValueError, match="widths"):
-        budget.sglang_state_rows(state)
+        sglang_memory.sglang_state_rows(state)
 
 
 def test_widget_recomputes_and_shows_errors():
     import re
 
-    from kdtree_lab import budget_widget
+    from kdtree_lab.budget import widget as budget_widget
 
     box = budget_widget.build(BudgetInputs(mem_fraction=0.85))
     controls = {c.description: c for col in box.children[0].children for c in col.children}
@@ -223,7 +224,7 @@ def test_widget_recomputes_and_shows_errors():
 
 
 def test_kv_dtype_rows_put_both_pools_side_by_side():
-    rows = {r["KV cache"]: r for r in budget.kv_dtype_rows(BudgetInputs(mem_fraction=0.85))}
+    rows = {r["KV cache"]: r for r in calculator.kv_dtype_rows(BudgetInputs(mem_fraction=0.85))}
     assert rows["fp8"]["bytes per token"] * 2 == rows["bf16"]["bytes per token"] == 71_424
     assert rows["fp8"]["fraction"] == rows["bf16"]["fraction"] == 0.85
     assert 1.99 < rows["fp8"]["KV tokens"] / rows["bf16"]["KV tokens"] < 2.01
@@ -244,7 +245,7 @@ def test_budget_bar_legend_clears_the_axis_label():
     import matplotlib
 
     matplotlib.use("Agg")
-    from kdtree_lab.plots import budget_bar
+    from kdtree_lab.budget.widget import budget_bar
 
     fig = budget_bar(compute(BudgetInputs()))
     fig.canvas.draw()

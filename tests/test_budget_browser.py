@@ -14,8 +14,9 @@ import time
 
 import pytest
 
-from kdtree_lab.budget import BudgetInputs, compute
-from kdtree_lab.paths import NOTEBOOKS
+from kdtree_lab.budget.calculator import compute
+from kdtree_lab.budget.inputs import BudgetInputs
+from kdtree_lab.core.paths import NOTEBOOKS
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 pytestmark = pytest.mark.browser

@@ -4,9 +4,9 @@ import subprocess
 
 import pytest
 
-from kdtree_lab import build
-from kdtree_lab.build import KernelResources, resource_problems
-from kdtree_lab.paths import kernel_sources
+from kdtree_lab.core.paths import kernel_sources
+from kdtree_lab.kernels import build
+from kdtree_lab.kernels.build import KernelResources, resource_problems
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +93,7 @@ def test_every_kernel_header_compiles_on_its_own(header, tmp_path):
 
 def test_kernel_names_read_back_as_the_configuration_table_names_them():
     """The SASS and resource reports find each configuration by its table name, underscores in it included."""
-    from kdtree_lab.build import _short
+    from kdtree_lab.kernels.build import _short
 
     assert _short("_ZN3kdt22verify_wgmma_v5_kernelILi64EEEvNS_6ParamsE") == "verify_wgmma_v5_kernel<64>"
     assert _short("_ZN3kdt19verify_sm120_kernelILi32ELi2ELb1EEEvNS_6ParamsE") == "verify_sm120_kernel<32,2,true>"

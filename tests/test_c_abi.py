@@ -1,11 +1,15 @@
 """The C ABI refuses bad input with an error code before touching memory or the GPU (runs on a CPU)."""
 
 
+import re
+from pathlib import Path
+
 import pytest
 
-from kdtree_lab import abi, build, launch_plan, loader
-from kdtree_lab.impls import IMPLS
-from kdtree_lab.triton_verify import workspace_bytes as triton_workspace_bytes
+from kdtree_lab.core.dtypes import KV_DTYPES
+from kdtree_lab.kernels import abi, build, launch_plan, loader
+from kdtree_lab.kernels.impls import IMPLS
+from kdtree_lab.kernels.triton_verify import workspace_bytes as triton_workspace_bytes
 
 FAKE = 0x10000  # an aligned address that is never dereferenced: validation fails first
 
@@ -89,7 +93,7 @@ def test_every_configuration_names_what_it_runs_over_each_pool(lib):
     """One home for the pool mapping: bf16 runs the configuration itself, fp8 the e4m3 variant of the sm_120 kernel
     or of v4 (the launcher calls the same function); v3 and v1 have none; a forced variant refuses bf16."""
     names = [c["kernel"] for c in lib.configs()]
-    run = {n: {kv: lib.lib.kdtree_verify_config_for_pool(i, code) for kv, code in abi.KV_CODES.items()}
+    run = {n: {kv: lib.lib.kdtree_verify_config_for_pool(i, d.code) for kv, d in KV_DTYPES.items()}
            for i, n in enumerate(names)}
     impl = loader.CUDA_IMPLS
     assert names[run[impl["cuda_sm120"]]["fp8"]] == impl["cuda_sm120_fp8"]
@@ -111,21 +115,67 @@ def test_each_forced_impl_lists_the_pools_its_configuration_reads(lib):
     for impl, kernel in loader.CUDA_IMPLS.items():
         if kernel is None:
             continue
-        reads = tuple(kv for kv, code in abi.KV_CODES.items()
-                      if lib.lib.kdtree_verify_config_for_pool(names.index(kernel), code) >= 0)
+        reads = tuple(kv for kv, d in KV_DTYPES.items()
+                      if lib.lib.kdtree_verify_config_for_pool(names.index(kernel), d.code) >= 0)
         assert IMPLS[impl].kv_dtypes == reads, impl
 
 
-def test_gpu_presets_row_tile_is_what_the_library_selects(lib):
-    """The memory budget sizes the workspace with each GPU preset's row tile: it must be the selected config's."""
-    from kdtree_lab.budget import gpus
+def _choice(select, *args):
+    try:
+        return select(*args)
+    except launch_plan.NoConfiguration:
+        return "refused"
 
-    cfgs = lib.configs()
-    for name, smem, cc in (("rtx-pro-6000", 101_376, 120), ("rtx-5090", 101_376, 120), ("h200", 232_448, 90),
-                           ("h100", 232_448, 90), ("b200", 232_448, 100)):
-        sms = gpus()[name].sms
-        assert gpus()[name].row_tile == cfgs[lib.lib.kdtree_verify_select_config(smem, cc, sms, 1, 4, 8)]["block_m"], \
-            name
+
+# A grid of devices (compute capability x opt-in shared memory, around every configuration's size) and of shapes
+# (batch x N x H, rows N x H from 1 to 8192) over both pools. A per-shape choice (a configuration for a row range or
+# a batch range) is checked by the same grid; add the sizes around its thresholds here when it comes.
+DEVICES = [launch_plan.Device(132, cc, smem) for cc in (80, 86, 89, 90, 100, 103, 120, 121)
+           for smem in (1000, 86_911, 86_912, 101_376, 167_936, 231_423, 231_424, 232_448)]
+SHAPES = [(bs, n, h) for bs in (1, 2, 8, 48, 160) for n in (1, 4, 16, 64) for h in (1, 8, 16, 64, 128)]
+
+
+def test_the_python_rule_is_the_librarys_choice_over_a_grid(lib):
+    """launch_plan.select (what the budget plans with, on a CPU) answers what the library answers (what
+    VerifyAttention plans with on a GPU, and what the launcher runs) for every device, shape and pool of the grid,
+    refusals included. The library here holds sm_90a code."""
+    assert "sm_90a" in lib.archs
+    differ = [(dev, shape, kv, ours, theirs) for dev in DEVICES for shape in SHAPES for kv in KV_DTYPES
+              if (ours := _choice(launch_plan.select, *shape, kv, dev)) != (theirs := _choice(lib.select, *shape, kv, dev))]
+    assert not differ, differ[:5]
+    chosen = {_choice(lib.select, *shape, kv, dev) for dev in DEVICES for shape in SHAPES for kv in KV_DTYPES}
+    assert "refused" in chosen and len(chosen) >= 5  # the grid reaches every automatic configuration and a refusal
+
+
+def test_the_budget_plans_each_gpu_preset_as_the_library_would(lib):
+    """The memory budget sizes the workspace from each GPU preset's facts with the Python rule: the library's
+    own choice gives the same plan, for each preset, pool and reference shape."""
+    from kdtree_lab.budget.presets import gpus
+
+    for name, g in gpus().items():
+        for kv in KV_DTYPES:
+            for n, h in ((16, 8), (4, 16), (64, 128)):
+                ours = _choice(launch_plan.plan, range(1, 9), n, h, kv, g.device)
+                theirs = _choice(lambda *a: launch_plan.plan(*a, select=lib.select), range(1, 9), n, h, kv, g.device)
+                assert ours == theirs, (name, kv)
+
+
+def test_the_kv_dtype_codes_are_the_headers(lib):
+    header = (Path(build.__file__).resolve().parents[2] / "kernels" / "kdtree_verify.h").read_text()
+    for d in KV_DTYPES.values():
+        macro = {"bf16": "KDT_KV_BF16", "fp8": "KDT_KV_FP8_E4M3"}[d.name]
+        assert re.search(rf"#define {macro} {d.code}\b", header), macro
+
+
+def test_configurations_are_named_exactly(lib):
+    """Python names a configuration by its full name in the library's table, never by a prefix of it."""
+    for c in lib.configs():
+        assert lib.config_index(c["kernel"]) == c["index"]
+    with pytest.raises(loader.KernelLoadError, match="no configuration verify_sm120_kernel in"):
+        lib.config_index("verify_sm120_kernel")  # a prefix of two configurations' names
+    assert lib.forced("verify_sm120_kernel<32,2>", "fp8") == launch_plan.Config("verify_sm120_kernel<32,2,true>", 32)
+    with pytest.raises(launch_plan.NoConfiguration, match="verify_rows32_kernel<64,2> does not read fp8"):
+        lib.forced("verify_rows32_kernel<64,2>", "fp8")
 
 
 def test_force_config_range(lib):
@@ -149,5 +199,5 @@ def test_default_nsplit_is_a_pure_function_of_host_ints():
     assert launch_plan.default_nsplit(48, 16, 8, 132) == 4  # 96 tiles: 384 CTAs, 2.9 waves (2 splits: 1.45 waves)
     assert launch_plan.default_nsplit(1, 64, 128, 132) == 1  # 128 tiles already fill the GPU; more splits add a wave
     for bs, n, h, sms in ((1000, 64, 128, 188), (1, 1, 1, 1), (3, 7, 5, 60)):
-        ns = launch_plan.default_nsplit(bs, n, h, sms)
-        assert 1 <= ns <= launch_plan.MAX_NSPLIT and ns == launch_plan.default_nsplit(bs, n, h, sms)
+        nsplit = launch_plan.default_nsplit(bs, n, h, sms)
+        assert 1 <= nsplit <= launch_plan.MAX_NSPLIT and nsplit == launch_plan.default_nsplit(bs, n, h, sms)

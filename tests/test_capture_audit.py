@@ -2,9 +2,9 @@
 
 import torch
 
-from kdtree_lab.capture_audit import CaptureAuditReport, audit_capture, watch
-from kdtree_lab.capture_plants import planted_findings
-from kdtree_lab.graphs import GraphConfig, sglang_capture_sizes
+from kdtree_lab.checks.capture_audit import CaptureAuditReport, audit_capture, watch
+from kdtree_lab.checks.capture_plants import planted_findings
+from kdtree_lab.checks.graphs import GraphConfig, sglang_capture_sizes
 
 
 def test_planted_breakers_are_caught_with_their_line():
@@ -29,8 +29,8 @@ def test_host_reads_of_every_kind():
 
 
 def test_oracle_is_not_capture_safe_and_the_audit_says_where():
-    from kdtree_lab.batch import build_verify_batch
-    from kdtree_lab.oracle import reference
+    from kdtree_lab.checks.batch import build_verify_batch
+    from kdtree_lab.checks.oracle import reference
 
     rep = audit_capture(reference, build_verify_batch([4, 3], 2, 1))
     assert any(f.op == "Tensor.tolist" and "oracle.py" in f.where for f in rep.findings)
@@ -52,7 +52,7 @@ def test_sglang_capture_sizes_largest_first():
 
 
 def test_graph_checks_are_one_list_for_the_cli_and_notebook_05():
-    from kdtree_lab.graphs import graph_checks
+    from kdtree_lab.checks.graphs import graph_checks
 
     plants = [{"planted": "a host read", "caught": True}, {"planted": "an allocation", "caught": False}]
     assert [c["ok"] for c in graph_checks(None, plants)] == [True, False]

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from kdtree_lab.cli import build_parser, main
+from kdtree_lab.cli.main import build_parser, main
 
 SUBCOMMANDS = ["doctor", "run", "audit", "build", "parity", "bench", "capture", "budget"]
 
@@ -60,8 +60,8 @@ def test_audit_json_reports_variant_mismatch(capsys):
 
 
 def test_parity_cli_offers_every_cuda_implementation():
-    from kdtree_lab import cli
-    from kdtree_lab.impls import IMPLS
+    from kdtree_lab.cli import main as cli
+    from kdtree_lab.kernels.impls import IMPLS
 
     parser = cli.build_parser()
     for impl in IMPLS:
@@ -76,7 +76,7 @@ def test_parity_cli_offers_every_cuda_implementation():
     (["budget", "--max-bs", "-1"], "argument --max-bs: invalid integer >= 1 value: '-1'"),
 ])
 def test_bad_arguments_get_one_line_and_exit_2(argv, needle, capsys):
-    from kdtree_lab.cli import main
+    from kdtree_lab.cli.main import main
 
     with pytest.raises(SystemExit) as exc:
         main(argv)
@@ -87,7 +87,7 @@ def test_bad_arguments_get_one_line_and_exit_2(argv, needle, capsys):
 def test_parity_refuses_a_cuda_impl_without_a_gpu(capsys):
     import torch
 
-    from kdtree_lab.cli import main
+    from kdtree_lab.cli.main import main
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
@@ -98,7 +98,7 @@ def test_parity_refuses_a_cuda_impl_without_a_gpu(capsys):
 def test_run_refuses_a_gpu_profile_without_a_gpu_and_an_unwritable_out(capsys, tmp_path):
     import torch
 
-    from kdtree_lab.cli import main
+    from kdtree_lab.cli.main import main
 
     blocker = tmp_path / "file"
     blocker.write_text("x")
@@ -111,7 +111,7 @@ def test_run_refuses_a_gpu_profile_without_a_gpu_and_an_unwritable_out(capsys, t
 
 
 def test_parity_refuses_an_fp8_pool_for_an_impl_that_does_not_serve_it(capsys):
-    from kdtree_lab.cli import main
+    from kdtree_lab.cli.main import main
 
     assert main(["parity", "--impl", "cuda_narrow", "--kv-dtype", "fp8", "--device", "cuda"]) == 2
     err = capsys.readouterr().err
@@ -119,7 +119,7 @@ def test_parity_refuses_an_fp8_pool_for_an_impl_that_does_not_serve_it(capsys):
 
 
 def test_audit_cli_names_an_fp8_declaration_over_a_bf16_pool(capsys):
-    from kdtree_lab.cli import main
+    from kdtree_lab.cli.main import main
 
     assert main(["audit", "--declare-kv-dtype", "fp8_e4m3", "--json"]) == 1
     data = json.loads(capsys.readouterr().out)

@@ -5,7 +5,8 @@ import os
 
 import pytest
 
-from kdtree_lab import fleet, parity
+from kdtree_lab.checks import parity
+from kdtree_lab.lab import fleet
 
 pytest.importorskip("distributed")
 
@@ -70,7 +71,7 @@ def test_cli_parity_over_cpu_workers_and_refusals(tmp_path):
     import subprocess
     import sys
 
-    from kdtree_lab.paths import ROOT
+    from kdtree_lab.core.paths import ROOT
 
     env = {**os.environ, "TRITON_INTERPRET": "1"}
     cmd = [sys.executable, "-m", "kdtree_lab", "parity", "--impl", "triton", "--device", "cpu", "--no-edge",
@@ -85,8 +86,8 @@ def test_cli_parity_over_cpu_workers_and_refusals(tmp_path):
 
 @pytest.mark.slow
 def test_run_per_worker_writes_one_folder_per_gpu_and_a_comparison(tmp_path):
-    from kdtree_lab import runner
-    from kdtree_lab.profiles import load
+    from kdtree_lab.lab import runner
+    from kdtree_lab.lab.profiles import load
 
     entries = runner.select(runner.manifest(), ["00"])
     rep = fleet.run(entries, load("cpu"), {}, tmp_path, ["cpu0", "cpu1"])

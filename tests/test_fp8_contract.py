@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kdtree_lab import sglang_hook
-from kdtree_lab.paths import CONTRACTS
+from kdtree_lab.core.paths import CONTRACTS
+from kdtree_lab.sglang import hook as sglang_hook
 
 FP8 = yaml.safe_load((CONTRACTS / "sglang-0.5.23-fp8-kv.yaml").read_text())
 

@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from kdtree_lab import abi, dispatch, loader, parity, triton_verify
-from kdtree_lab.audit import ContractError
-from kdtree_lab.batch import build_verify_batch
-from kdtree_lab.oracle import compare, reference
+from kdtree_lab.checks import parity
+from kdtree_lab.checks.batch import build_verify_batch
+from kdtree_lab.checks.oracle import compare, reference
+from kdtree_lab.contract.audit import ContractError
+from kdtree_lab.kernels import abi, dispatch, loader, triton_verify
 
 pytestmark = pytest.mark.gpu
 HEADS = (8, 16, 64, 128)
@@ -147,3 +148,50 @@ def test_cuda_graph_capture_and_replay_with_fresh_data():
         torch.cuda.synchronize()
         rows = 3 * 8
         assert parity.within_tolerance(compare(b.o[:rows], reference(b)[:rows]))
+
+
+def test_the_readme_example_runs_as_written():
+    """README, "Calling the kernel from another engine": the five lines on this GPU, against the fp64 oracle."""
+    from test_attention import readme_example
+
+    scope = {}
+    exec(compile(readme_example(), "README.md", "exec"), scope)
+    b, attn = scope["b"], scope["attn"]
+    assert parity.within_tolerance(compare(b.o, reference(b))) and attn.status() == 0
+
+
+@pytest.mark.parametrize("kv", ["bf16", "fp8"])
+def test_verify_attention_plans_what_the_launcher_runs(kv):
+    """The plan's configuration for every batch size is the one the launcher selects on this GPU for that pool, and
+    its split count the rule's at that configuration's row tile."""
+    from kdtree_lab.kernels.attention import VerifyAttention
+    from kdtree_lab.kernels.launch_plan import default_nsplit
+
+    attn = VerifyAttention(48, 16, 8, kv_dtype=kv)
+    running = loader.library().selected_config(kv=kv)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for bs in range(1, 49):
+        assert attn.config(bs).name == running["kernel"] and attn.config(bs).block_m == running["block_m"]
+        assert attn.nsplit(bs) == default_nsplit(bs, 16, 8, sms, running["block_m"])
+
+
+def test_verify_attention_captured_and_replayed_with_fresh_data():
+    from kdtree_lab.kernels.attention import VerifyAttention, batch_args
+
+    b = build_verify_batch([2000, 1, 64], 8, 16, variant="capture", padded_bs=4, seed=5, device="cuda", pool_size=3000)
+    attn = VerifyAttention(8, 8, 16, batch_sizes=(4,))
+    for _ in range(2):
+        attn.run(*batch_args(b))
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        attn.run(*batch_args(b))
+    fresh = build_verify_batch([1500, 500, 3], 8, 16, variant="capture", padded_bs=4, seed=6, device="cuda",
+                               pool_size=3000)  # fewer tokens than b: its index and mask buffers hold them
+    for name in ("q", "k_extend", "v_extend", "k_buffer", "qo_indptr", "kv_indptr", "mask_indptr"):
+        getattr(b, name).copy_(getattr(fresh, name))
+    b.kv_indices[: fresh.kv_indices.numel()].copy_(fresh.kv_indices)
+    b.custom_mask[: fresh.custom_mask.numel()].copy_(fresh.custom_mask)
+    b.o.fill_(float("nan"))
+    g.replay()
+    rows = fresh.live_bs * 8
+    assert parity.within_tolerance(compare(b.o[:rows], reference(fresh)[:rows]))

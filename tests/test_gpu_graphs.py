@@ -3,9 +3,15 @@
 import pytest
 import torch
 
-from kdtree_lab.capture_plants import planted_findings
-from kdtree_lab.graphs import (GraphConfig, VerifyGraphRunner, audit_verify_call, pool_fields, replay_parity,
-                               validate_in_graph)
+from kdtree_lab.checks.capture_plants import planted_findings
+from kdtree_lab.checks.graphs import (
+    GraphConfig,
+    VerifyGraphRunner,
+    audit_verify_call,
+    pool_fields,
+    replay_parity,
+    validate_in_graph,
+)
 
 pytestmark = pytest.mark.gpu
 
@@ -59,8 +65,8 @@ def test_audit_flags_item_and_default_stream_launch_on_gpu():
 
 
 def test_host_validate_mode_refuses_under_capture():
-    from kdtree_lab import parity
-    from kdtree_lab.batch import build_verify_batch
+    from kdtree_lab.checks import parity
+    from kdtree_lab.checks.batch import build_verify_batch
 
     b = build_verify_batch([10], 2, 2, device="cuda")
     g = torch.cuda.CUDAGraph()

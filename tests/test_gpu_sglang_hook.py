@@ -3,10 +3,11 @@
 import pytest
 import torch
 
-from kdtree_lab import parity, sglang_hook, sglang_kernels
-from kdtree_lab.batch import build_verify_batch
-from kdtree_lab.oracle import compare, reference
-from kdtree_lab.parity import within_tolerance
+from kdtree_lab.checks import parity, sglang_kernels
+from kdtree_lab.checks.batch import build_verify_batch
+from kdtree_lab.checks.oracle import compare, reference
+from kdtree_lab.checks.parity import within_tolerance
+from kdtree_lab.sglang import hook as sglang_hook
 
 pytestmark = pytest.mark.gpu
 extend_attention = pytest.importorskip("sglang.kernels.ops.attention.extend_attention")
@@ -15,7 +16,7 @@ extend_attention = pytest.importorskip("sglang.kernels.ops.attention.extend_atte
 @pytest.fixture(autouse=True, params=["cuda", "cuda_sm120"])
 def impl(request):
     """Every test twice: the configuration this GPU selects, and the sm_120 kernel forced (what sm_120 runs)."""
-    from kdtree_lab import loader
+    from kdtree_lab.kernels import loader
 
     with loader.impl_config(request.param):
         yield request.param
@@ -50,7 +51,7 @@ def test_hook_serves_fp8_pools_like_sglang(variant, mask):
     b = build_verify_batch([3000, 17, 1], 8, 16, variant=variant, mask=mask,
                            padded_bs=4 if variant == "capture" else None, seed=hash((variant, mask, 8)) % 1000,
                            device="cuda", kv_dtype="fp8", k_scale=0.75, v_scale=1.5)
-    hook = sglang_hook.VerifyHook("on", max_bs=8, num_draft=8, num_heads=16)
+    hook = sglang_hook.VerifyHook("on", max_bs=8, num_draft=8, num_heads=16, kv_dtype="fp8")
     assert hook(*b.extend_attention_args(), b.k_scale, b.v_scale, b.sm_scale, max_bs=8) is True
     assert hook.stats.fell_back == 0
     ours = b.o.clone()

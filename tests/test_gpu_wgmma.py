@@ -6,9 +6,10 @@ launcher refuses them."""
 import pytest
 import torch
 
-from kdtree_lab import dispatch, loader, parity
-from kdtree_lab.batch import build_verify_batch
-from kdtree_lab.oracle import compare, reference
+from kdtree_lab.checks import parity
+from kdtree_lab.checks.batch import build_verify_batch
+from kdtree_lab.checks.oracle import compare, reference
+from kdtree_lab.kernels import dispatch, loader
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9,

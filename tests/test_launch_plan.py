@@ -1,23 +1,62 @@
 """The launch plan's one home: the split rule, the workspace formula and the plan over batch sizes, torch-free;
-every module that sizes a workspace or picks a split count takes them from kdtree_lab.launch_plan."""
+every module that sizes a workspace or picks a split count takes them from kdtree_lab.kernels.launch_plan."""
 
 import ast
 import subprocess
 import sys
 from pathlib import Path
 
-from kdtree_lab import launch_plan
-from kdtree_lab.contract import sglang_capture_sizes
-from kdtree_lab.paths import ROOT
+import pytest
+
+from kdtree_lab.contract.spec import sglang_capture_sizes
+from kdtree_lab.core.paths import ROOT
+from kdtree_lab.kernels import launch_plan
+
+H200 = launch_plan.Device(132, 90, 232_448)
+RTX = launch_plan.Device(188, 120, 101_376)
 
 
 def test_plan_is_the_largest_workspace_over_its_batch_sizes():
     sizes = sglang_capture_sizes(48)
-    p = launch_plan.plan(sizes, 16, 8, 132, 64)
-    assert p.splits == {bs: launch_plan.default_nsplit(bs, 16, 8, 132, 64) for bs in sizes}
-    assert p.workspace_bytes == max(launch_plan.workspace_bytes(bs, 16, 8, s) for bs, s in p.splits.items())
-    fixed = launch_plan.plan(sizes, 16, 8, 132, 64, nsplit=4)
-    assert set(fixed.splits.values()) == {4} and fixed.workspace_bytes == launch_plan.workspace_bytes(48, 16, 8, 4)
+    p = launch_plan.plan(sizes, 16, 8, "bf16", H200)
+    assert {bs: b.nsplit for bs, b in p.batches.items()} == {bs: launch_plan.default_nsplit(bs, 16, 8, 132, 64)
+                                                            for bs in sizes}
+    assert p.workspace_bytes == max(launch_plan.workspace_bytes(bs, 16, 8, p.nsplit(bs)) for bs in sizes)
+    fixed = launch_plan.plan(sizes, 16, 8, "bf16", H200, nsplit=4)
+    assert {b.nsplit for b in fixed.batches.values()} == {4}
+    assert fixed.workspace_bytes == launch_plan.workspace_bytes(48, 16, 8, 4)
+
+
+def test_the_split_count_follows_the_row_tile_of_each_batch_sizes_configuration():
+    """A select that answers a 64-row configuration for small batches and a 32-row one for large ones (as a per-shape
+    choice may): each size's split count is the rule's at its own configuration's row tile."""
+    wide, narrow = launch_plan.Config("wide", 64), launch_plan.Config("narrow", 32)
+    p = launch_plan.plan(range(1, 9), 16, 8, "bf16", RTX, select=lambda bs, n, h, kv, dev: wide if bs < 4 else narrow)
+    assert [p.config(bs) for bs in (1, 3, 4, 8)] == [wide, wide, narrow, narrow]
+    assert all(p.nsplit(bs) == launch_plan.default_nsplit(bs, 16, 8, 188, p.config(bs).block_m) for bs in range(1, 9))
+
+
+def test_select_names_the_configuration_by_device_and_pool():
+    pick = launch_plan.select
+    assert pick(1, 16, 8, "bf16", H200).name == "verify_wgmma_v5_kernel<64>"
+    assert pick(1, 16, 8, "fp8", H200).name == "verify_wgmma_kernel<64,2,true>"  # v5's pools run v4's e4m3 variant
+    assert pick(1, 16, 8, "bf16", launch_plan.Device(132, 90, 232_448, sm90a=False)).name == "verify_rows32_kernel<64,2>"
+    assert pick(8, 4, 16, "fp8", RTX) == launch_plan.Config("verify_sm120_kernel<32,2,true>", 32)
+    with pytest.raises(launch_plan.NoConfiguration, match="kv_dtype: verify_rows32_kernel<64,2>.*fp8"):
+        pick(1, 16, 8, "fp8", launch_plan.Device(108, 80, 232_448))
+    with pytest.raises(launch_plan.NoConfiguration, match="device: no kernel configuration fits 1000 B"):
+        pick(1, 16, 8, "bf16", launch_plan.Device(1, 120, 1000))
+
+
+@pytest.mark.parametrize("args,needle", [
+    (([0, 1], 16, 8), "batch_sizes: expected batch sizes >= 1"), (([], 16, 8), "batch_sizes"),
+    (([1], 0, 8), "num_draft: expected an integer >= 1, found 0"), (([1], 16, -1), "num_heads"),
+])
+def test_plan_refuses_bad_sizes_in_one_line(args, needle):
+    with pytest.raises(ValueError, match=needle):
+        launch_plan.plan(*args, "bf16", H200)
+    with pytest.raises(ValueError, match="nsplit: expected 0 .* or 1..512, found 513"):
+        launch_plan.plan([1], 16, 8, "bf16", H200, nsplit=513)
 
 
 def test_workspace_layout():
@@ -28,8 +67,10 @@ def test_workspace_layout():
 
 
 def test_launch_plan_imports_without_torch():
-    code = ("import sys, kdtree_lab.launch_plan, kdtree_lab.budget, kdtree_lab.abi, kdtree_lab.mla; "
-            "sys.exit('torch' in sys.modules or 'kdtree_lab.loader' in sys.modules)")
+    budget = " ".join(f"kdtree_lab.budget.{p.stem}," for p in sorted((ROOT / "kdtree_lab" / "budget").glob("*.py")))
+    core = " ".join(f"kdtree_lab.core.{p.stem}," for p in sorted((ROOT / "kdtree_lab" / "core").glob("*.py")))
+    code = (f"import sys, kdtree_lab.kernels.launch_plan, {budget} {core} kdtree_lab.kernels.abi; "
+            "sys.exit('torch' in sys.modules or 'kdtree_lab.kernels.loader' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0
 
 
@@ -41,10 +82,13 @@ def _defines(path: Path) -> set[str]:
 
 
 def test_one_home_for_the_split_rule_the_workspace_the_mla_constants_and_the_c_abi():
-    homes = {"default_nsplit": "launch_plan.py", "MAX_NSPLIT": "launch_plan.py", "HEADER_BYTES": "launch_plan.py",
-             "workspace_bytes": "launch_plan.py", "D_QK": "mla.py", "D_V": "mla.py", "MODEL_SM_SCALE": "mla.py",
-             "KERNEL_DEFAULT_SM_SCALE": "mla.py", "ABI_VERSION": "abi.py", "KV_BF16": "abi.py", "KV_CODES": "abi.py",
-             "FLAG_INDEX_OUT_OF_POOL": "abi.py", "KdtConfig": "abi.py", "declare": "abi.py", "_declare": "abi.py"}
-    for path in sorted((ROOT / "kdtree_lab").glob("*.py")):
+    plan, mla, abi, dtypes = "kernels/launch_plan.py", "core/mla.py", "kernels/abi.py", "core/dtypes.py"
+    homes = {"default_nsplit": plan, "MAX_NSPLIT": plan, "HEADER_BYTES": plan, "workspace_bytes": plan,
+             "D_QK": mla, "D_V": mla, "MODEL_SM_SCALE": mla, "KERNEL_DEFAULT_SM_SCALE": mla, "ABI_VERSION": abi,
+             "KV_BF16": abi, "KV_CODES": abi, "FLAG_INDEX_OUT_OF_POOL": abi, "KdtConfig": abi, "declare": abi,
+             "_declare": abi, "KV_DTYPES": dtypes, "kv_dtype_name": dtypes}
+    pkg = ROOT / "kdtree_lab"
+    for path in sorted(pkg.rglob("*.py")):
+        where = path.relative_to(pkg).as_posix()
         for name in _defines(path) & set(homes):
-            assert path.name == homes[name], f"{name} defined in {path.name}, its home is {homes[name]}"
+            assert where == homes[name], f"{name} defined in {where}, its home is {homes[name]}"

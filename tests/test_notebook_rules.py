@@ -6,8 +6,8 @@ import ast
 import nbformat
 import pytest
 
-from kdtree_lab.paths import NOTEBOOKS
-from kdtree_lab.runner import manifest
+from kdtree_lab.core.paths import NOTEBOOKS
+from kdtree_lab.lab.runner import manifest
 
 NOTEBOOK_PATHS = sorted(NOTEBOOKS.glob("*.ipynb"))
 MAX_CELL_LINES = 25

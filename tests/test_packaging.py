@@ -1,11 +1,11 @@
 """pyproject.toml is the source of truth; environment.yml, the Makefile and CI follow it."""
 
 import re
-import tomllib
 
+import tomllib
 import yaml
 
-from kdtree_lab.paths import ROOT
+from kdtree_lab.core.paths import ROOT
 
 REQUIRED = ["jupyterlab", "torch", "triton", "ipywidgets", "matplotlib", "papermill", "nbformat", "pyyaml",
             "pyelftools"]
@@ -45,7 +45,7 @@ def test_environment_yml_is_a_thin_bootstrap_of_pyproject_extras():
 
 
 def test_console_script_and_make_targets():
-    assert _pyproject()["project"]["scripts"]["kdtree-lab"] == "kdtree_lab.cli:main"
+    assert _pyproject()["project"]["scripts"]["kdtree-lab"] == "kdtree_lab.cli.main:main"
     makefile = (ROOT / "Makefile").read_text()
     for target in ("run:", "test:", "lab:"):
         assert re.search(rf"^{target}", makefile, re.M), target

@@ -3,7 +3,7 @@
 import importlib.util
 import re
 
-from kdtree_lab.paths import ROOT
+from kdtree_lab.core.paths import ROOT
 
 _spec = importlib.util.spec_from_file_location("readme_tables", ROOT / "scripts" / "readme_tables.py")
 readme_tables = importlib.util.module_from_spec(_spec)

@@ -7,8 +7,8 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from kdtree_lab import runner
-from kdtree_lab.profiles import Profile, auto_name, load
+from kdtree_lab.lab import runner
+from kdtree_lab.lab.profiles import Profile, auto_name, load
 
 
 def _notebook(tmp_path: Path, name: str, body: str) -> runner.NotebookEntry:
@@ -23,7 +23,7 @@ def _notebook(tmp_path: Path, name: str, body: str) -> runner.NotebookEntry:
 
 
 PROFILE = Profile("test", "", False)
-SAVE = "from kdtree_lab.record import save_results\nsave_results(run_dir, '{name}', {payload})"
+SAVE = "from kdtree_lab.lab.record import save_results\nsave_results(run_dir, '{name}', {payload})"
 
 
 def test_profiles_load_and_auto_pick():
@@ -169,7 +169,7 @@ def test_a_corrupted_notebook_is_named(tmp_path):
 
 @pytest.mark.slow
 def test_headless_runs_store_text_progress_not_stale_widgets(tmp_path):
-    body = ("import os\nfrom kdtree_lab.display import headless, progress\n"
+    body = ("import os\nfrom kdtree_lab.core.display import headless, progress\n"
             "assert headless(), os.environ.get('KDTREE_HEADLESS')\nfor _ in progress(range(3), desc='work'): pass\n"
             + SAVE.format(name="99_bar", payload="{}"))
     e = _notebook(tmp_path, "99_bar", body)

@@ -1,5 +1,5 @@
 """The way into a running SGLang server: the budget's launch lines through SGLang 0.5.23's own argument parser,
-kdtree_lab.serve's refusals, and the hook's entry point against SGLang's plugin registry. SGLang is installed
+kdtree_lab.sglang.serve's refusals, and the hook's entry point against SGLang's plugin registry. SGLang is installed
 without its GPU stack by `make venv` (its parser and registry import without CUDA)."""
 
 import ast
@@ -7,24 +7,26 @@ import importlib.util
 import shlex
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-
-from kdtree_lab import budget, serve, sglang_hook
-from kdtree_lab.budget import BudgetInputError, BudgetInputs, speculative_problem
-
+import tomllib
 from sglang.srt.plugins.hook_registry import HookRegistry, HookType  # noqa: E402  (SGLang itself, not a copy)
 from sglang.srt.server_args import prepare_server_args  # noqa: E402
+
+from kdtree_lab.budget import calculator
+from kdtree_lab.budget.inputs import BudgetInputError, BudgetInputs
+from kdtree_lab.budget.launch import speculative_problem
+from kdtree_lab.sglang import hook as sglang_hook
+from kdtree_lab.sglang import serve
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def sglang_args(line: str) -> list[str]:
     words = shlex.split(line)
-    assert words[:4] == ["KDTREE_VERIFY=on", "python", "-m", "kdtree_lab.serve"], line
+    assert words[:4] == ["KDTREE_VERIFY=on", "python", "-m", "kdtree_lab.sglang.serve"], line
     return words[4:]
 
 
@@ -38,7 +40,7 @@ def sglang_args(line: str) -> list[str]:
 ])
 def test_launch_line_is_what_sglang_parses(kw):
     inp = BudgetInputs(**kw)
-    res = budget.compute(inp)
+    res = calculator.compute(inp)
     assert res.impossible is None
     sa = prepare_server_args(sglang_args(res.launch_line))
     assert serve.launch_problems(sa) == []
@@ -62,7 +64,7 @@ def test_launch_line_is_what_sglang_parses(kw):
 def test_speculative_settings_sglang_would_not_run_are_refused(algorithm, steps, topk, n, fragment):
     assert fragment in speculative_problem(algorithm, steps, topk, n)
     with pytest.raises(BudgetInputError, match="draft_tokens|topk|spec_algorithm"):
-        budget.compute(BudgetInputs(spec_algorithm=algorithm, spec_steps=steps, topk=topk, draft_tokens=n))
+        calculator.compute(BudgetInputs(spec_algorithm=algorithm, spec_steps=steps, topk=topk, draft_tokens=n))
 
 
 def test_speculative_settings_sglang_runs_pass():
@@ -96,7 +98,7 @@ def test_launch_problems_on_sglang_parsed_arguments(extra, fragment):
     ({"KDTREE_VERIFY": "on"}, [], "usage:"),
 ])
 def test_serve_refuses_in_one_line(env, argv, fragment):
-    out = subprocess.run([sys.executable, "-m", "kdtree_lab.serve", *argv], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", "kdtree_lab.sglang.serve", *argv], capture_output=True, text=True,
                          cwd=ROOT, env={"PATH": "/usr/bin:/bin", **env}, timeout=300)
     assert out.returncode == 2
     text = out.stderr if argv else out.stdout
@@ -130,7 +132,7 @@ def test_entry_point_is_declared_for_sglang_plugin_group():
     from sglang.srt.plugins import GENERAL_PLUGINS_GROUP
 
     eps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]
-    assert eps[GENERAL_PLUGINS_GROUP] == {"kdtree_verify": "kdtree_lab.serve:sglang_plugin"}
+    assert eps[GENERAL_PLUGINS_GROUP] == {"kdtree_verify": "kdtree_lab.sglang.serve:sglang_plugin"}
 
 
 def test_after_backend_init_installs_on_target_mla_backends_only(monkeypatch):

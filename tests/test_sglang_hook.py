@@ -6,8 +6,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from kdtree_lab import sglang_hook
-from kdtree_lab.batch import build_verify_batch
+from kdtree_lab.checks.batch import build_verify_batch
+from kdtree_lab.sglang import hook as sglang_hook
 
 
 def test_parse_mode(monkeypatch):
@@ -60,13 +60,6 @@ def test_kv_pool_dtypes_follow_what_the_configuration_serves():
     assert "float16" in sglang_hook.unsupported_reason(**_args(k_buffer=half), kv_dtypes=("bf16", "fp8"))
 
 
-def test_kv_dtypes_of_a_configuration_come_from_the_registry():
-    from kdtree_lab.impls import IMPLS, kv_dtypes_of
-
-    assert kv_dtypes_of(IMPLS["cuda_sm120"].kernel) == IMPLS["cuda_sm120"].kv_dtypes
-    assert kv_dtypes_of("a configuration no impl names") == ("bf16",)
-
-
 def _fake_backend():
     return SimpleNamespace(verify_shared_kv_fwd="sglang's own", use_verify_shared_kv=False,
                            req_to_token_pool=SimpleNamespace(size=48), num_head=8, num_draft_tokens=4)
@@ -77,7 +70,7 @@ def test_install_off_and_uninstall_restore_the_slot(caplog):
     hook = sglang_hook.install(backend, mode="off")
     assert backend.use_verify_shared_kv is False and backend._kdtree_hook is hook
     b = build_verify_batch([5], 4, 8)
-    with caplog.at_level(logging.WARNING, logger="kdtree_lab.sglang_hook"):
+    with caplog.at_level(logging.WARNING, logger="kdtree_lab.sglang.hook"):
         for _ in range(3):
             assert hook(*b.extend_attention_args(), 1.0, 1.0, b.sm_scale, max_bs=48) is False
     assert hook.stats.fell_back == 3
@@ -86,6 +79,36 @@ def test_install_off_and_uninstall_restore_the_slot(caplog):
     assert backend.verify_shared_kv_fwd == "sglang's own" and backend.use_verify_shared_kv is False
     with pytest.raises(sglang_hook.HookInstallError, match="no kdtree verify hook"):
         sglang_hook.uninstall(backend)
+
+
+def test_install_plans_for_the_backends_pool_and_a_pool_not_served_falls_back(monkeypatch, caplog):
+    """install() reads the pool's dtype from the backend (token_to_kv_pool.dtype) and plans the kernel for it; where
+    the configuration this GPU selects does not read that pool, the hook is installed and every call falls back,
+    saying why once (VerifyAttention is a stub here: nothing is allocated or launched)."""
+    from kdtree_lab.kernels import attention
+    from kdtree_lab.kernels.launch_plan import NoConfiguration
+
+    planned = []
+
+    class Refuses:
+        def __init__(self, max_bs, num_draft, num_heads, kv_dtype, device):
+            planned.append((max_bs, num_draft, num_heads, kv_dtype))
+            raise NoConfiguration(f"kv_dtype: verify_rows32_kernel<64,2> does not read {kv_dtype} pools")
+
+    monkeypatch.setattr(attention, "VerifyAttention", Refuses)
+    backend = _fake_backend()
+    backend.token_to_kv_pool = SimpleNamespace(dtype=torch.float8_e4m3fn)
+    hook = sglang_hook.install(backend, mode="on")
+    assert planned == [(48, 4, 8, "fp8")] and backend.use_verify_shared_kv is True
+    b = build_verify_batch([5], 4, 8, kv_dtype="fp8")
+    with caplog.at_level(logging.WARNING, logger="kdtree_lab.sglang.hook"):
+        for _ in range(2):
+            assert hook(*b.extend_attention_args(), 1.0, 1.0, b.sm_scale, max_bs=48) is False
+    assert sum("fp8 KV pool" in r.message and "does not read fp8" in r.message for r in caplog.records) == 1
+    del backend.token_to_kv_pool  # a backend without the attribute: a bf16 pool, as SGLang's default
+    sglang_hook.uninstall(backend)
+    sglang_hook.install(backend, mode="on")
+    assert planned[-1] == (48, 4, 8, "bf16")
 
 
 def test_install_refuses_an_unknown_backend_layout():

@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kdtree_lab.tree import chain, ddtree, random_ddtree, random_tree
+from kdtree_lab.core.tree import chain, ddtree, random_ddtree, random_tree
 
 
 def test_hand_computed_ddtree():

@@ -2,7 +2,7 @@
 
 import pytest
 
-from kdtree_lab import triton_aot
+from kdtree_lab.kernels import triton_aot
 
 
 @pytest.mark.parametrize("cap", [120, 90])

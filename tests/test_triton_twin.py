@@ -4,9 +4,10 @@ import numpy as np
 import pytest
 import torch
 
-from kdtree_lab import dispatch, parity, triton_verify
-from kdtree_lab.batch import build_verify_batch
-from kdtree_lab.oracle import compare, reference
+from kdtree_lab.checks import parity
+from kdtree_lab.checks.batch import build_verify_batch
+from kdtree_lab.checks.oracle import compare, reference
+from kdtree_lab.kernels import attention, dispatch, triton_verify
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -70,7 +71,7 @@ def test_out_of_pool_index_sets_the_status_flag_and_stays_in_bounds():
 
 
 def test_validate_mode():
-    run = dispatch.output_fn("triton", nsplit=2)  # the registry's runner: a fresh workspace per call
+    run = attention.output_fn("triton", nsplit=2)  # the registry's runner: a fresh workspace per call
     b = build_verify_batch([20, 3], 4, 2, seed=2, device=DEVICE)
     parity.validated(run, b, "validate")
     with pytest.raises(parity.ValidationError, match="request 1, draft node"):

@@ -7,7 +7,7 @@
 set -uo pipefail
 source scripts/device_prologue.sh "bash docs/experiments/bf16-partials-run.sh"
 mkdir -p "$OUT/r"; mv "$OUT"/*.json "$OUT/r/" 2>/dev/null
-timeout 100 python3 scripts/fixed_cost.py --splits 1,32,131 --out "$OUT/r/fixed-cost-main.json" 2>&1 | grep floor
+timeout 100 python3 scripts/fixed_cost.py --nsplit 1,32,131 --out "$OUT/r/fixed-cost-main.json" 2>&1 | grep floor
 tar -C "$OUT/r" -czf "$OUT/results.tar.gz" .
 git apply docs/experiments/bf16-partials.patch && python3 -m kdtree_lab build --json > "$OUT/r/build-patch.json"
 echo "patched build rc=$?"
@@ -22,5 +22,5 @@ for impl in cuda cuda_sm120; do  # the error figures: max relative L2 from the o
   timeout 60 python3 -m kdtree_lab parity --impl $impl --cases 100 --json > "$OUT/r/parity-$impl-patch.json" 2>&1
   echo "parity $impl rc=$?"
 done
-timeout 100 python3 scripts/fixed_cost.py --splits 1,32,131 --out "$OUT/r/fixed-cost-patch.json" 2>&1 | grep floor
+timeout 100 python3 scripts/fixed_cost.py --nsplit 1,32,131 --out "$OUT/r/fixed-cost-patch.json" 2>&1 | grep floor
 tar -C "$OUT/r" -czf "$OUT/results.tar.gz" .

@@ -1,0 +1,170 @@
+"""The memory budget for one deployment: which ``--mem-fraction-static`` to pass to SGLang 0.5.23 with the verify
+kernel. Every consumer of GPU memory is a line item (``sglang_memory``); everything but the weights and the KV pool
+must fit in the slack ``G*(1 - mfs)``: the Triton backend's graph-time buffers, our workspace, the CUDA-graph
+pool, activations (chunked prefill), communication buffers, and a margin. SGLang's own default fraction is computed
+before the speculative settings apply and knows nothing of our workspace; this module says what it should be.
+
+All sizes are bytes unless a name says MiB / GiB; token counts are tokens.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+from ..contract.spec import sglang_capture_sizes
+from ..kernels.launch_plan import MAX_NSPLIT, NoConfiguration, plan
+from .inputs import GIB, MIB, BudgetInputError, BudgetInputs
+from .launch import launch_line, speculative_problem
+from .presets import gpus, models
+from .sglang_memory import (
+    Consumer,
+    kv_cell_bytes,
+    sglang_default_fraction,
+    sglang_defaults,
+    triton_graph_buffers,
+)
+
+
+@dataclass
+class BudgetResult:
+    inputs: BudgetInputs
+    gpu_bytes: int
+    g_bytes: int  # free memory before weights (SGLang's G)
+    weights_bytes: int
+    cell_bytes: int  # KV bytes per token (all layers)
+    consumers: list[Consumer]
+    slack_needed_bytes: int
+    safe_fraction: float  # the largest mfs whose slack holds every non-pool consumer
+    sglang_default_fraction: float
+    fraction: float  # the one evaluated (inputs.mem_fraction or safe_fraction)
+    kv_tokens: int
+    max_context_per_request: int  # at inputs.concurrency requests
+    launch_line: str  # empty when the deployment is impossible
+    warnings: list[str] = field(default_factory=list)
+    impossible: str | None = None  # why no fraction leaves room for a KV pool (then no launch line)
+
+    @property
+    def kv_pool_bytes(self) -> int:
+        return self.kv_tokens * self.cell_bytes
+
+    def table(self) -> list[dict]:
+        rows = [{"consumer": c.name, "MiB": round(c.bytes / MIB, 1), "where": c.where, "source": c.source}
+                for c in self.consumers]
+        rows.append({"consumer": "KV pool", "MiB": round(self.kv_pool_bytes / MIB, 1), "where": "pool",
+                     "source": "sglang-formula"})
+        return rows
+
+
+def compute(inp: BudgetInputs) -> BudgetResult:
+    """The whole budget for one deployment; raises BudgetInputError naming an impossible input."""
+    ms, gs = models(), gpus()
+    if inp.model not in ms:
+        raise BudgetInputError(f"model: unknown preset {inp.model!r}; known: {sorted(ms)}")
+    if inp.gpu not in gs:
+        raise BudgetInputError(f"gpu: unknown preset {inp.gpu!r}; known: {sorted(gs)}")
+    m, g = ms[inp.model], gs[inp.gpu]
+    if inp.quant not in m.weights_gib:
+        raise BudgetInputError(f"quant: {inp.model} has weights for {sorted(m.weights_gib)}, not {inp.quant!r}")
+    for name in ("tp", "max_bs", "draft_tokens", "topk", "spec_steps", "context", "concurrency"):
+        if getattr(inp, name) < 1:
+            raise BudgetInputError(f"{name}: must be >= 1, got {getattr(inp, name)}")
+    if not 0 <= inp.nsplit <= MAX_NSPLIT:
+        raise BudgetInputError(f"nsplit: must be 1..{MAX_NSPLIT}, or 0 for the kernel's own split rule, got "
+                               f"{inp.nsplit}")
+    problem = speculative_problem(inp.spec_algorithm, inp.spec_steps, inp.topk, inp.draft_tokens)
+    if problem:
+        raise BudgetInputError(problem)
+    for name in ("context_overhead_mib", "graph_pool_mib_per_size", "margin_mib"):
+        if getattr(inp, name) < 0:
+            raise BudgetInputError(f"{name}: a reserve cannot be negative, got {getattr(inp, name)}")
+    if m.heads % inp.tp:
+        raise BudgetInputError(f"tp: {m.heads} heads do not divide over tp={inp.tp}")
+    if inp.mem_fraction is not None and not 0.0 < inp.mem_fraction < 1.0:
+        raise BudgetInputError(f"mem_fraction: expected a value in (0, 1), got {inp.mem_fraction}")
+    heads = m.heads // inp.tp
+    gpu_bytes = g.memory_mib * MIB
+    g_bytes = int(inp.measured.get("G", gpu_bytes - inp.context_overhead_mib * MIB))
+    weights = int(inp.measured.get("weights", m.weights_gib[inp.quant] * GIB / inp.tp))
+    if weights >= g_bytes:
+        raise BudgetInputError(f"weights: {weights / GIB:.1f} GiB per GPU ({m.label}, {inp.quant}, tp={inp.tp}) do "
+                               f"not fit in {g_bytes / GIB:.1f} GiB free on {g.label}")
+    cell = kv_cell_bytes(m, inp.kv_dtype)
+    default_chunk, _ = sglang_defaults(g.memory_mib, inp.tp)
+    chunk = inp.chunked_prefill or default_chunk
+    capture_sizes = sglang_capture_sizes(inp.max_bs)
+    consumers = [Consumer("weights (per GPU)", weights, "pool", "measured" if "weights" in inp.measured else "preset")]
+    consumers += triton_graph_buffers(heads, inp.max_bs, inp.draft_tokens, inp.topk, inp.spec_steps, inp.context,
+                                      g.sms)
+    # the workspace the SGLang hook's VerifyAttention allocates: batch sizes 1..max_bs, the configuration and split
+    # count of each as the launcher chooses them on this GPU (launch_plan.plan, the same function)
+    unserved = None
+    try:
+        planned = plan(range(1, inp.max_bs + 1), inp.draft_tokens, heads, inp.kv_dtype, g.device, inp.nsplit,
+                       inp.partial_bytes).workspace_bytes
+    except NoConfiguration as exc:  # the hook falls back to SGLang's kernel and allocates nothing
+        planned, unserved = 0, f"the verify kernel does not serve this deployment on {g.label} ({exc}): the hook " \
+                                "falls back to SGLang's verify kernel and allocates no workspace"
+    ws = int(inp.measured.get("workspace", planned))
+    consumers.append(Consumer("kdtree verify workspace", ws, "slack",
+                              "measured" if "workspace" in inp.measured else "kdtree"))
+    pool = int(inp.measured.get("graph_pool", len(capture_sizes) * inp.graph_pool_mib_per_size * MIB))
+    consumers.append(Consumer(f"CUDA-graph pool ({len(capture_sizes)} sizes)", pool, "slack",
+                              "measured" if "graph_pool" in inp.measured else "estimate"))
+    consumers.append(Consumer(f"activations (chunked prefill {chunk} tokens x 1.5 MiB)", int(1.5 * chunk * MIB),
+                              "slack", "sglang-formula"))
+    consumers.append(Consumer("communication (NCCL, custom all-reduce)", int(inp.tp / 8 * 1024 * MIB) +
+                              (2048 * MIB if inp.deep_ep else 0), "slack", "sglang-formula"))
+    consumers.append(Consumer("req_to_token (int32)", (inp.max_bs + 1) * inp.context * 4, "slack", "sglang-formula"))
+    consumers.append(Consumer("safety margin", int(inp.margin_mib * MIB), "slack", "estimate"))
+    slack = sum(c.bytes for c in consumers if c.where == "slack")
+    safe = math.floor((1 - slack / g_bytes) * 1000) / 1000
+    default = sglang_default_fraction(g.memory_mib, inp.tp, inp.chunked_prefill, deep_ep=inp.deep_ep)
+    frac = inp.mem_fraction if inp.mem_fraction is not None else safe
+    rest = g_bytes * frac - weights
+    tokens = max(0, int(rest // cell))
+    # the smallest fraction whose KV pool holds one request of the full context
+    need = math.ceil((weights + inp.context * cell) / g_bytes * 1000) / 1000
+    warnings, impossible = [unserved] if unserved else [], None
+    if safe <= 0 or safe * g_bytes <= weights:
+        impossible = (f"no fraction fits: the slack consumers ({slack / GIB:.1f} GiB) and the weights "
+                      f"({weights / GIB:.1f} GiB) leave no room for a KV pool in {g_bytes / GIB:.1f} GiB; lower "
+                      f"max_bs, context or the split count, raise tp, quantise"
+                      + (", or use fp8 KV" if inp.kv_dtype != "fp8" else ""))
+    else:
+        if rest <= 0:
+            warnings.append(f"start-up OOM: weights ({weights / GIB:.1f} GiB) exceed G x fraction "
+                            f"({g_bytes * frac / GIB:.1f} GiB); raise --mem-fraction-static, at most to {safe:.3f}")
+        elif frac < need <= safe:
+            warnings.append(f"fraction {frac:.3f} leaves {tokens} KV tokens, less than one {inp.context}-token "
+                            f"request: raise --mem-fraction-static to between {need:.3f} and {safe:.3f}")
+        if frac > safe:
+            warnings.append(f"run-time OOM risk: fraction {frac:.3f} leaves {g_bytes * (1 - frac) / GIB:.2f} GiB of "
+                            f"slack but {slack / GIB:.2f} GiB is needed; lower --mem-fraction-static to {safe:.3f}")
+        if inp.mem_fraction is None and default > safe:  # only when the user left the fraction to us
+            warnings.append(f"SGLang's default fraction {default:.3f} leaves too little slack for the verify "
+                            f"workspace and graphs: pass --mem-fraction-static {safe:.3f}")
+    max_ctx = tokens // inp.concurrency
+    if impossible is None and max_ctx < inp.context and not frac < need <= safe:
+        warnings.append(f"KV pool holds {tokens} tokens: {max_ctx} per request at {inp.concurrency} concurrent, "
+                        f"below the {inp.context}-token context; lower concurrency or context"
+                        + (", or use fp8 KV" if inp.kv_dtype != "fp8" else ""))
+    launch = launch_line(inp, frac)
+    if impossible:
+        launch = ""
+    return BudgetResult(inp, gpu_bytes, g_bytes, weights, cell, consumers, slack, safe, default, frac, tokens,
+                        max_ctx, launch, warnings, impossible)
+
+
+def kv_dtype_rows(inp: BudgetInputs) -> list[dict]:
+    """The same deployment over each KV pool (bf16, fp8): bytes per token, KV tokens and the context each of
+    ``inp.concurrency`` requests gets, at the fraction each one's budget picks (or ``inp.mem_fraction``)."""
+    rows = []
+    for kv in ("bf16", "fp8"):
+        r = compute(replace(inp, kv_dtype=kv))
+        rows.append({"KV cache": kv, "bytes per token": r.cell_bytes, "fraction": round(r.fraction, 3),
+                     "KV tokens": r.kv_tokens, "context per request": r.max_context_per_request,
+                     "launch flag": "--kv-cache-dtype fp8_e4m3" if kv == "fp8" else "(default)"})
+    return rows
+
+

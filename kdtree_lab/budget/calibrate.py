@@ -1,0 +1,60 @@
+"""Estimates replaced by measurements: SGLang's start-up log, and the kernel's own workspace and graph pool as
+notebook 05 measured them against what the launch plan predicts."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from ..contract.spec import sglang_capture_sizes
+from ..kernels.launch_plan import Config, Device, fixed, plan
+from .inputs import GIB, MIB, BudgetInputs
+
+_LOG_PATTERNS = {
+    "G": r"Memory baseline taken.*?avail mem=([\d.]+) GB",
+    "after_weights_avail": r"Load weight end.*?avail mem=([\d.]+) GB",
+    "weights": r"Load weight end.*?mem usage=([\d.]+) GB",
+    "kv_tokens": r"KV Cache is allocated\. #tokens: (\d+)",
+    "after_pool_avail": r"Memory pool end.*?avail mem=([\d.]+) GB",
+    "graph_pool": r"Capture cuda graph end.*?mem usage=([\d.]+) GB",
+}
+
+
+def parse_sglang_log(text: str) -> dict[str, float]:
+    """Calibration numbers from SGLang's start-up log (bytes; kv_tokens in tokens). Missing lines are left out."""
+    out: dict[str, float] = {}
+    for key, pattern in _LOG_PATTERNS.items():
+        found = re.findall(pattern, text)
+        if found:
+            value = float(found[-1])
+            out[key] = value if key == "kv_tokens" else value * GIB
+    return out
+
+
+def calibrate(inp: BudgetInputs, measured: dict[str, float]) -> BudgetInputs:
+    """Replace estimates by measurements (keys: G, weights, workspace, graph_pool; bytes)."""
+    keep = {k: v for k, v in measured.items() if k in ("G", "weights", "workspace", "graph_pool")}
+    return replace(inp, measured={**inp.measured, **keep})
+
+
+def predicted_kernel_graph_memory(max_bs: int, draft_tokens: int, heads: int, sms: int, block_m: int = 64) -> dict:
+    """What the graph notebook should measure for the kernel alone: the workspace the graph runner allocates (the
+    largest over SGLang's capture sizes with the default split count) and the graph pool, which the kernel does not
+    add to beyond one 2 MiB allocator segment (it allocates nothing during capture). Bytes."""
+    recorded = fixed(Config(f"the configuration of {block_m}-row tiles the run recorded", block_m))
+    ws = plan(sglang_capture_sizes(max_bs), draft_tokens, heads, "bf16", Device(sms, 0, 0),
+              select=recorded).workspace_bytes
+    return {"workspace": ws, "graph_pool": 2 * MIB}
+
+
+def calibration_rows(graph_results: dict) -> list[dict]:
+    """Predicted vs measured workspace and graph-pool bytes for the kernel-only graphs of notebook 05's results
+    (``05_cuda_graphs.json``); ratio = measured / predicted. The SM count and row tile come from the results
+    (files written before they were recorded ran on the 132-SM H200 with 64-row tiles: data/results/h200)."""
+    measured = graph_results["enablement"]
+    cfg = measured["config"]
+    predicted = predicted_kernel_graph_memory(cfg["max_bs"], cfg["num_draft"], cfg["num_heads"],
+                                              sms=measured.get("sms", 132), block_m=measured.get("block_m", 64))
+    return [{"quantity": k, "predicted": predicted[k], "measured": measured[m],
+             "ratio": round(measured[m] / predicted[k], 3)}
+            for k, m in (("workspace", "workspace_bytes"), ("graph_pool", "graph_pool_bytes_total"))]

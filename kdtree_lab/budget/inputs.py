@@ -1,0 +1,43 @@
+"""The deployment a budget is asked about (:class:`BudgetInputs`), the error that names an impossible input, and
+the byte units the budget counts in."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+MIB = 1 << 20
+GIB = 1 << 30
+
+
+class BudgetInputError(ValueError):
+    """An impossible or unknown input; the message names it."""
+
+
+@dataclass(frozen=True)
+class BudgetInputs:
+    """One deployment. ``context`` and ``concurrency``: the per-request context (tokens) wanted at that many
+    concurrent requests. ``mem_fraction`` None = report the largest safe fraction as the choice."""
+
+    gpu: str = "rtx-pro-6000"
+    model: str = "kimi-k2"
+    tp: int = 8
+    quant: str = "int4"
+    kv_dtype: str = "bf16"  # bf16 | fp8
+    max_bs: int = 8  # largest verify batch captured (cuda-graph-max-bs / max-running-requests)
+    draft_tokens: int = 16  # N (--speculative-num-draft-tokens)
+    topk: int = 4  # --speculative-eagle-topk: > 1 drafts a tree, 1 a chain of spec_steps + 1 tokens
+    spec_steps: int = 3  # --speculative-num-steps
+    spec_algorithm: str = "EAGLE"  # EAGLE | EAGLE3 (trees or chains) | DFLASH (a chain: topk 1, one step)
+    model_path: str = "MODEL_PATH"  # what the launch line passes to --model-path
+    draft_model_path: str = "DRAFT_MODEL_PATH"  # ... and to --speculative-draft-model-path
+    nsplit: int = 0  # the split count; 0 = the kernel's own rule (launch_plan.default_nsplit), as the hook runs it
+    partial_bytes: int = 4  # fp32 split partials
+    context: int = 200_000
+    concurrency: int = 8
+    chunked_prefill: int | None = None  # None: SGLang's default for the GPU
+    mem_fraction: float | None = None
+    context_overhead_mib: float = 1024.0  # CUDA context + NCCL before weights load (calibrate: G)
+    graph_pool_mib_per_size: float = 64.0  # CUDA-graph pool per captured size (estimate; calibrate)
+    margin_mib: float = 1024.0
+    deep_ep: bool = False
+    measured: dict[str, float] = field(default_factory=dict)  # calibration: name -> bytes

@@ -1,0 +1,126 @@
+"""The memory-budget widget: ipywidgets controls -> :func:`kdtree_lab.budget.calculator.compute` -> table, bar
+(:func:`budget_bar`), verdict, launch line. Errors from the calculator are shown in the widget, never swallowed.
+CSS classes (``kd-*``) give browser tests stable handles."""
+
+from __future__ import annotations
+
+import html
+from dataclasses import replace
+from pathlib import Path
+
+from ..core.display import save_figure
+from .calculator import compute
+from .inputs import GIB, BudgetInputError, BudgetInputs
+from .presets import gpus, models
+
+
+def _controls(inp: BudgetInputs):
+    import ipywidgets as w
+
+    style = {"description_width": "150px"}
+    lay = w.Layout(width="460px")
+    ctl = {
+        "gpu": w.Dropdown(options=[(g.label, k) for k, g in gpus().items()], value=inp.gpu, description="GPU"),
+        "model": w.Dropdown(options=[(m.label, k) for k, m in models().items()], value=inp.model, description="model"),
+        "quant": w.Dropdown(options=["int4", "fp8", "bf16"], value=inp.quant, description="weights"),
+        "kv_dtype": w.Dropdown(options=["bf16", "fp8"], value=inp.kv_dtype, description="KV cache dtype"),
+        "tp": w.Dropdown(options=[1, 2, 4, 8], value=inp.tp, description="tensor parallel"),
+        "max_bs": w.IntSlider(value=inp.max_bs, min=1, max=48, description="max verify batch"),
+        "spec_algorithm": w.Dropdown(options=["EAGLE", "EAGLE3", "DFLASH"], value=inp.spec_algorithm,
+                                     description="speculative algorithm"),
+        "topk": w.IntSlider(value=inp.topk, min=1, max=8, description="draft top-k (1: chain)"),
+        "spec_steps": w.IntSlider(value=inp.spec_steps, min=1, max=8, description="draft steps"),
+        "draft_tokens": w.IntSlider(value=inp.draft_tokens, min=1, max=64, description="draft tokens N"),
+        "nsplit": w.IntSlider(value=inp.nsplit, min=0, max=128, description="nsplit (0: auto)"),
+        "context": w.IntSlider(value=inp.context, min=4096, max=262_144, step=4096, description="context (tokens)"),
+        "concurrency": w.IntSlider(value=inp.concurrency, min=1, max=48, description="concurrent requests"),
+        "mem_fraction": w.FloatSlider(value=inp.mem_fraction or 0.85, min=0.50, max=0.97, step=0.005,
+                                      readout_format=".3f", description="mem-fraction-static"),
+    }
+    for c in ctl.values():
+        c.style, c.layout = style, lay
+        c.continuous_update = False
+    ctl["mem_fraction"].add_class("kd-fraction")
+    return ctl
+
+
+def build(inp: BudgetInputs | None = None):
+    """Return the widget (a VBox). Changing any control recomputes everything."""
+    import ipywidgets as w
+    import matplotlib.pyplot as plt
+
+    from ..core.display import markdown_table
+
+    inp = inp or BudgetInputs(mem_fraction=None)
+    if inp.mem_fraction is None:  # start at the largest safe fraction
+        inp = replace(inp, mem_fraction=compute(inp).safe_fraction)
+    ctl = _controls(inp)
+    verdict = w.HTML().add_class("kd-verdict")
+    tokens = w.HTML().add_class("kd-kv-tokens-box")
+    table = w.Output()
+    bar = w.Output()
+    launch = w.HTML().add_class("kd-launch")
+    error = w.HTML().add_class("kd-error")
+
+    def update(_change=None):
+        values = {k: c.value for k, c in ctl.items()}
+        try:
+            res = compute(replace(inp, **values))
+        except BudgetInputError as exc:
+            error.value = f'<div style="color:#b00020"><b>input error:</b> {html.escape(str(exc))}</div>'
+            return
+        error.value = ""
+        tokens.value = (f'KV tokens: <span class="kd-kv-tokens" data-fraction="{res.fraction:.3f}">{res.kv_tokens}'
+                        f'</span> &middot; max context per request at {res.inputs.concurrency}: '
+                        f'<span class="kd-max-context">{res.max_context_per_request}</span>')
+        ok = not res.warnings
+        verdict.value = (f'<b>{"OK" if ok else "check"}</b>: largest safe fraction {res.safe_fraction:.3f}; '
+                         f"SGLang's default {res.sglang_default_fraction:.3f}; this fraction {res.fraction:.3f}<br>"
+                         + "<br>".join(f"&#9888; {html.escape(x)}" for x in res.warnings))
+        launch.value = f"<code>{html.escape(res.launch_line)}</code>"
+        with table:
+            table.clear_output(wait=True)
+            from IPython.display import Markdown, display
+
+            display(Markdown(markdown_table(res.table())))
+        with bar:
+            bar.clear_output(wait=True)
+            fig = budget_bar(res)
+            display_fig(fig)
+            plt.close(fig)
+
+    for c in ctl.values():
+        c.observe(update, names="value")
+    update()
+    return w.VBox([w.HBox([w.VBox(list(ctl.values())[:6]), w.VBox(list(ctl.values())[6:])]), error, tokens, verdict,
+                   launch, bar, table])
+
+
+def display_fig(fig) -> None:
+    from IPython.display import display
+
+    display(fig)
+
+
+def budget_bar(result, path: str | Path | None = None):
+    """One stacked horizontal bar of the GPU's memory (GiB): weights, KV pool, each slack consumer, free."""
+    import matplotlib.pyplot as plt
+
+    parts = [("weights", result.weights_bytes), ("KV pool", result.kv_pool_bytes)]
+    parts += [(c.name.split(" (")[0], c.bytes) for c in result.consumers if c.where == "slack"]
+    used = sum(b for _, b in parts)
+    parts.append(("free / unassigned", max(0, result.gpu_bytes - used)))
+    fig, ax = plt.subplots(figsize=(9, 3.4))
+    left = 0.0
+    cmap = plt.get_cmap("tab20")
+    for i, (name, b) in enumerate(parts):
+        ax.barh([0], [b / GIB], left=left, color=cmap(i % 20), label=f"{name} {b / GIB:.1f}")
+        left += b / GIB
+    ax.axvline(result.g_bytes * result.fraction / GIB, color="black", linestyle="--",
+               label=f"G x fraction ({result.fraction:.3f})")
+    ax.set_xlim(0, result.gpu_bytes / GIB)
+    ax.set_yticks([])
+    ax.set_xlabel("GiB")
+    ax.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.45))  # below the "GiB" label
+    fig.tight_layout()
+    return save_figure(fig, path)

@@ -1,0 +1,58 @@
+"""The benchmark's named shape grids (quick, issue, fp8) and the implementations each shape is timed with."""
+
+from __future__ import annotations
+
+import math
+
+from ..kernels.impls import IMPLS
+from .roofline import Shape
+
+OURS = ("cuda", "cuda_sm120", "triton")  # what the presets time of ours
+TIMEABLE = tuple(IMPLS)  # any registered implementation, when asked for (--impl)
+ALL_IMPLS = [*OURS, "sglang_extend", "sglang_decode"]
+
+
+def preset(name: str) -> list[tuple[Shape, list[str]]]:
+    """Named shape grids with the implementations each shape is timed with.
+
+    quick: the headline (B=1, L=200k, H=8, N=16), the reference deployment (B=8), batch 48, and memory- and
+    compute-bound corners. issue: the full grid H {8,16,64,128} x N {4,16,64} x B {1,8,48} x L {4k,32k,200k}
+    (our kernels; SGLang where its time stays under a few seconds per call)."""
+    if name == "quick":
+        out = [(Shape(1, 200_000, 16, 8), ALL_IMPLS), (Shape(8, 200_000, 16, 8), ALL_IMPLS),
+               (Shape(48, 32_768, 16, 8), ALL_IMPLS)]
+        ours = list(OURS)
+        for b in (1, 8):
+            out += [(Shape(b, 200_000, 4, 8), ours), (Shape(b, 200_000, 4, 16), ours)]
+        out += [(Shape(1, 200_000, 16, 16), ours), (Shape(1, 200_000, 16, 64), ours),
+                (Shape(1, 200_000, 64, 128), ours), (Shape(1, 32_768, 64, 16), ours)]
+        return out
+    if name == "issue":
+        out = []
+        for h in (8, 16, 64, 128):
+            for n in (4, 16, 64):
+                for b in (1, 8, 48):
+                    for length in (4096, 32_768, 200_000):
+                        s = Shape(b, length, n, h)
+                        slow = b * h * math.ceil(n / 32) > 132 and length > 32_768
+                        out.append((s, ["cuda", "triton"] + ([] if slow else ["sglang_extend", "sglang_decode"])))
+        return out
+    if name == "fp8":  # issue 17: each shape over a bf16 pool and over an fp8 one, in one run
+        out = []
+        for b, length, n, h in ((1, 200_000, 4, 8), (8, 200_000, 4, 8), (8, 32_768, 4, 16), (1, 200_000, 16, 8),
+                                (8, 200_000, 16, 8), (1, 200_000, 64, 128)):
+            for kv in ("bf16", "fp8"):
+                out.append((Shape(b, length, n, h, kv=kv), [*OURS, "sglang_extend"]))
+        return out
+    raise ValueError(f"unknown bench preset {name!r}: expected quick, issue or fp8")
+
+
+def preset_items(name: str, impls: list[str] | None = None) -> list[tuple[Shape, list[str]]]:
+    """Preset ``name``'s (shape, implementations) pairs, filtered to ``impls``; a CUDA kernel configuration the
+    preset does not name (cuda_rows32, cuda_wgmma) is timed wherever the preset times ``cuda``."""
+    out = []
+    for shape, shape_impls in preset(name):
+        chosen = [i for i in shape_impls if impls is None or i in impls]
+        chosen += [i for i in impls or [] if i not in shape_impls and i in TIMEABLE and "cuda" in shape_impls]
+        out.append((shape, chosen))
+    return out

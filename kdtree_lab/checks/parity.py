@@ -1,0 +1,283 @@
+"""Kernel-vs-oracle parity: an edge grid, random draws, bf16-justified tolerances, and the validate mode.
+
+Tolerances (bf16 outputs, fp32 accumulation): the output is rounded to bf16 (8 significant bits: up to one
+unit in the last place, 2^-8 relative, where a conversion truncates) and the softmax weights enter PV as bf16
+(2^-9 relative each). So a correct kernel stays within ``rel_l2 <= 1e-2`` and ``max_abs <= 2^-6 * max(1, |ref|max)``
+(four ULPs at the largest magnitude); a wrong mask or index gives errors of 0.1 to 1.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field, replace
+from typing import Callable
+
+import numpy as np
+import torch
+
+from ..kernels.attention import runner
+from ..kernels.impls import kv_refusal
+from .batch import VerifyBatch, build_verify_batch
+from .oracle import compare, reference
+
+Impl = str  # a key of impls.IMPLS
+REL_L2_TOL = 1e-2
+MAX_ABS_ULPS = 2.0 ** -6
+
+
+@dataclass(frozen=True)
+class Case:
+    """One parity case. ``nsplit`` prefix splits; ``padded_bs`` pads a capture batch with L=1 rows."""
+
+    name: str
+    prefix_lens: tuple[int, ...]
+    num_draft: int
+    num_heads: int
+    variant: str = "eager"
+    mask: str = "tree"
+    nsplit: int = 4
+    padded_bs: int | None = None
+    seed: int = 0
+    v_extend_from_k: bool = True
+    kv_dtype: str = "bf16"  # or "fp8": SGLang's fp8_e4m3 pool
+    k_scale: float = 1.0
+    v_scale: float = 1.0
+
+    def build(self, device: str | torch.device) -> VerifyBatch:
+        return build_verify_batch(list(self.prefix_lens), self.num_draft, self.num_heads, variant=self.variant,
+                                  mask=self.mask, padded_bs=self.padded_bs, seed=self.seed, device=device,
+                                  v_extend_from_k=self.v_extend_from_k, kv_dtype=self.kv_dtype,
+                                  k_scale=self.k_scale, v_scale=self.v_scale)
+
+
+@dataclass
+class CaseResult:
+    case: Case
+    max_abs: float
+    rel_l2: float
+    nan: int
+    max_ref: float
+    ok: bool
+    seconds: float
+    status_flags: int = 0
+
+    def row(self) -> dict:
+        c = self.case
+        return {"name": c.name, "B": len(c.prefix_lens), "L_max": max(c.prefix_lens), "N": c.num_draft,
+                "H": c.num_heads, "variant": c.variant, "mask": c.mask, "nsplit": c.nsplit, "kv_dtype": c.kv_dtype,
+                "padded_bs": c.padded_bs, "max_abs": self.max_abs, "rel_l2": self.rel_l2, "nan": self.nan,
+                "ok": self.ok, "seconds": round(self.seconds, 3)}
+
+
+@dataclass
+class ParityReport:
+    impl: str
+    device: str
+    results: list[CaseResult] = field(default_factory=list)
+
+    @property
+    def passed(self) -> int:
+        return sum(r.ok for r in self.results)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.results) and all(r.ok for r in self.results)
+
+    @property
+    def worst(self) -> CaseResult | None:
+        return max(self.results, key=lambda r: r.rel_l2, default=None)
+
+    def summary(self) -> dict:
+        w = self.worst
+        return {"impl": self.impl, "device": self.device, "cases": len(self.results), "passed": self.passed,
+                "failed": [r.case.name for r in self.results if not r.ok],
+                "worst": w.row() if w else None,
+                "max_rel_l2": max((r.rel_l2 for r in self.results), default=0.0),
+                "max_abs": max((r.max_abs for r in self.results), default=0.0),
+                "tolerance": {"rel_l2": REL_L2_TOL, "max_abs": "2^-6 * max(1, max|ref|)"}}
+
+
+def within_tolerance(err: dict[str, float]) -> bool:
+    return (err["nan"] == 0 and err["rel_l2"] <= REL_L2_TOL
+            and err["max_abs"] <= MAX_ABS_ULPS * max(1.0, err["max_ref"]))
+
+
+def edge_cases(max_prefix: int = 2048, max_batch: int = 48, heads: tuple[int, ...] = (8, 16),
+               big_n: int = 64) -> list[Case]:
+    """The edge grid: length-1 and padded rows, empty splits, batch 48, odd lengths, every mask kind and variant
+    (bool and uint8 masks, int32 and int64 qo_indptr), N = 1 and large N, several H."""
+    h0 = heads[0]
+    odd = min(max_prefix, 1001)
+    cases = [
+        Case("L1_single", (1,), 4, h0),
+        Case("L1_N1_H1", (1,), 1, 1),
+        Case("empty_splits", (5,), 4, h0, nsplit=16),
+        Case("all_splits_short", (3, 2, 1), 4, h0, nsplit=64),
+        Case("odd_lengths", (odd, 127, 129, 33), 5, h0, nsplit=7),
+        Case("split_boundary", (128 * 4, 128 * 4 + 1, 128 * 4 - 1), 4, h0, nsplit=4),
+        Case("batch48", tuple(1 + (i * 37) % 97 for i in range(max_batch)), 4, h0, nsplit=2),
+        Case("capture_padded", (17, 300), 4, h0, variant="capture", padded_bs=6),
+        Case("capture_padded_causal", (17, 300), 4, h0, variant="capture", mask="causal", padded_bs=5),
+        Case("capture_chain_uint8", (64, 65), 6, h0, variant="capture", mask="chain"),
+        Case("eager_bool_tree", (200, 3), 8, h0, variant="eager", mask="tree"),
+        Case("eager_causal_none", (200, 3), 8, h0, variant="eager", mask="causal"),
+        Case("v_extend_independent", (50, 70), 4, h0, v_extend_from_k=False),
+        Case("N1_decode_like", (max_prefix,), 1, h0, nsplit=8),
+        Case("bigN", (max(1, max_prefix // 2),), big_n, 2 if big_n > 16 else h0, nsplit=4),
+        Case("long_prefix", (max_prefix,), 16, h0, nsplit=8),
+    ]
+    for h in heads[1:]:
+        cases.append(Case(f"H{h}", (max(1, max_prefix // 4), 7), 4, h, nsplit=4))
+    return cases
+
+
+def random_cases(count: int, rng: np.random.Generator, max_prefix: int = 4096, max_batch: int = 8,
+                 max_draft: int = 16, heads: tuple[int, ...] = (1, 2, 8, 16), nsplits: tuple[int, ...] = (1, 2, 3, 8),
+                 budget_tokens: int | None = None) -> list[Case]:
+    """Random draws: batch, log-uniform prefix lengths, N, H, mask kind, variant, padding, split count.
+
+    ``budget_tokens`` caps B*L*N*H (the oracle's cost) so CPU runs stay short."""
+    out = []
+    for i in range(count):
+        while True:
+            bsz = int(rng.integers(1, max_batch + 1))
+            lens = tuple(int(math.exp(rng.uniform(0, math.log(max_prefix)))) for _ in range(bsz))
+            n = int(rng.integers(1, max_draft + 1))
+            h = int(rng.choice(heads))
+            if budget_tokens is None or sum(lens) * n * h <= budget_tokens:
+                break
+        variant = str(rng.choice(["eager", "capture"]))
+        mask = str(rng.choice(["tree", "chain", "causal"]))
+        padded = bsz + int(rng.integers(0, 3)) if variant == "capture" else None
+        out.append(Case(f"random{i}", lens, n, h, variant, mask, int(rng.choice(nsplits)), padded,
+                        seed=int(rng.integers(0, 2 ** 31))))
+    return out
+
+
+def fp8_cases(cases: list[Case], scales: tuple[tuple[float, float], ...] = ((0.75, 1.5), (1.0, 1.0), (2.0, 0.5))
+              ) -> list[Case]:
+    """The same cases over SGLang's fp8_e4m3 pool, cycling through (k_scale, v_scale) pairs other than 1."""
+    return [replace(c, name=f"{c.name}_fp8", kv_dtype="fp8", k_scale=scales[i % len(scales)][0],
+                    v_scale=scales[i % len(scales)][1]) for i, c in enumerate(cases)]
+
+
+def grid(random_count: int, seed: int, max_prefix: int, max_batch: int, max_draft: int, heads: tuple[int, ...],
+         budget_tokens: int | None = None, edge: bool = True) -> list[Case]:
+    """The parity grid notebook 03 and ``kdtree-lab parity`` run: the edge grid (prefixes up to ``max_prefix``,
+    batches up to ``max_batch``, N up to ``max_draft``) unless ``edge`` is False, then ``random_count`` random
+    draws (B <= min(max_batch, 8), B*L*N*H <= ``budget_tokens``) from ``seed``."""
+    cases = edge_cases(max_prefix=max_prefix, max_batch=max_batch, heads=heads, big_n=max_draft) if edge else []
+    return cases + random_cases(random_count, np.random.default_rng(seed), max_prefix=max_prefix,
+                                max_batch=min(max_batch, 8), max_draft=max_draft, heads=heads,
+                                budget_tokens=budget_tokens)
+
+
+def gpu_grid(random_count: int, seed: int, heads: tuple[int, ...] = (8, 16, 64, 128)) -> list[Case]:
+    """The GPU grid the tests run per implementation: the edge grid at full size (prefixes up to 200k tokens,
+    batch 48, N up to 64) plus ``random_count`` random draws (B <= 8, N <= 64, B*L*N*H <= 1e8)."""
+    return grid(random_count, seed, max_prefix=200_000, max_batch=48, max_draft=64, heads=heads,
+                budget_tokens=100_000_000)
+
+
+def run_case(impl: Impl, case: Case, device: str | torch.device) -> CaseResult:
+    """Build the case (output poisoned with NaN), run the kernel, compare with the fp64 oracle."""
+    refusal = kv_refusal(impl, case.kv_dtype)
+    if refusal:
+        raise ValueError(f"{case.name}: {refusal}")
+    batch = case.build(device)
+    t0 = time.perf_counter()
+    out, flags = runner(impl)(batch, case.nsplit)
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+    secs = time.perf_counter() - t0
+    ref = reference(batch)
+    rows = batch.live_bs * batch.max_extend_len  # padded rows' outputs are discarded by SGLang
+    err = compare(out[:rows], ref[:rows])
+    return CaseResult(case, err["max_abs"], err["rel_l2"], err["nan"], err["max_ref"],
+                      within_tolerance(err) and flags == 0, secs, flags)
+
+
+def run_parity(impl: Impl, cases: list[Case], device: str | torch.device,
+               progress: bool = False) -> ParityReport:
+    report = ParityReport(impl, str(device))
+    iterator = cases
+    if progress:
+        from ..core.display import progress as bar
+
+        iterator = bar(cases, desc=f"parity {impl}", unit="case")
+    for case in iterator:
+        report.results.append(run_case(impl, case, device))
+    return report
+
+
+SGLANG_GAP_FACTOR = 1.5  # ours vs SGLang may differ by this times SGLang's own distance to the oracle (+ REL_L2_TOL)
+
+
+def against_sglang(impl: Impl, cases: list[Case], device: str | torch.device = "cuda") -> list[dict]:
+    """Per case: ``impl`` and SGLang's own ``extend_attention_fwd`` on the same batch (both outputs poisoned first),
+    each against the fp64 oracle and against each other (rel_l2 over live rows). ``ok``: ours within tolerance
+    and no further from SGLang than SGLANG_GAP_FACTOR x SGLang's own error + REL_L2_TOL. Over an fp8 pool SGLang
+    downcasts Q and P to e4m3 for the prefix (data/contracts/sglang-0.5.23-fp8-kv.yaml), so its own error is
+    the larger one there. Needs SGLang and a GPU."""
+    from .sglang_kernels import extend_attention
+
+    rows = []
+    for case in cases:
+        batch = case.build(device)
+        ours, flags = runner(impl)(batch, case.nsplit)
+        ours = ours.clone()
+        theirs = extend_attention(batch, torch.full_like(batch.o, float("nan")))
+        live = batch.live_bs * batch.max_extend_len
+        ref = reference(batch)[:live]
+        mine, sgl = compare(ours[:live], ref), compare(theirs[:live], ref)
+        gap = compare(ours[:live], theirs[:live])["rel_l2"]
+        ok = within_tolerance(mine) and flags == 0 and gap <= SGLANG_GAP_FACTOR * sgl["rel_l2"] + REL_L2_TOL
+        rows.append({"name": case.name, "kv_dtype": case.kv_dtype, "k_scale": case.k_scale, "v_scale": case.v_scale,
+                     "variant": case.variant, "mask": case.mask, "ours_rel_l2": mine["rel_l2"],
+                     "sglang_rel_l2": sgl["rel_l2"], "ours_vs_sglang_rel_l2": gap, "ok": ok})
+    return rows
+
+
+class ValidationError(AssertionError):
+    """Validate mode found an output outside the bf16 tolerance; the message names the worst row."""
+
+
+def validated(run: Callable[[VerifyBatch], torch.Tensor], batch: VerifyBatch, mode: str = "validate") -> torch.Tensor:
+    """Run a kernel under a mode: ``off`` returns the oracle (fp64 cast to bf16), ``on`` runs the kernel, ``validate``
+    runs it, compares with the oracle and raises ValidationError naming (request, node, head) of the worst row.
+
+    This mode reads results on the host, so it refuses to run under CUDA graph capture; the graph-safe validate
+    mode is the device-side one of the CUDA graph notebook."""
+    if mode not in ("off", "validate", "on"):
+        raise ValueError(f"mode: expected off, validate or on, got {mode!r}")
+    if batch.q.is_cuda and torch.cuda.is_current_stream_capturing():
+        raise RuntimeError("validate mode compares on the host (a sync) and cannot run under CUDA graph capture")
+    if mode == "off":
+        batch.o.copy_(reference(batch).to(batch.o.dtype))
+        return batch.o
+    out = run(batch)
+    if mode == "on":
+        return out
+    ref = reference(batch)
+    rows = batch.live_bs * batch.max_extend_len
+    err = compare(out[:rows], ref[:rows])
+    if not within_tolerance(err):
+        diff = (out[:rows].double().cpu() - ref[:rows].double().cpu()).abs().nan_to_num(nan=float("inf"))
+        per_row = diff.amax(dim=-1)  # [rows, H]
+        flat = int(per_row.argmax())
+        tok, head = divmod(flat, per_row.shape[1])
+        b, node = divmod(tok, batch.max_extend_len)
+        raise ValidationError(f"validate: output differs from the fp64 oracle beyond bf16 tolerance: worst at "
+                              f"request {b}, draft node {node}, head {head} (|diff| {float(per_row.max()):.3g}); "
+                              f"rel_l2 {err['rel_l2']:.3g} (tol {REL_L2_TOL}), max_abs {err['max_abs']:.3g}, "
+                              f"NaN {err['nan']}")
+    return out
+
+
+def report_rows(report: ParityReport) -> list[dict]:
+    return [r.row() for r in report.results]
+
+
+def case_dict(case: Case) -> dict:
+    return asdict(case)

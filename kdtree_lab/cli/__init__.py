@@ -1,0 +1,1 @@
+"""The ``kdtree-lab`` command line: ``main`` builds the parser, one module per command."""

@@ -1,0 +1,41 @@
+"""``kdtree-lab audit``: a generated verify batch against SGLang's buffer contract."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..lab.record import emit
+from .args import positive_int, positive_ints
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    """Build a verify batch of the chosen variant and audit it (and the other variant's dtypes against it)."""
+    from ..checks.batch import build_verify_batch
+    from ..contract.audit import audit
+
+    batch = build_verify_batch(args.prefix, args.draft, args.heads,
+                               variant=args.variant, mask=args.mask, seed=args.seed,
+                               padded_bs=args.padded_bs if args.variant == "capture" else None,
+                               kv_dtype=args.kv_dtype, k_scale=args.k_scale, v_scale=args.v_scale)
+    report = audit(batch.buffers(), variant=args.against or args.variant, kv_dtype=args.declare_kv_dtype)
+    emit(args, report, report.table())
+    return 0 if report.ok else 1
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argparse has no public type
+    p = sub.add_parser("audit", help="audit a generated verify batch against the SGLang buffer contract")
+    p.add_argument("--variant", choices=["eager", "capture"], default="eager", help="which variant to build")
+    p.add_argument("--against", choices=["eager", "capture"], help="audit against this variant (default: same)")
+    p.add_argument("--prefix", type=positive_ints, default="37,200,1", help="comma-separated prefix lengths (tokens)")
+    p.add_argument("--draft", type=positive_int, default=8, help="N draft tokens per request")
+    p.add_argument("--heads", type=positive_int, default=8, help="H local heads")
+    p.add_argument("--mask", choices=["tree", "chain", "causal"], default="tree")
+    p.add_argument("--padded-bs", type=positive_int, default=None, help="capture variant: pad to this batch size")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--kv-dtype", choices=["bf16", "fp8"], default="bf16", help="the pool to build (fp8: e4m3)")
+    p.add_argument("--k-scale", type=float, default=1.0, help="k_scale passed with the batch")
+    p.add_argument("--v-scale", type=float, default=1.0, help="v_scale passed with the batch")
+    p.add_argument("--declare-kv-dtype", choices=["auto", "bf16", "fp8_e4m3"], default=None,
+                   help="audit the pool against this --kv-cache-dtype (default: not checked)")
+    p.add_argument("--json", action="store_true", help="print the audit as JSON")
+    p.set_defaults(func=cmd_audit)

@@ -1,0 +1,79 @@
+"""``kdtree-lab parity``: a kernel against the fp64 oracle on the edge grid and random draws."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..kernels.impls import IMPLS, kv_refusal
+from ..lab.record import emit
+from .args import fleet_flags, fleet_labels, fleet_report
+
+
+def cmd_parity(args: argparse.Namespace) -> int:
+    import torch
+
+    from ..checks.parity import fp8_cases, grid, run_parity
+
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if IMPLS[args.impl].family == "cuda" and device == "cpu":
+        print(f"kdtree-lab parity: --impl {args.impl} needs a CUDA GPU (use --impl triton with TRITON_INTERPRET=1 "
+              "on a CPU)", file=sys.stderr)
+        return 2
+    if args.impl == "triton" and device == "cpu":
+        import os
+
+        if os.environ.get("TRITON_INTERPRET") != "1":
+            print("kdtree-lab parity: Triton on the CPU needs TRITON_INTERPRET=1 in the environment", file=sys.stderr)
+            return 2
+    refusal = kv_refusal(args.impl, args.kv_dtype)
+    if refusal:
+        print(f"kdtree-lab parity: --kv-dtype {args.kv_dtype}: {refusal}", file=sys.stderr)
+        return 2
+    heads = tuple(int(h) for h in args.heads.split(","))
+    cases = grid(args.cases, args.seed, max_prefix=args.max_prefix, max_batch=args.max_batch,
+                 max_draft=args.max_draft, heads=heads, budget_tokens=args.budget_tokens, edge=not args.no_edge)
+    if args.kv_dtype == "fp8":
+        cases = fp8_cases(cases)
+    if args.gpus:
+        return _fleet_parity(args, cases)
+    report = run_parity(args.impl, cases, device, progress=not args.json)
+    summary = report.summary()
+    text = (f"{args.impl} on {device}: {summary['passed']}/{summary['cases']} cases within tolerance; "
+            f"max rel_l2 {summary['max_rel_l2']:.3g}, max abs {summary['max_abs']:.3g}")
+    if summary["failed"]:
+        text += f"\nFAILED: {summary['failed']}"
+    emit(args, {"summary": summary, "cases": [r.row() for r in report.results]}, text)
+    return 0 if report.ok else 1
+
+
+def _fleet_parity(args: argparse.Namespace, cases) -> int:
+    from ..lab import fleet
+
+    labels = fleet_labels(args, "parity")
+    if labels is None:
+        return 2
+    rep = fleet.parity(args.impl, cases, labels, args.scheduler)
+    passed = sum(r["ok"] for r in rep.rows)
+    text = f"{args.impl} on {len(labels)} workers ({','.join(labels)}): {passed}/{len(rep.rows)} cases within tolerance"
+    return fleet_report(args, "parity", rep, {"impl": args.impl, "cases": len(cases)}, text)
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argparse has no public type
+    p = sub.add_parser("parity", help="compare a kernel with the fp64 oracle on edge cases and random draws")
+    p.add_argument("--impl", choices=list(IMPLS), default="cuda",
+                   help="; ".join(f"{i.name}: {i.summary}" for i in IMPLS.values()))
+    p.add_argument("--cases", type=int, default=50, help="random cases after the edge grid")
+    p.add_argument("--no-edge", action="store_true", help="skip the edge grid")
+    p.add_argument("--max-prefix", type=int, default=4096, help="longest prefix drawn (tokens)")
+    p.add_argument("--max-batch", type=int, default=48, help="largest batch in the edge grid")
+    p.add_argument("--max-draft", type=int, default=16, help="largest N drawn")
+    p.add_argument("--heads", default="8,16", help="comma-separated H values")
+    p.add_argument("--budget-tokens", type=int, default=None, help="cap on sum(L)*N*H per random case")
+    p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when present)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--kv-dtype", choices=["bf16", "fp8"], default="bf16",
+                   help="KV pool: bf16, or fp8 (SGLang's fp8_e4m3, with k_scale / v_scale other than 1)")
+    p.add_argument("--json", action="store_true", help="print the summary and every case as JSON")
+    fleet_flags(p)
+    p.set_defaults(func=cmd_parity)

@@ -1,0 +1,306 @@
+"""Build the CUDA verify kernel into a shared library and check what came out.
+
+``build_library`` runs nvcc (cached under ``build/`` by a hash of the sources, flags and nvcc version).
+``check_library`` then proves the result: the C ABI's symbols are exported (ELF dynamic symbol table, read
+with pyelftools), there is one cubin per requested arch with HMMA (mma.sync) in its SASS (cuobjdump), and each
+kernel's registers, shared memory and local memory (spills) fit the limits of sm_120 (99 KB of shared memory
+per block, 64K registers per SM, no spills).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..core.cuda_tools import find_cuda_tool, find_nvcc
+from ..core.paths import BUILD, KERNELS, kernel_sources
+
+LAUNCHER = "kdtree_verify.cu"  # the one translation unit: it includes every kernel header
+LIB_STEM = "libkdtree_verify"
+DEFAULT_ARCHS = ("sm_120a", "sm_90a")
+REQUIRED_SYMBOLS = (
+    "kdtree_verify_attn_flash_paged_cg",
+    "kdtree_verify_workspace_bytes",
+    "kdtree_verify_num_configs",
+    "kdtree_verify_config",
+    "kdtree_verify_select_config",
+    "kdtree_verify_strerror",
+    "kdtree_verify_abi_version",
+    "kdtree_verify_force_config",
+    "kdtree_verify_config_name",
+    "kdtree_verify_config_for_pool",
+)
+NVCC_FLAGS = ("-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC,-fvisibility=hidden", "-lineinfo",
+              "--use_fast_math", "-Xptxas", "-v")
+
+
+@dataclass(frozen=True)
+class ArchLimits:
+    """Per-block and per-SM limits a kernel must respect on an arch (bytes, registers)."""
+
+    smem_per_block_optin: int
+    smem_per_sm: int
+    regs_per_sm: int
+    max_regs_per_thread: int = 255
+
+
+LIMITS = {
+    "sm_120": ArchLimits(smem_per_block_optin=101_376, smem_per_sm=102_400, regs_per_sm=65_536),
+    "sm_90": ArchLimits(smem_per_block_optin=232_448, smem_per_sm=233_472, regs_per_sm=65_536),
+    "sm_80": ArchLimits(smem_per_block_optin=166_912, smem_per_sm=167_936, regs_per_sm=65_536),
+}
+
+
+class BuildError(RuntimeError):
+    """nvcc failed, or a tool the build needs is missing."""
+
+
+class CheckError(RuntimeError):
+    """The built library failed a symbol, SASS or resource check; the message names arch, kernel and limit."""
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    library: Path
+    archs: tuple[str, ...]
+    cached: bool
+    seconds: float
+    nvcc_version: str
+    command: list[str]
+    ptxas_log: str
+
+
+@dataclass
+class KernelResources:
+    arch: str
+    kernel: str  # demangled-ish short name
+    registers: int
+    static_smem: int
+    local_bytes: int  # local memory per thread (spills and stack arrays)
+    stack: int
+    hmma: int = 0  # tensor-core MMA instructions in this kernel's SASS (HMMA: mma.sync; HGMMA: wgmma)
+    hgmma: int = 0  # of which wgmma (HGMMA)
+    gmma_waits: int = 0  # WARPGROUP.DEPBAR (wgmma waits): one after every HGMMA means ptxas serialized them
+
+
+@dataclass
+class CheckReport:
+    library: str
+    symbols: dict[str, bool]
+    cubins: dict[str, int]  # arch -> cubins found
+    resources: list[KernelResources]
+    configs: list[dict]  # kdt_config rows + per-arch eligibility
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def _arch_family(arch: str) -> str:
+    return re.sub(r"[a-z]$", "", arch)
+
+
+def _gencode(arch: str) -> list[str]:
+    num = arch.removeprefix("sm_")
+    return ["-gencode", f"arch=compute_{num},code=sm_{num}"]
+
+
+def _nvcc_version(nvcc: str) -> str:
+    out = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
+    m = re.search(r"release ([\d.]+), (V[\d.]+)", out)
+    return m.group(2) if m else out.strip().splitlines()[-1]
+
+
+def build_library(archs: tuple[str, ...] | list[str] = DEFAULT_ARCHS, out_dir: Path = BUILD, force: bool = False,
+                  progress: bool = True) -> BuildResult:
+    """Compile kernels/kdtree_verify.cu for ``archs`` into ``build/libkdtree_verify-<hash>.so`` (cached)."""
+    nvcc = find_nvcc()
+    if not nvcc:
+        raise BuildError("nvcc not found: set CUDA_HOME or put nvcc on PATH (kdtree-lab doctor shows what is found)")
+    archs = tuple(archs)
+    bad = [a for a in archs if not re.fullmatch(r"sm_\d+[a-z]?", a)]
+    if bad:
+        raise BuildError(f"--arch: expected names like sm_120a or sm_90a, got {bad}")
+    version = _nvcc_version(nvcc)
+    h = hashlib.sha256()
+    for path in kernel_sources():
+        h.update(str(path.relative_to(KERNELS)).encode())
+        h.update(path.read_bytes())
+    h.update(" ".join(NVCC_FLAGS + archs + (version,)).encode())
+    digest = h.hexdigest()[:16]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    lib = out_dir / f"{LIB_STEM}-{digest}.so"
+    log_path = lib.with_suffix(".ptxas.log")
+    # the launcher may choose the wgmma kernel automatically only when its sm_90a code is in the library
+    defines = ["-DKDT_SM90A_BUILT"] if "sm_90a" in archs else []
+    cmd = [nvcc, *NVCC_FLAGS, *defines, *[x for a in archs for x in _gencode(a)], "-o", str(lib),
+           str(KERNELS / LAUNCHER)]
+    if lib.exists() and log_path.exists() and not force:
+        return BuildResult(lib, archs, True, 0.0, version, cmd, log_path.read_text())
+    t0 = time.perf_counter()
+    from ..core.display import headless
+
+    if progress and not headless():  # a spinner in a terminal; in a headless notebook rich would leave a widget
+        from rich.console import Console
+
+        with Console(stderr=True).status(f"nvcc: building {lib.name} for {', '.join(archs)}"):
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+    else:
+        if progress:
+            print(f"nvcc: building {lib.name} for {', '.join(archs)}", flush=True)
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise BuildError(f"nvcc failed (exit {proc.returncode}) for {', '.join(archs)}:\n{proc.stderr[-4000:]}")
+    log_path.write_text(proc.stderr)
+    return BuildResult(lib, archs, False, time.perf_counter() - t0, version, cmd, proc.stderr)
+
+
+def exported_symbols(library: Path) -> set[str]:
+    """Names in the library's ELF dynamic symbol table that are defined functions."""
+    from elftools.elf.elffile import ELFFile
+
+    with open(library, "rb") as f:
+        elf = ELFFile(f)
+        dynsym = elf.get_section_by_name(".dynsym")
+        if dynsym is None:
+            return set()
+        return {s.name for s in dynsym.iter_symbols()
+                if s["st_info"]["type"] == "STT_FUNC" and s["st_shndx"] != "SHN_UNDEF"}
+
+
+def _short(kernel: str) -> str:
+    """A mangled kernel name as the configuration table names it: int template arguments, and a trailing bool
+    shown when true (``..._kernelILi32ELi2ELb1EEvNS_6ParamsE`` -> ``verify_sm120_kernel<32,2,true>``)."""
+    m = re.search(r"(verify_[a-z0-9_]+?_kernel)(I((?:Li\d+E)+)(?:Lb([01])E)?E)?", kernel)
+    if not m:
+        return kernel
+    if not m.group(2):
+        return m.group(1)
+    args = re.findall(r"Li(\d+)E", m.group(3)) + (["true"] if m.group(4) == "1" else [])
+    return f"{m.group(1)}<{','.join(args)}>"
+
+
+def _cuobjdump(args: list[str]) -> str:
+    tool = find_cuda_tool("cuobjdump")
+    if not tool:
+        raise BuildError("cuobjdump not found (it ships in the triton wheel: pip install triton)")
+    proc = subprocess.run([tool, *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise CheckError(f"cuobjdump {' '.join(args)} failed: {proc.stderr.strip()}")
+    return proc.stdout
+
+
+def kernel_resources(library: Path) -> list[KernelResources]:
+    """Registers, static shared memory, local memory and stack per kernel per arch, plus HMMA counts."""
+    out = _cuobjdump(["--dump-resource-usage", str(library)])
+    res: list[KernelResources] = []
+    arch = None
+    for line in out.splitlines():
+        m = re.match(r"\s*arch = (sm_\w+)", line)
+        if m:
+            arch = m.group(1)
+            continue
+        m = re.match(r"\s*Function (\S+):", line)
+        if m:
+            name = m.group(1)
+            continue
+        m = re.match(r"\s*REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)", line)
+        if m and arch:
+            res.append(KernelResources(arch, _short(name), int(m.group(1)), int(m.group(3)), int(m.group(4)),
+                                       int(m.group(2))))
+    for arch_name in sorted({r.arch for r in res}):
+        sass = _cuobjdump(["--dump-sass", "-arch", arch_name, str(library)])
+        current = None
+        counts: dict[str, list[int]] = {}  # kernel -> [HMMA or HGMMA, HGMMA, WARPGROUP.DEPBAR]
+        for line in sass.splitlines():
+            m = re.match(r"\s*Function : (\S+)", line)
+            if m:
+                current = _short(m.group(1))
+                counts.setdefault(current, [0, 0, 0])
+            elif current:
+                c = counts[current]
+                c[0] += "HMMA" in line or "HGMMA" in line
+                c[1] += "HGMMA" in line
+                c[2] += "WARPGROUP.DEPBAR" in line
+        for r in res:
+            if r.arch == arch_name:
+                r.hmma, r.hgmma, r.gmma_waits = counts.get(r.kernel, [0, 0, 0])
+    return res
+
+
+def library_configs(library: Path) -> list[dict]:
+    """The kernel configurations compiled in (kdtree_verify_config), via ctypes (no GPU needed); a fresh copy."""
+    return [dict(c) for c in _library_configs(Path(library))]
+
+
+@functools.lru_cache(maxsize=8)
+def _library_configs(library: Path) -> tuple[dict, ...]:
+    """The kernel configurations compiled in, via the C ABI (no GPU needed)."""
+    from .abi import configs, open_cdll
+
+    try:
+        return tuple(configs(open_cdll(library)))
+    except RuntimeError as exc:
+        raise CheckError(str(exc)) from None
+
+
+def resource_problems(resources: list[KernelResources], configs: list[dict],
+                      archs: tuple[str, ...] | list[str]) -> list[str]:
+    """Resource checks per arch: at least one configuration within the arch's shared memory per block, and for
+    every configuration that fits (the others can never launch there): HMMA in its SASS, no local memory
+    (spills), registers x threads within one SM. Marks each config's ``fits`` per arch."""
+    problems: list[str] = []
+    by_kernel = {c["kernel"]: c for c in configs}
+    for a in archs:
+        limits = LIMITS.get(_arch_family(a))
+        kernels = [r for r in resources if r.arch == a]
+        if not kernels or limits is None:
+            continue
+        eligible = []
+        for r in kernels:
+            cfg = by_kernel.get(r.kernel)
+            threads = cfg["threads"] if cfg else 128
+            dyn = cfg["dynamic_smem"] if cfg else 0
+            if cfg:
+                fits = dyn <= limits.smem_per_block_optin and dyn + r.static_smem <= limits.smem_per_sm
+                cfg.setdefault("fits", {})[a] = fits
+                if not fits:
+                    continue  # this configuration can never launch on this arch: nothing else to check there
+                eligible.append(r.kernel)
+            if cfg and r.hmma == 0:
+                problems.append(f"{a} {r.kernel}: no HMMA (mma.sync) instruction in its SASS")
+            if r.hgmma >= 8 and 2 * r.gmma_waits >= r.hgmma:
+                problems.append(f"{a} {r.kernel}: {r.gmma_waits} wgmma waits for {r.hgmma} HGMMA (ptxas serialized "
+                                f"the wgmma pipeline: its C7514 warning in the ptxas log says why)")
+            if r.local_bytes or r.stack:
+                problems.append(f"{a} {r.kernel}: {r.local_bytes} B local memory / {r.stack} B stack per thread "
+                                f"(limit 0: spills)")
+            if r.registers * threads > limits.regs_per_sm:
+                problems.append(f"{a} {r.kernel}: {r.registers} registers x {threads} threads = "
+                                f"{r.registers * threads} > {limits.regs_per_sm} per SM (not even 1 CTA per SM)")
+        if configs and not eligible:
+            problems.append(f"{a}: no verify kernel configuration fits {limits.smem_per_block_optin} B of "
+                            f"shared memory per block")
+    return problems
+
+
+def check_library(library: Path, archs: tuple[str, ...] | list[str] = DEFAULT_ARCHS) -> CheckReport:
+    """Symbol, cubin/SASS and resource checks; ``problems`` names the arch, kernel and limit of each failure."""
+    library = Path(library)
+    problems: list[str] = []
+    syms = exported_symbols(library)
+    symbols = {s: s in syms for s in REQUIRED_SYMBOLS}
+    problems += [f"symbol {s} is not exported by {library.name}" for s, ok in symbols.items() if not ok]
+    elf_list = _cuobjdump(["--list-elf", str(library)])
+    cubins = {a: len(re.findall(rf"\.{a}\.cubin", elf_list)) for a in archs}
+    problems += [f"{a}: no cubin in {library.name}" for a, n in cubins.items() if n == 0]
+    resources = kernel_resources(library)
+    configs = library_configs(library) if all(symbols.values()) else []
+    problems += resource_problems(resources, configs, archs)
+    return CheckReport(str(library), symbols, cubins, resources, configs, problems)

@@ -1,0 +1,52 @@
+"""The implementation registry: every implementation name the CLI, parity, bench, graphs and scripts accept.
+
+A CUDA implementation is either the configuration the device selects (``kernel=None``) or one configuration of the
+library's table forced by its kernel name (``kdtree_verify_config_name``); ``triton`` is the Triton twin. Adding a
+kernel configuration is one entry here plus its kernel header (README, "Adding a kernel configuration").
+Torch-free, so the CLI can build its choices without importing torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Impl:
+    name: str
+    family: str  # "cuda" (the C ABI library) or "triton"
+    kernel: str | None  # the CUDA configuration forced; None: the one the device selects
+    summary: str
+    kv_dtypes: tuple[str, ...] = ("bf16",)  # KV pool dtypes it serves: "bf16", "fp8" (SGLang's fp8_e4m3)
+
+
+IMPLS: dict[str, Impl] = {i.name: i for i in (
+    Impl("cuda", "cuda", None, "the configuration this GPU selects (v5 on sm_90a, the sm_120 kernel on 99 KB GPUs; "
+         "both read fp8 pools, v3 refuses them)", ("bf16", "fp8")),
+    Impl("cuda_sm120", "cuda", "verify_sm120_kernel<32,2>", "the sm_120 kernel (86.9 KB, Q in registers), forced",
+         ("bf16", "fp8")),
+    Impl("cuda_sm120_fp8", "cuda", "verify_sm120_kernel<32,2,true>",
+         "the sm_120 kernel over e4m3 pools (the launcher takes it for an fp8 pool under cuda_sm120), forced",
+         ("fp8",)),
+    Impl("cuda_sm120_roles", "cuda", "verify_sm120_roles_kernel<64>",
+         "the sm_120 kernel's second generation (95.3 KB, 64-row CTA split by role: QK warps hold Q, PV warps "
+         "hold O), forced (fp8 pools run the first kernel's e4m3 variant)", ("bf16", "fp8")),
+    Impl("cuda_rows32", "cuda", "verify_rows32_kernel<64,2>", "v3, the 231 KB mma.sync kernel, forced"),
+    Impl("cuda_wgmma", "cuda", "verify_wgmma_kernel<64,2>", "v4, the sm_90a wgmma kernel, forced (9.x only)",
+         ("bf16", "fp8")),
+    Impl("cuda_wgmma_fp8", "cuda", "verify_wgmma_kernel<64,2,true>",
+         "v4 over e4m3 pools (the launcher takes it for an fp8 pool under cuda_wgmma), forced (9.x only)",
+         ("fp8",)),
+    Impl("cuda_wgmma_v5", "cuda", "verify_wgmma_v5_kernel<64>",
+         "v5, v4 with its two warpgroups out of step (softmax beside the other's wgmma), forced (9.x only; fp8 "
+         "pools run v4's e4m3 variant)", ("bf16", "fp8")),
+    Impl("cuda_narrow", "cuda", "verify_split_kernel<32,2>", "v1, the first 99 KB kernel, forced (for comparison)"),
+    Impl("triton", "triton", None, "the Triton twin", ("bf16", "fp8")),
+)}
+CUDA_IMPLS: dict[str, str | None] = {n: i.kernel for n, i in IMPLS.items() if i.family == "cuda"}
+
+
+def kv_refusal(impl: str, kv_dtype: str) -> str | None:
+    """The one line refusing a KV pool of ``kv_dtype`` on ``impl``, or None where the implementation serves it."""
+    served = IMPLS[impl].kv_dtypes
+    return None if kv_dtype in served else f"impl {impl} serves {'/'.join(served)} KV pools, not {kv_dtype}"
