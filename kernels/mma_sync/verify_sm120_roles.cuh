@@ -2,28 +2,29 @@
 // mma.sync m16n8k16 within sm_120's 99 KB and 255 registers. docs/performance.md ("The sm_120 kernel, second
 // generation") has the design, its prediction and the measurements.
 //
-// Why roles: the first sm_120 kernel (verify_sm120.cuh) holds 32 rows per CTA, so four CTAs read each KV byte of
-// a 128-row call out of L2 and every warp runs the whole serial step (QK, partial-S exchange, softmax, PV) behind
-// block barriers. Here 64 rows share each KV tile and the step is a pipeline of two groups that run at once on
-// different tiles:
-//   warps 0-3 (QK group): warp q holds the A fragments of rows 32(q >> 1) .. + 31 over latent dims
-//     256(q & 1) .. + 255 in registers (128 registers; Q's 64 rope dims sit in shared memory, 8 KB), computes the
-//     partial S of those 32 rows x 16 keys over its dims plus 32 rope dims, swaps one 16-row half with its
-//     partner warp q ^ 1 through shared memory, and finishes the softmax of m-tile q (rows 16q .. 16q + 15):
-//     mask, scale, row maximum over the quad, the lazy reference maximum (RESCALE_SLACK), P in bf16. P leaves as
-//     the m16n8k16 A fragment of that m-tile (the S accumulator layout is the A layout: one 16-byte store per
-//     lane), with the rows' rescale factors when any row moved.
+// Why roles: the first sm_120 kernel (verify_sm120.cuh) holds 32 rows per CTA, so four CTAs read each KV byte of a
+// 128-row call out of L2, and every warp runs the whole serial step behind block barriers. A 64-row CTA cannot hold
+// both Q (18,432 registers) and O (32,768) in every warp, nor Q beside a KV ring in 99 KB; split by role it fits:
+//   warps 0-3 (QK group): warp q holds the A fragments of rows 32 (q >> 1) .. + 31 over latent dims 256 (q & 1) ..
+//     + 239 in registers (120 registers; Q's 64 rope dims and each half's last 16 latent dims sit in shared memory,
+//     12 KB), computes the partial S of those 32 rows x 16 keys over its dims plus 32 rope dims, swaps one 16-row
+//     half with its partner warp q ^ 1 through shared memory, and finishes the softmax of m-tile q (rows 16q ..
+//     16q + 15) in registers: mask, scale, row maximum over the quad, the lazy reference maximum (RESCALE_SLACK),
+//     P in bf16 as the m16n8k16 A fragment (the S accumulator layout is the A layout: one 16-byte store per lane),
+//     with the rows' rescale factors when any row moved. Software-pipelined: tile t + 1's MMAs are in one basic
+//     block with tile t's softmax arithmetic.
 //   warps 4-11 (PV group): warp p owns output columns 64p .. 64p + 63 of all 64 rows (128 fp32 accumulators per
-//     thread); per tile it reads the four P fragments (16-byte loads), V fragments by ldmatrix.trans from the
-//     same KV tile (each serves four m-tiles), and refills the tile's ring slot once all eight are done with it.
-// The KV ring: four 16-key tiles (18 KB each, rows XOR-swizzled by (row & 7) as in v3), loaded by the PV warps
-// with cp.async four tiles ahead; completion is signalled on one mbarrier per slot (cp.async.mbarrier.arrive),
-// on which the QK warps wait. Hand-offs: P in two buffers behind named barriers (P_FULL: QK arrives, PV syncs;
-// P_EMPTY: the reverse), so the QK group runs up to two tiles ahead of the PV group and one group's softmax or
-// loads sit under the other's MMAs. The draft-block CTA uses the ring as two (K, V) slot pairs (V from v_extend).
-// 95,296 B of shared memory; every instruction is one sm_120a has (mma.sync, ldmatrix, cp.async, mbarrier
-// try_wait, named barriers), so a Hopper GPU runs it as sm_120 would. bf16 pools only: an fp8 pool runs the
-// first kernel's e4m3 variant (kdtree_verify.cu).
+//     thread); per tile it reads the four P fragments (16-byte loads), V fragments by ldmatrix.trans from the same
+//     KV tile (each serves four m-tiles), and refills the tile's ring slot once all eight are done with it.
+// The KV ring: four 16-key tiles (18 KB each, rows XOR-swizzled by (row & 7) as in v3), loaded by the PV warps with
+// cp.async four tiles ahead; one mbarrier per slot is completed by cp.async.mbarrier.arrive. Every hand-off between
+// the groups is an mbarrier (arrive releases, wait acquires): P in two buffers (P_FULL, P_EMPTY), so the QK group
+// runs up to two tiles ahead of the PV group, and the row statistics for the epilogue. Named barriers only where
+// all their threads run the same code. setmaxnreg: QK 184, PV 160 registers, balanced in the pool the launch
+// allocates. The draft-block CTA uses the ring as two (K, V) slot pairs (V from v_extend).
+// 99,464 B of shared memory; every instruction is one sm_120a has (mma.sync, ldmatrix, cp.async, mbarrier
+// try_wait, setmaxnreg, named barriers), so a Hopper GPU runs it as sm_120 would. bf16 pools only: an fp8 pool
+// runs the first kernel's e4m3 variant (kdtree_verify.cu).
 #pragma once
 #include "../common/frame.cuh"
 
@@ -38,6 +39,7 @@ struct CfgRoles {
   static constexpr int TILE = BN * ROW;                      // 18,432
   static constexpr int RING = SLOTS * TILE;                  // 73,728
   static constexpr int ROPE = BM * 64 * 2;                   // Q's rope dims, 128-byte rows, swizzled
+  static constexpr int QTAIL = BM * 32 * 2;                  // Q's last 16 latent dims of each half (k16 step 15)
   static constexpr int SX = 2 * 4 * 32 * 8 * 4;              // partial-S swap: 2 buffers x 4 m-tiles x 32 lanes x 8
   static constexpr int PB = 2 * 4 * 32 * 16;                 // P A fragments: 2 buffers x 4 m-tiles x 32 lanes x 16 B
   static constexpr int ALPHA = 2 * BM * 4;                   // rescale factors: 2 buffers x 64 rows
@@ -47,7 +49,7 @@ struct CfgRoles {
   // STATS (the row statistics written)
   static constexpr int MB_FULL = 0, MB_PFULL = SLOTS, MB_PEMPTY = SLOTS + 2, MB_STATS = SLOTS + 4,
                        MBARS = (SLOTS + 5) * 8;
-  static constexpr int O_ROPE = RING, O_SX = O_ROPE + ROPE, O_PB = O_SX + SX, O_ALPHA = O_PB + PB,
+  static constexpr int O_ROPE = RING, O_QTAIL = O_ROPE + ROPE, O_SX = O_QTAIL + QTAIL, O_PB = O_SX + SX, O_ALPHA = O_PB + PB,
                        O_FLAGS = O_ALPHA + ALPHA, O_STATS = O_FLAGS + FLAGS, O_MBAR = O_STATS + STATS;
   static constexpr int SMEM = O_MBAR + MBARS;
   static_assert(O_MBAR % 8 == 0, "mbarriers are 8-byte aligned");
@@ -64,6 +66,12 @@ struct CfgRoles {
   // swap, the PV group, the QK group. Hand-offs between the groups are mbarriers (arrive releases, wait acquires).
   static constexpr int BAR_PAIR = 1, BAR_PV = 3, BAR_QK = 4;
 };
+
+// Byte offset of 16-byte chunk ch (0..3) of Q-tail row r: two rows per 128-byte line, XOR-swizzled by the line, so
+// the eight rows an ldmatrix reads fall on eight different bank groups.
+__device__ __forceinline__ uint32_t qtail_offset(int r, int ch) {
+  return (r >> 1) * 128 + ((((r & 1) * 4 + ch) ^ ((r >> 1) & 7)) << 4);
+}
 
 // What the two roles share: the CTA's work, its shared memory, the ring's geometry.
 struct RolesCtx {
@@ -120,10 +128,10 @@ __device__ __forceinline__ void roles_pv(const RolesCtx& c) {
   for (int t = 0; t < c.depth && t < c.ntiles; ++t) load_tile(t, fetch(t));
   int64_t pending = fetch(c.depth);
 
-  uint32_t vofs[4];  // V fragments: keys (mi & 1) * 8 + (lane & 7), 16-byte chunk 8 pw + 2 np + (mi >> 1)
-#pragma unroll
-  for (int np = 0; np < 4; ++np)
-    vofs[np] = ((mi & 1) * 8 + (lane & 7)) * C::ROW + 128 * pw + (((2 * np + (mi >> 1)) ^ sw) << 4);
+  // V fragments: keys (mi & 1) * 8 + (lane & 7), 16-byte chunk 8 pw + 2 np + (mi >> 1) at (2 np + (mi >> 1)) ^ sw
+  // within its 128-byte group: one base XOR-ed with np << 5 (as the QK side's K offsets)
+  const uint32_t vofs0 = ((mi & 1) * 8 + (lane & 7)) * C::ROW + 128 * pw + ((((mi >> 1) ^ (sw & 1))) << 4) +
+                         ((sw >> 1) << 5);
   float acc[4][8][4];
 #pragma unroll
   for (int m = 0; m < 4; ++m)
@@ -162,7 +170,7 @@ __device__ __forceinline__ void roles_pv(const RolesCtx& c) {
 #pragma unroll
     for (int np = 0; np < 4; ++np) {
       uint32_t vb[4];
-      ldsm_x4_trans(vb, vt + vofs[np]);
+      ldsm_x4_trans(vb, vt + (vofs0 ^ (uint32_t)(np << 5)));
 #pragma unroll
       for (int m = 0; m < 4; ++m) {
         mma_bf16(acc[m][2 * np], pa[m], vb[0], vb[1]);
@@ -217,8 +225,16 @@ __device__ __forceinline__ void roles_qk(const RolesCtx& c) {
     cp_async_16s(c.base + C::O_ROPE + r * 128 + ((ch ^ (r & 7)) << 4), src ? src + D_V + 8 * ch : p.q,
                  src ? 16 : 0);
   }
+  // the latent tail (k16 step 15 of each dim half: dims 256 h + 240 .. + 255, 16-byte chunk 2 h + half) -> shared
+  // memory, two rows per 128-byte line: row r, chunk c at line r >> 1, position ((r & 1) * 4 + c) ^ ((r >> 1) & 7)
+  for (int idx = tid; idx < C::BM * 4; idx += C::QK_THREADS) {
+    const int r = idx >> 2, ch = idx & 3;
+    const __nv_bfloat16* src = q_row(r);
+    cp_async_16s(c.base + C::O_QTAIL + qtail_offset(r, ch), src ? src + 256 * (ch >> 1) + 240 + 8 * (ch & 1) : p.q,
+                 src ? 16 : 0);
+  }
   cp_async_commit();
-  uint32_t qf[16][2][4];  // [k16 step of 256 latent dims][m-tile of the row half][A register]
+  uint32_t qf[15][2][4];  // [k16 step of 256 latent dims, but the last][m-tile of the row half][A register]
   // this lane's rows 32 rh + 16 m + 8 h + g at dim 256 dh + 2 t4; the rest of each address is an immediate
 #pragma unroll
   for (int m = 0; m < 2; ++m)
@@ -227,7 +243,7 @@ __device__ __forceinline__ void roles_qk(const RolesCtx& c) {
       const __nv_bfloat16* row = q_row(32 * rh + 16 * m + 8 * h + g);
       const __nv_bfloat16* at = row ? row + 256 * dh + 2 * t4 : nullptr;
 #pragma unroll
-      for (int kk = 0; kk < 16; ++kk)
+      for (int kk = 0; kk < 15; ++kk)
 #pragma unroll
         for (int hi = 0; hi < 2; ++hi) qf[kk][m][h + 2 * hi] = at ? ld_global_nc_u32(at + 16 * kk + 8 * hi) : 0u;
     }
@@ -242,6 +258,12 @@ __device__ __forceinline__ void roles_qk(const RolesCtx& c) {
   auto kofs = [&](int jj) { return kofs0 ^ (uint32_t)(jj << 5); };
   const uint32_t rope0 = (32 * rh + (lane & 15)) * 128 + ((((4 * dh + (lane >> 4))) ^ sw) << 4);
   auto rope_a = [&](int j) { return c.base + C::O_ROPE + (rope0 ^ (uint32_t)(j << 5)); };
+  const uint32_t tail_a = c.base + C::O_QTAIL + qtail_offset(32 * rh + (lane & 15), 2 * dh + (lane >> 4));
+  // the ring as this instantiation knows it at compile time (RolesCtx answers the same at run time)
+  constexpr int DEPTH = DRAFT ? 2 : C::SLOTS;
+  auto kslot = [](int t) { return DRAFT ? 2 * (t & 1) : t & (C::SLOTS - 1); };
+  auto full = [&](int t) { return c.mbar + 8 * (C::MB_FULL + kslot(t)); };
+  auto parity = [](int t) -> uint32_t { return (t / DEPTH) & 1; };
   const DraftMask dm = draft_mask(p, w);
   const int node0 = (w.row0 + 16 * q + g) / p.H, node1 = (w.row0 + 16 * q + 8 + g) / p.H;
   const float scale = DRAFT ? p.scale_draft : p.scale_pre;
@@ -259,8 +281,15 @@ __device__ __forceinline__ void roles_qk(const RolesCtx& c) {
       ldsm_x4(kb, kt + kofs(kk & 3) + 128 * (4 * dh + (kk >> 2)));
 #pragma unroll
       for (int m = 0; m < 2; ++m) {
-        mma_bf16(s[m][0], qf[kk][m], kb[0], kb[1]);
-        mma_bf16(s[m][1], qf[kk][m], kb[2], kb[3]);
+        if (kk < 15) {
+          mma_bf16(s[m][0], qf[kk < 15 ? kk : 0][m], kb[0], kb[1]);
+          mma_bf16(s[m][1], qf[kk < 15 ? kk : 0][m], kb[2], kb[3]);
+        } else {  // the latent tail's A fragments from shared memory (m-tile 1: 16 rows = 8 lines further)
+          uint32_t qa[4];
+          ldsm_x4(qa, tail_a + 1024 * m);
+          mma_bf16(s[m][0], qa, kb[0], kb[1]);
+          mma_bf16(s[m][1], qa, kb[2], kb[3]);
+        }
       }
     }
 #pragma unroll
@@ -304,15 +333,16 @@ __device__ __forceinline__ void roles_qk(const RolesCtx& c) {
     x[1][3] += __uint_as_float(u1.w);
   };
   // visibility of this lane's 8 scores of tile t (bit 4 n + e: row 16 q + g + 8 (e >> 1), key 8 n + 2 t4 + (e & 1))
+  const int span = w.kend - w.kbeg;  // keys of this split (the draft block: kbeg = 0)
   auto visible_bits = [&](int t) -> uint32_t {
-    const int key0 = w.kbeg + t * C::BN;
+    const int key0 = t * C::BN;  // relative to kbeg
     uint32_t bits = 0;
 #pragma unroll
     for (int n = 0; n < 2; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int key = key0 + 8 * n + 2 * t4 + (e & 1);
-        const bool vis = DRAFT ? draft_visible(dm, (e >> 1) ? node1 : node0, key) : key < w.kend;
+        const bool vis = DRAFT ? draft_visible(dm, (e >> 1) ? node1 : node0, key) : key < span;
         bits |= (vis ? 1u : 0u) << (4 * n + e);
       }
     return bits;
@@ -368,17 +398,17 @@ __device__ __forceinline__ void roles_qk(const RolesCtx& c) {
   };
 
   float s[2][2][4], x[2][4];
-  mbar_wait(c.full(0), c.full_parity(0));
-  qk_mma(c.base + c.kslot(0) * C::TILE, s);
+  mbar_wait(full(0), parity(0));
+  qk_mma(c.base + kslot(0) * C::TILE, s);
   swap(0, s, x);
   for (int t = 0; t < c.ntiles; ++t) {
     const bool more = t + 1 < c.ntiles;
-    if (more) mbar_wait(c.full(t + 1), c.full_parity(t + 1));
+    if (more) mbar_wait(full(t + 1), parity(t + 1));
     // the draft block's tree mask (loads) before the MMAs; a prefix tile's mask is a compare, inside the block
     const uint32_t bits = visible_bits(t);
     // one basic block: tile t + 1's MMAs (the last iteration re-reads tile t, whose result is dropped) beside tile
     // t's softmax
-    qk_mma(c.base + c.kslot(more ? t + 1 : t) * C::TILE, s);
+    qk_mma(c.base + kslot(more ? t + 1 : t) * C::TILE, s);
     uint32_t pk[4];
     float alpha[2];
     const bool moved = softmax(x, bits, pk, alpha);
