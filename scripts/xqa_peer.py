@@ -18,7 +18,7 @@ that. The same rows for both:
 Before anything is timed, every peer runs a small case (B = 2, L = 1000 and 2500: partial pages and tiles) against
 the fp64 oracle (relative L2 <= 1e-2 for bf16; XQA's fp8 path rounds P to e4m3, see FP8_PEER_TOL), and on every
 timed shape XQA's output is compared with our first configuration's on the same inputs. Timing: CUDA-graph replay
-medians over inputs rotated past L2 (kdtree_lab.bench), merge / combine included; the copy bandwidth and the mma.sync
+medians over inputs rotated past L2 (kdtree_lab.checks), merge / combine included; the copy bandwidth and the mma.sync
 peak measured in the same run. Writes one JSON (--out, rewritten after every shape; ``complete`` says whether it
 finished) with provenance, prints a table; exits 1 with one line when a build or a check fails.
 
@@ -43,14 +43,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # xqa_source, beside this file
 import xqa_source  # noqa: E402
 
-from kdtree_lab.bench import TIMEABLE, Shape  # noqa: E402
-from kdtree_lab.impls import IMPLS  # noqa: E402
-from kdtree_lab.mla import D_QK, D_V  # noqa: E402
+from kdtree_lab.checks.bench_presets import TIMEABLE  # noqa: E402
+from kdtree_lab.checks.roofline import Shape  # noqa: E402
+from kdtree_lab.core.mla import D_QK, D_V  # noqa: E402
+from kdtree_lab.kernels.impls import IMPLS  # noqa: E402
 
 HEADS = 128  # XQA MLA's only head count (HEAD_GRP_SIZE 128, one KV head)
 DEFAULT_IMPLS = ("cuda_sm120", "cuda")  # the sm_120 kernel forced, and the configuration this GPU selects
 PEER = "xqa_mla"
-PEER_TOL = 1e-2  # relative L2 against the fp64 oracle, bf16 (kdtree_lab.parity's bound)
+PEER_TOL = 1e-2  # relative L2 against the fp64 oracle, bf16 (kdtree_lab.checks.parity's bound)
 # XQA's fp8 path feeds PV with P rounded to e4m3 (3 mantissa bits: rms relative error 2^-4 / sqrt(3) ~ 3.6% per
 # weight, which carries into the output at about that size); a wrong page or row gives ~100%.
 FP8_PEER_TOL = 8e-2
@@ -81,7 +82,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--batches", default="1,8", help="B values, comma list")
     ap.add_argument("--lengths", default="4096,32768,200000", help="prefix lengths L (tokens), comma list")
     ap.add_argument("--impl", default="", help="our configurations to time besides cuda_sm120 and cuda (names of "
-                                               "kdtree_lab.impls, comma list)")
+                                               "kdtree_lab.kernels.impls, comma list)")
     ap.add_argument("--kv", default="bf16,fp8", help="pools: bf16, fp8 (fp8 rows only where XQA's fp8 builds)")
     ap.add_argument("--sub-seqs", default="auto", help="XQA split counts per request: auto (launchMLA's rule) "
                                                        "and/or integers, comma list")
@@ -168,7 +169,7 @@ def _pct(x: float | None) -> str:
 
 def table(result: dict) -> str:
     """The printed table: one line per row, the shape each peer ran, time and rates."""
-    from kdtree_lab.display import markdown_table
+    from kdtree_lab.core.display import markdown_table
 
     rows = [{"peer": r["peer"] + (f" ({r['sub_seqs']} sub-seqs)" if "sub_seqs" in r else ""),
              "kernel": r.get("kernel", ""), "kv": r["kv"], "B": r["B"], "L": r["L"], "N": r["N"], "H": r["H"],
@@ -311,7 +312,7 @@ def auto_sub_seqs(harness: Harness, batch: int, max_seq_len: int) -> int:
 
 
 def _err(out, ref) -> dict:
-    from kdtree_lab.oracle import compare
+    from kdtree_lab.checks.oracle import compare
 
     e = compare(out, ref)
     return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in e.items()}
@@ -321,9 +322,9 @@ def check(harnesses: dict[str, Harness], impls: list[str], page_size: int) -> li
     """Every peer on the small case against the fp64 oracle (XQA at its own split count and at 1); raises
     PeerError naming the first that misses its tolerance."""
     import torch
-    from kdtree_lab import dispatch
-    from kdtree_lab.batch import build_verify_batch
-    from kdtree_lab.oracle import reference
+    from kdtree_lab.checks.batch import build_verify_batch
+    from kdtree_lab.checks.oracle import reference
+    from kdtree_lab.kernels import dispatch
 
     out = []
     for kv in sorted({*harnesses, "bf16"}):
@@ -365,7 +366,7 @@ def _verdict(r: dict, tol: float) -> dict:
 
 
 def time_peer(call: XqaCall, inputs: list[PeerInputs], method: str) -> tuple[float, int, str]:
-    from kdtree_lab.bench import timed
+    from kdtree_lab.checks.timing import timed
 
     return timed(lambda i: call(inputs[i]), len(inputs), method)
 
@@ -373,7 +374,7 @@ def time_peer(call: XqaCall, inputs: list[PeerInputs], method: str) -> tuple[flo
 def cross_check(x: PeerInputs, call: XqaCall, batch, impl: str, kv: str) -> dict:
     """XQA's output against ``impl``'s on the same timed inputs (copy 0): relative L2 between the two."""
     import torch
-    from kdtree_lab import dispatch
+    from kdtree_lab.kernels import dispatch
 
     if batch.k_scale != batch.v_scale:  # XQA has one scale for K and V: not the same function
         return {"against": impl, "skipped": f"XQA has one KV scale; this pool has k_scale {batch.k_scale}, "
@@ -390,7 +391,7 @@ def cross_check(x: PeerInputs, call: XqaCall, batch, impl: str, kv: str) -> dict
 
 def build_all(kvs: list[str], arch: str, page_size: int, src: Path, out_dir: Path) -> dict:
     """Build the harness for every pool at once (nvcc in parallel); kv -> xqa_source.XqaBuild."""
-    from kdtree_lab.doctor import find_nvcc
+    from kdtree_lab.core.cuda_tools import find_nvcc
 
     nvcc = find_nvcc()
     if not nvcc:
@@ -411,9 +412,9 @@ def _on_term(signum, frame):  # timeout(1) sends SIGTERM: stop, and say so in th
 
 def run(a: argparse.Namespace) -> dict:
     import torch
-    from kdtree_lab import loader
-    from kdtree_lab.bench import measure_ceilings
-    from kdtree_lab.provenance import provenance
+    from kdtree_lab.checks.timing import measure_ceilings
+    from kdtree_lab.kernels import loader
+    from kdtree_lab.lab.provenance import provenance
 
     t_start = time.monotonic()
     if not torch.cuda.is_available():
@@ -469,7 +470,7 @@ def run(a: argparse.Namespace) -> dict:
 
 def time_shape(shape: Shape, a: argparse.Namespace, harness: Harness, result: dict) -> None:
     """XQA at each split count, then our configurations, on ``shape``; rows and the cross-check into ``result``."""
-    from kdtree_lab.bench import shape_batches, time_ours
+    from kdtree_lab.checks.bench import shape_batches, time_ours
 
     batches = shape_batches(shape)  # the rows time_ours builds again from the same seeds
     inputs = [paged_inputs(b, a.page_size, seed=i) for i, b in enumerate(batches)]

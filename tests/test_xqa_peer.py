@@ -10,10 +10,10 @@ import zipfile
 import pytest
 import torch
 
-from kdtree_lab.batch import build_verify_batch
-from kdtree_lab.mla import D_QK, D_V
-from kdtree_lab.oracle import compare, reference
-from kdtree_lab.paths import ROOT
+from kdtree_lab.checks.batch import build_verify_batch
+from kdtree_lab.checks.oracle import compare, reference
+from kdtree_lab.core.mla import D_QK, D_V
+from kdtree_lab.core.paths import ROOT
 
 
 @pytest.fixture(scope="module")
@@ -156,7 +156,7 @@ def test_ptxas_log_parsing(mods):
 
 def _have_sources(src) -> str | None:
     """Why the real-source tests cannot run here, or None."""
-    from kdtree_lab.doctor import find_nvcc
+    from kdtree_lab.core.cuda_tools import find_nvcc
 
     if not find_nvcc():
         return "nvcc not found"
@@ -183,7 +183,7 @@ def test_harness_builds_against_the_extracted_sources(mods, tmp_path, kv, arch):
     why = _have_sources(src)
     if why:
         pytest.skip(why)
-    from kdtree_lab.doctor import find_nvcc
+    from kdtree_lab.core.cuda_tools import find_nvcc
 
     b = src.build(kv, arch, 64, out_dir=tmp_path, nvcc=find_nvcc())
     assert b.error is None and b.library.is_file(), b.error
@@ -203,7 +203,7 @@ def test_fp8_does_not_build_for_sm90a_and_says_why(mods, tmp_path):
     why = _have_sources(src)
     if why:
         pytest.skip(why)
-    from kdtree_lab.doctor import find_nvcc
+    from kdtree_lab.core.cuda_tools import find_nvcc
 
     b = src.build("fp8", "sm_90a", 64, out_dir=tmp_path, nvcc=find_nvcc())
     assert b.library is None and not list(tmp_path.glob("*.so"))
