@@ -474,15 +474,18 @@ def xqa_peer_table() -> str:
     fp8 = x["builds"].get("fp8")
     fp8_words = ("not tried" if fp8 is None else "built" if fp8["ok"] else f"does not build ({fp8['error']})")
     cell = lambda r: (f"{r['ms']:.3f} ({r['of_mma_sync']:.0%} / {r['of_copy']:.0%})" if r else "-")  # noqa: E731
+    eager = [f"{r['peer']} at B = {r['B']}, L = {r['L']:,}" for r in rows if r["timing"] != data["timing"]]
     lines = [f"From `{_rel(XQA_PEER)}`: {p['gpu']} (driver {p['driver']}, torch {p['torch']}), {p['date_utc'][:10]}"
              + ("" if data.get("complete") else f", **incomplete run** ({data.get('stopped')})")
              + f"; {_timing_words(data)}, medians over inputs rotated past L2; ceilings in the same run: copy "
              f"{c['copy_gbps']:.0f} GB/s, mma.sync {c['mma_sync_tflops']:.0f} TFLOP/s. XQA MLA: {x['package']} "
              f"{x['version']} built for {x['arch']}, {x['page_size']}-token pages, its own split rule; fp8: "
-             f"{fp8_words}. Each cell: ms (of the mma.sync peak / of the copy bandwidth), on one query token x 128 "
+             f"{fp8_words}." + (f" Timed otherwise (the row's capture failed): {'; '.join(eager)}." if eager else "")
+             + " Each cell: ms (of the mma.sync peak / of the copy bandwidth), on one query token x 128 "
              "heads per request (ours: N = 1, H = 128, causal).", "",
              "| pool, B, L | XQA MLA | its KV splits per request | "
-             + " | ".join(f"`{i}` ({kernels[i]})" for i in ours) + " | XQA / fastest of ours |", "|---|---:|---:|" + "---:|" * len(ours) + "---:|"]
+             + " | ".join(f"`{i}` ({kernels[i]})" for i in ours) + " | XQA / fastest of ours |",
+             "|---|---:|---:|" + "---:|" * len(ours) + "---:|"]
     for (kv, b, length), d in sorted(by.items()):
         xr, mine = d.get(peer), [d[i] for i in ours if i in d]
         ratio = f"{xr['ms'] / min(r['ms'] for r in mine):.1f}x" if xr and mine else "-"

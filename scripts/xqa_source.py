@@ -191,7 +191,7 @@ def first_error(log: str) -> str:
     """The first line of a compiler log that reports an error (or its last line when none does)."""
     lines = [ln.strip() for ln in log.splitlines() if ln.strip()]
     hit = next((ln for ln in lines if re.search(r"\berror\b", ln, re.I)), lines[-1] if lines else "no output")
-    return re.sub(r"^ptxas /tmp/\S+, line \d+; ", "ptxas: ", hit)[:300]
+    return re.sub(r"^ptxas /tmp/\S+, line \d+; error\s*:\s*", "ptxas: ", hit)[:300]
 
 
 def build(kv: str, arch: str, page_size: int = 64, src: Path = XQA_DIR, out_dir: Path = BUILD_DIR,

@@ -150,7 +150,7 @@ def test_ptxas_log_parsing(mods):
     src = mods[0]
     assert src.ptxas_resources(PTXAS_OK) == {"stack_bytes": 752, "spill_store_bytes": 16, "spill_load_bytes": 16,
                                              "registers": 168}
-    assert src.first_error(PTXAS_FAIL) == "ptxas: error   : Feature 'ldmatrix.b8' not supported on .target 'sm_90a'"
+    assert src.first_error(PTXAS_FAIL) == "ptxas: Feature 'ldmatrix.b8' not supported on .target 'sm_90a'"
     assert src.first_error("") == "no output"
 
 
@@ -405,8 +405,13 @@ def test_doc_table_reads_the_committed_run_or_says_not_yet_measured(mods, tmp_pa
     assert "| bf16, 1, 4,096 | 0.123 (1% / 1%) | 64 | 0.023 (8% / 5%) | 0.026 (7% / 4%) | 5.3x |" in text
     assert "| bf16, 8, 200,000 | 16.000 (4% / 3%) | 64 | 2.232 (31% / 20%) | 0.974 (71% / 45%) | 16.4x |" in text
     assert len([ln for ln in text.splitlines() if ln.startswith("| bf16")]) == 2
-    copy.write_text(json.dumps(_result(peer, complete=False)))
-    assert "**incomplete run** (signal SIGTERM)" in tables.xqa_peer_table()
+    assert "Timed otherwise" not in text
+    partial = _result(peer, complete=False)
+    partial["rows"][0]["timing"] = "eager (capture failed: RuntimeError)"
+    copy.write_text(json.dumps(partial))
+    text = tables.xqa_peer_table()
+    assert "**incomplete run** (signal SIGTERM)" in text
+    assert "Timed otherwise (the row's capture failed): xqa_mla at B = 1, L = 4,096." in text
 
 
 def test_performance_note_carries_the_generated_block(mods):
