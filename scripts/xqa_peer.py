@@ -212,8 +212,11 @@ def load_harness(path: Path, kv: str) -> Harness:
     import torch
 
     torch.cuda.init()  # the primary context first: the harness's static initialiser attaches to it
-    ctypes.CDLL("libcuda.so.1", mode=ctypes.RTLD_GLOBAL)
-    lib = ctypes.CDLL(str(path))
+    try:
+        ctypes.CDLL("libcuda.so.1", mode=ctypes.RTLD_GLOBAL)
+        lib = ctypes.CDLL(str(path))
+    except OSError as exc:
+        raise PeerError(f"XQA harness {path.name} does not load: {exc}") from None
     u32, u64, vp = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_void_p
     lib.xqa_peer_launch.argtypes = [ctypes.c_float, vp, vp, vp, vp, u32, vp, u32, ctypes.c_float, vp, vp,
                                     ctypes.c_int, u64, u64, u64, vp]
@@ -454,6 +457,8 @@ def run(a: argparse.Namespace) -> dict:
     result["ceilings"] = asdict(measure_ceilings())
     write_result(a.out, result)
     shapes = [peer_shape(b, n, kv) for kv in a.kv if kv in harnesses for b in a.batches for n in a.lengths]
+    if not shapes:
+        raise PeerError(f"nothing to time: {'; '.join(result['skipped'].values())}")
     for i, shape in enumerate(shapes):
         if time.monotonic() - t_start > a.budget_s:
             result["stopped"] = f"time budget of {a.budget_s:.0f} s reached after {i} of {len(shapes)} shapes"
