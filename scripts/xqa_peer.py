@@ -432,6 +432,10 @@ def run(a: argparse.Namespace) -> dict:
     if builds["bf16"].library is None:
         raise PeerError(f"XQA MLA bf16 does not build for {arch}: {builds['bf16'].error}")
     harnesses = {kv: load_harness(b.library, kv) for kv, b in builds.items() if b.library is not None}
+    skipped = {kv: f"XQA MLA {kv} does not build for {arch}: {builds[kv].error}" for kv in a.kv if kv not in harnesses}
+    shapes = [peer_shape(b, n, kv) for kv in a.kv if kv in harnesses for b in a.batches for n in a.lengths]
+    if not shapes:
+        raise PeerError(f"nothing to time: {'; '.join(skipped.values())}")
     result = {
         "what": "XQA MLA (FlashInfer's sm_120 MLA decode kernel) beside our configurations on the same rows",
         "provenance": provenance(" ".join(["python3", "scripts/xqa_peer.py", *a.argv])),
@@ -448,17 +452,13 @@ def run(a: argparse.Namespace) -> dict:
                          f"rows, {a.page_size} tokens per page, pages shuffled; K and V the same rows"},
         "sms": _sms(), "ceilings": None, "check": None, "timing": a.timing,
         "grid": {"batches": a.batches, "lengths": a.lengths, "kv": a.kv, "impls": a.impls, "sub_seqs": a.sub_seqs},
-        "skipped": {kv: f"XQA MLA {kv} does not build for {arch}: {builds[kv].error}"
-                    for kv in a.kv if kv not in harnesses},
+        "skipped": skipped,
         "rows": [], "cross_check": [], "complete": False,
     }
     write_result(a.out, result)
     result["check"] = check(harnesses, a.impls, a.page_size)
     result["ceilings"] = asdict(measure_ceilings())
     write_result(a.out, result)
-    shapes = [peer_shape(b, n, kv) for kv in a.kv if kv in harnesses for b in a.batches for n in a.lengths]
-    if not shapes:
-        raise PeerError(f"nothing to time: {'; '.join(result['skipped'].values())}")
     for i, shape in enumerate(shapes):
         if time.monotonic() - t_start > a.budget_s:
             result["stopped"] = f"time budget of {a.budget_s:.0f} s reached after {i} of {len(shapes)} shapes"
