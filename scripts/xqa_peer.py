@@ -314,6 +314,18 @@ def auto_sub_seqs(harness: Harness, batch: int, max_seq_len: int) -> int:
     return xqa_sub_seqs(_sms(), batch, max_seq_len, harness.tokens_per_tile)
 
 
+def run_ours(impl: str, batch) -> tuple[object, int, int]:
+    """One call of our configuration ``impl`` on ``batch`` at its plan's split count: (output, status flags,
+    split count)."""
+    from kdtree_lab.core.dtypes import kv_dtype_of
+    from kdtree_lab.kernels.attention import VerifyAttention, batch_args
+
+    attn = VerifyAttention(batch.bs, batch.max_extend_len, batch.num_heads, kv_dtype_of(batch.k_buffer.dtype).name,
+                           batch.q.device, impl, batch_sizes=(batch.bs,))
+    attn.run(*batch_args(batch))
+    return batch.o, attn.status(), attn.nsplit(batch.bs)
+
+
 def _err(out, ref) -> dict:
     from kdtree_lab.checks.oracle import compare
 
@@ -327,7 +339,6 @@ def check(harnesses: dict[str, Harness], impls: list[str], page_size: int) -> li
     import torch
     from kdtree_lab.checks.batch import build_verify_batch
     from kdtree_lab.checks.oracle import reference
-    from kdtree_lab.kernels import dispatch
 
     out = []
     for kv in sorted({*harnesses, "bf16"}):
@@ -349,8 +360,7 @@ def check(harnesses: dict[str, Harness], impls: list[str], page_size: int) -> li
         for impl in impls:
             if kv not in IMPLS[impl].kv_dtypes:
                 continue
-            ns = dispatch.nsplit_for(impl, batch.bs, 1, HEADS)
-            got, flags = dispatch.runner(impl)(batch, ns)
+            got, flags, ns = run_ours(impl, batch)
             out.append(_verdict({"peer": impl, **case, "nsplit": ns, "status_flags": flags, **_err(got, ref)},
                                 PEER_TOL))
     bad = next((r for r in out if not r["ok"]), None)
@@ -377,14 +387,13 @@ def time_peer(call: XqaCall, inputs: list[PeerInputs], method: str) -> tuple[flo
 def cross_check(x: PeerInputs, call: XqaCall, batch, impl: str, kv: str) -> dict:
     """XQA's output against ``impl``'s on the same timed inputs (copy 0): relative L2 between the two."""
     import torch
-    from kdtree_lab.kernels import dispatch
 
     if batch.k_scale != batch.v_scale:  # XQA has one scale for K and V: not the same function
         return {"against": impl, "skipped": f"XQA has one KV scale; this pool has k_scale {batch.k_scale}, "
                                             f"v_scale {batch.v_scale}"}
     x.out.fill_(float("nan"))
     call(x)
-    got, _ = dispatch.runner(impl)(batch, dispatch.nsplit_for(impl, batch.bs, 1, HEADS))
+    got, _, _ = run_ours(impl, batch)
     torch.cuda.synchronize()
     e = _err(x.out, got)
     tol = PEER_TOL if kv == "bf16" else FP8_PEER_TOL

@@ -374,6 +374,14 @@ def test_paged_cache_holds_the_same_rows_as_our_batch(mods, kv):
     assert int(unused.count_nonzero()) == 0
 
 
+def test_our_side_of_the_check_runs_the_plans_split_count(mods):
+    """run_ours, as the oracle check and the cross-check call it, here through the Triton twin (CPU interpreter)."""
+    batch = build_verify_batch([40, 90], 1, 128, mask="causal", seed=4)
+    out, flags, nsplit = mods[1].run_ours("triton", batch)
+    assert out is batch.o and flags == 0 and nsplit >= 1
+    assert compare(out, reference(batch))["rel_l2"] <= mods[1].PEER_TOL
+
+
 def test_paged_inputs_refuse_other_shapes(mods):
     peer = mods[1]
     with pytest.raises(ValueError, match="XQA MLA runs N = 1 x H = 128; got N = 2, H = 128"):
