@@ -453,8 +453,49 @@ def v5_table() -> str:
     return "\n".join(lines)
 
 
+XQA_PEER = RESULTS / "h200" / "2026-12-01-xqa-peer" / "xqa-peer.json"  # scripts/xqa_peer.py's run of record
+
+
+def xqa_peer_table() -> str:
+    """XQA MLA (NVIDIA's 99 KB MLA decode kernel) beside our configurations on its one shape family, one run; a
+    "not yet measured" line until that run's JSON is committed."""
+    if not XQA_PEER.exists():
+        return (f"Not yet measured: this table is generated from `{_rel(XQA_PEER)}` (the JSON `scripts/xqa_peer.py` "
+                "writes on the H200, with its provenance) once it is committed.")
+    data = json.loads(XQA_PEER.read_text())
+    c, p, x = data["ceilings"], data["provenance"], data["xqa"]
+    peer = "xqa_mla"
+    rows = [r for r in data["rows"] if r["peer"] != peer or r.get("sub_seqs_rule")]  # XQA at its own split rule
+    ours = list(dict.fromkeys(r["peer"] for r in rows if r["peer"] != peer))
+    kernels = {r["peer"]: r.get("kernel") for r in rows}
+    by: dict = {}
+    for r in rows:
+        by.setdefault((r["kv"], r["B"], r["L"]), {})[r["peer"]] = r
+    fp8 = x["builds"].get("fp8")
+    fp8_words = ("not tried" if fp8 is None else "built" if fp8["ok"] else f"does not build ({fp8['error']})")
+    cell = lambda r: (f"{r['ms']:.3f} ({r['of_mma_sync']:.0%} / {r['of_copy']:.0%})" if r else "-")  # noqa: E731
+    eager = [f"{r['peer']} at B = {r['B']}, L = {r['L']:,}" for r in rows if r["timing"] != data["timing"]]
+    lines = [f"From `{_rel(XQA_PEER)}`: {p['gpu']} (driver {p['driver']}, torch {p['torch']}), {p['date_utc'][:10]}"
+             + ("" if data.get("complete") else f", **incomplete run** ({data.get('stopped')})")
+             + f"; {_timing_words(data)}, medians over inputs rotated past L2; ceilings in the same run: copy "
+             f"{c['copy_gbps']:.0f} GB/s, mma.sync {c['mma_sync_tflops']:.0f} TFLOP/s. XQA MLA: {x['package']} "
+             f"{x['version']} built for {x['arch']}, {x['page_size']}-token pages, its own split rule; fp8: "
+             f"{fp8_words}." + (f" Timed otherwise (the row's capture failed): {'; '.join(eager)}." if eager else "")
+             + " Each cell: ms (of the mma.sync peak / of the copy bandwidth), on one query token x 128 "
+             "heads per request (ours: N = 1, H = 128, causal).", "",
+             "| pool, B, L | XQA MLA | its KV splits per request | "
+             + " | ".join(f"`{i}` ({kernels[i]})" for i in ours) + " | XQA / fastest of ours |",
+             "|---|---:|---:|" + "---:|" * len(ours) + "---:|"]
+    for (kv, b, length), d in sorted(by.items()):
+        xr, mine = d.get(peer), [d[i] for i in ours if i in d]
+        ratio = f"{xr['ms'] / min(r['ms'] for r in mine):.1f}x" if xr and mine else "-"
+        lines.append(f"| {kv}, {b}, {length:,} | {cell(xr)} | {xr['sub_seqs_used'] if xr else '-'} | "
+                     + " | ".join(cell(d.get(i)) for i in ours) + f" | {ratio} |")
+    return "\n".join(lines)
+
+
 BLOCKS = {"v5": v5_table, "fixed_cost": fixed_cost_table, "issue18_targets": issue18_targets_table, "fp8": fp8_table,
-          "rtx_fp8_prediction": rtx_fp8_prediction_table, "bench": bench_table, "versions": versions_table,
+          "xqa_peer": xqa_peer_table, "rtx_fp8_prediction": rtx_fp8_prediction_table, "bench": bench_table, "versions": versions_table,
           "targets": targets_table, "floors": floors_table,
           "sm120": sm120_table, "sm120_targets": sm120_targets_table, "rtx_prediction": rtx_prediction_table}
 FILES = (ROOT / "README.md", ROOT / "docs" / "performance.md")
