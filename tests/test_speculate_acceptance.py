@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from kdtree_lab.speculate import acceptance as acc
 from kdtree_lab.speculate.sweep import fit_draft
-from kdtree_lab.tree import DraftTree, ddtree
+from kdtree_lab.core.tree import DraftTree, ddtree
 
 
 def walk_tokens(tree: DraftTree, target: tuple[int, ...]) -> int:

@@ -31,7 +31,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..tree import DraftTree, ddtree
+from ..core.tree import DraftTree, ddtree
 
 RANKS = 32  # ranks kept per depth; the geometric tail below them is renormalised onto them
 STEPS = 24  # Beta quantiles in a population

@@ -1,6 +1,6 @@
 """Attention time per layer call for the step model: tree verify (ours, SGLang's) and one-token decode (SGLang's).
 
-Times come from the benchmark grid (``bench.preset("issue")``: B {1, 8, 48} x L {4k, 32k, 200k} x N {4, 16, 64} x
+Times come from the benchmark grid (``checks.bench_presets.preset("issue")``: B {1, 8, 48} x L {4k, 32k, 200k} x N {4, 16, 64} x
 H {8, 16, 64, 128}), as CUDA-graph replays of one call:
 
 - committed results: for each implementation, the newest committed ``issue`` grid under ``data/results/h200/``
@@ -9,7 +9,7 @@ H {8, 16, 64, 128}), as CUDA-graph replays of one call:
   grid ran on the H200, where the sm_120 kernel is forced to time it.
 - sm_120 cards: predicted from the H200 rows exactly as the README's RTX tables are (``predict_ms``) and labelled
   predictions.
-- this GPU: measured first (``measure``), through ``bench.run_grid``.
+- this GPU: measured first (``measure``), through ``checks.bench.run_grid``.
 
 Between grid points a time is interpolated linearly in L, then N, then B; below the shortest prefix it is held
 (a call over fewer tokens costs no more, to first order); beyond the longest it is extrapolated along the last
@@ -26,8 +26,8 @@ from bisect import bisect_left
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..mla import D_QK
-from ..paths import RESULTS, ROOT
+from ..checks.roofline import Shape
+from ..core.paths import RESULTS, ROOT
 
 # The implementation standing for our kernel on each GPU: the configuration kdtree_verify_select_config picks there
 # (README, "The kernel": v5 on sm_90a, the sm_120 kernel on 99 KB GPUs; the latter timed on the H200 forced).
@@ -36,7 +36,6 @@ SGLANG_VERIFY = "sglang_extend"  # extend_attention_fwd, SGLang 0.5.23's Triton 
 SGLANG_DECODE = "sglang_decode_1tok"  # decode_attention_fwd, one token per request (no speculation)
 MEASURED_ON = "h200"  # the GPU every committed grid ran on
 KERNELS = ("ours", "sglang", "decode")  # the tables a step needs: verify with ours, verify with SGLang's, decode
-KV_BYTES = 2  # the grids time bf16 pools
 
 
 class KernelTimeError(ValueError):
@@ -116,8 +115,10 @@ class KernelTable:
         how = f"predicted for {self.gpu} from H200 rows" if self.predicted else f"measured on {self.gpu}"
         return f"{self.impl}, {how} ({self.source})"
 
-    def _axis(self, values: list[int], x: float, name: str, clamp_low: bool) -> tuple[int, int, float]:
-        """Neighbours (lo, hi) of x among ``values`` and the weight of hi."""
+    def _axis(self, values: list[int], x: float, name: str, clamp_low: bool,
+              extend_high: bool = False) -> tuple[int, int, float]:
+        """Neighbours (lo, hi) of x among ``values`` and the weight of hi (above 1: extrapolated along the last
+        segment, where ``extend_high``)."""
         if x in values:
             return int(x), int(x), 0.0
         if x < values[0]:
@@ -125,6 +126,9 @@ class KernelTable:
                 return values[0], values[0], 0.0
             raise KernelTimeError(f"{name}: {x} is below the grid ({values}) of {self.kernel} times")
         if x > values[-1]:
+            if extend_high and len(values) > 1:
+                lo, hi = values[-2], values[-1]
+                return lo, hi, (x - lo) / (hi - lo)
             raise KernelTimeError(f"{name}: {x} is above the grid ({values}) of {self.kernel} times")
         i = bisect_left(values, x)
         lo, hi = values[i - 1], values[i]
@@ -145,14 +149,15 @@ class KernelTable:
         return t1 + (t1 - t0) * (prefix - l1) / (l1 - l0), True
 
     def lookup(self, batch: float, prefix: float, nodes: float, heads: int) -> tuple[float, bool]:
-        """(ms of one call, whether a series was extrapolated past its longest timed prefix) for ``batch``
+        """(ms of one call, whether it was extrapolated past the longest timed prefix or largest batch) for ``batch``
         requests, ``prefix`` tokens each, ``nodes`` query rows per request (1 for decode) and ``heads`` query heads
         on this GPU."""
         heads_known = sorted({h for _, h, _ in self.series})
         if heads not in heads_known:
             raise KernelTimeError(f"heads: {self.kernel} times exist for {heads_known} heads per GPU, not {heads}")
-        b_lo, b_hi, wb = self._axis(sorted({b for b, h, _ in self.series if h == heads}), batch, "batch", False)
-        out, extra = [], False
+        batches = sorted({b for b, h, _ in self.series if h == heads})
+        b_lo, b_hi, wb = self._axis(batches, batch, "batch", False, extend_high=True)  # time grows ~linearly in B
+        out, extra = [], batch > batches[-1]
         for b in (b_lo, b_hi):
             ns = sorted({n for bb, h, n in self.series if bb == b and h == heads})
             n_lo, n_hi, wn = self._axis(ns, nodes, "nodes", True)
@@ -179,7 +184,7 @@ def _series(rows: list[dict], ms_of, one_token: bool) -> dict[tuple[int, int, in
 def table(kernel: str, gpu: str, measured: dict | None = None) -> KernelTable:
     """The ``kernel`` ("ours", "sglang" or "decode") times for GPU preset ``gpu``: from ``measured`` (a
     ``bench.run_grid`` result of this GPU) when given, else from the committed grids (predicted off the H200)."""
-    from ..budget import gpus
+    from ..budget.presets import gpus
 
     if kernel not in KERNELS:
         raise KernelTimeError(f"kernel: expected one of {KERNELS}, got {kernel!r}")
@@ -204,7 +209,7 @@ def table(kernel: str, gpu: str, measured: dict | None = None) -> KernelTable:
     card, share = cards[gpu], bandwidth_share(grid)
 
     def ms_of(r: dict) -> float:
-        return predict_ms(r["ms"], r["B"] * r["L"] * D_QK * KV_BYTES, grid.ceilings, card, share)
+        return predict_ms(r["ms"], Shape(r["B"], r["L"], r["N"], r["H"]).kv_bytes, grid.ceilings, card, share)
 
     return KernelTable(kernel, impl, gpu, True, grid.source, grid.ceilings, _series(list(grid.rows), ms_of, one))
 
@@ -217,20 +222,22 @@ def tables(gpu: str, measured: dict | None = None) -> dict[str, KernelTable]:
 def measure(batches: tuple[int, ...], heads: int, progress: bool = True, method: str = "graph") -> dict:
     """Time the issue grid's shapes for these batch sizes and heads on this GPU, with our kernel (the configuration
     it selects), SGLang's verify and SGLang's decode, ceilings first; the grid's own rule leaves SGLang out where one
-    call would take seconds. Returns a ``bench.run_grid`` result. Needs a CUDA GPU (and SGLang for its rows)."""
-    from .. import bench
-    from ..display import progress as bar
+    call would take seconds. Returns a ``checks.bench.run_grid`` result. Needs a CUDA GPU (and SGLang for its rows)."""
+    from dataclasses import asdict
+
+    from ..checks import bench
+    from ..checks.bench_presets import preset
+    from ..checks.timing import measure_ceilings
+    from ..core.display import progress as bar
 
     items = [(s, [i for i in impls if i in ("cuda", "sglang_extend", "sglang_decode")])
-             for s, impls in bench.preset("issue") if s.batch in batches and s.heads == heads]
+             for s, impls in preset("issue") if s.batch in batches and s.heads == heads]
     if not items:
         raise KernelTimeError(f"batches {batches}, heads {heads}: the issue grid has no such shapes")
-    ceilings = bench.measure_ceilings()
+    ceilings = measure_ceilings()
     rows: list[dict] = []
     it = bar(items, desc="kernel times", unit="shape") if progress else items
     for shape, impls in it:
         rows += bench.run_grid([shape], impls, ceilings, progress=False, method=method)["rows"]
-    from dataclasses import asdict
-
     return {"preset": "issue (subset)", "ceilings": asdict(ceilings), "sglang": bench.sglang_available(),
             "timing": method, "rows": rows}

@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from ..paths import DATA
+from ..core.paths import DATA
 
 PRESETS = DATA / "presets" / "speculation.yaml"
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..budget import GpuPreset, ModelPreset, gpus, models
+from ..budget.presets import GpuPreset, ModelPreset, gpus, models
 from .kernel_times import KernelTable
 from .presets import Architecture, architectures, rates
 
