@@ -115,10 +115,8 @@ class KernelTable:
         how = f"predicted for {self.gpu} from H200 rows" if self.predicted else f"measured on {self.gpu}"
         return f"{self.impl}, {how} ({self.source})"
 
-    def _axis(self, values: list[int], x: float, name: str, clamp_low: bool,
-              extend_high: bool = False) -> tuple[int, int, float]:
-        """Neighbours (lo, hi) of x among ``values`` and the weight of hi (above 1: extrapolated along the last
-        segment, where ``extend_high``)."""
+    def _axis(self, values: list[int], x: float, name: str, clamp_low: bool) -> tuple[int, int, float]:
+        """Neighbours (lo, hi) of x among ``values`` and the weight of hi."""
         if x in values:
             return int(x), int(x), 0.0
         if x < values[0]:
@@ -126,9 +124,6 @@ class KernelTable:
                 return values[0], values[0], 0.0
             raise KernelTimeError(f"{name}: {x} is below the grid ({values}) of {self.kernel} times")
         if x > values[-1]:
-            if extend_high and len(values) > 1:
-                lo, hi = values[-2], values[-1]
-                return lo, hi, (x - lo) / (hi - lo)
             raise KernelTimeError(f"{name}: {x} is above the grid ({values}) of {self.kernel} times")
         i = bisect_left(values, x)
         lo, hi = values[i - 1], values[i]
@@ -149,15 +144,14 @@ class KernelTable:
         return t1 + (t1 - t0) * (prefix - l1) / (l1 - l0), True
 
     def lookup(self, batch: float, prefix: float, nodes: float, heads: int) -> tuple[float, bool]:
-        """(ms of one call, whether it was extrapolated past the longest timed prefix or largest batch) for ``batch``
+        """(ms of one call, whether a series was extrapolated past its longest timed prefix) for ``batch``
         requests, ``prefix`` tokens each, ``nodes`` query rows per request (1 for decode) and ``heads`` query heads
         on this GPU."""
         heads_known = sorted({h for _, h, _ in self.series})
         if heads not in heads_known:
             raise KernelTimeError(f"heads: {self.kernel} times exist for {heads_known} heads per GPU, not {heads}")
-        batches = sorted({b for b, h, _ in self.series if h == heads})
-        b_lo, b_hi, wb = self._axis(batches, batch, "batch", False, extend_high=True)  # time grows ~linearly in B
-        out, extra = [], batch > batches[-1]
+        b_lo, b_hi, wb = self._axis(sorted({b for b, h, _ in self.series if h == heads}), batch, "batch", False)
+        out, extra = [], False
         for b in (b_lo, b_hi):
             ns = sorted({n for bb, h, n in self.series if bb == b and h == heads})
             n_lo, n_hi, wn = self._axis(ns, nodes, "nodes", True)
@@ -217,6 +211,19 @@ def table(kernel: str, gpu: str, measured: dict | None = None) -> KernelTable:
 def tables(gpu: str, measured: dict | None = None) -> dict[str, KernelTable]:
     """Every table a step needs, keyed by ``KERNELS``."""
     return {k: table(k, gpu, measured) for k in KERNELS}
+
+
+def batches_for(batch: int) -> tuple[int, ...]:
+    """The grid's batch sizes a sweep at ``batch`` interpolates between (the batch itself when the grid has it)."""
+    from ..checks.bench_presets import preset
+
+    grid = sorted({s.batch for s, _ in preset("issue")})
+    if batch in grid:
+        return (batch,)
+    above = [b for b in grid if b > batch]
+    below = [b for b in grid if b < batch]
+    return tuple(x for x in (below[-1] if below else None, above[0] if above else None) if x is not None) or \
+        tuple(grid[-2:])
 
 
 def measure(batches: tuple[int, ...], heads: int, progress: bool = True, method: str = "graph") -> dict:
