@@ -13,6 +13,7 @@ from pathlib import Path
 from kdtree_lab.checks.bench_results import fp8_speedups, streaming_fits
 from kdtree_lab.checks.roofline import Shape, row_kv
 from kdtree_lab.core.paths import RESULTS, ROOT
+from kdtree_lab.speculate.kernel_times import predict_ms  # the RTX prediction rule (notebook 07 uses it too)
 
 # The H200 results of record these tables quote (data/results/h200/README.md indexes every folder and its command).
 H200_V3 = RESULTS / "h200" / "2026-11-29-v3-kernel"  # kernel v3 (mma.sync), eager timing, every earlier version
@@ -281,8 +282,7 @@ def rtx_prediction_table() -> str:
     for key in SM120_SHAPES:
         s = by_shape[key]["cuda_sm120"]
         kv_bytes = Shape(*key).kv_bytes
-        preds = [max(s["ms"] * c["mma_sync_tflops"] / g.mma_sync_tflops,
-                     kv_bytes / (u * g.bandwidth_gbps * 1e9) * 1e3) for g in cards]
+        preds = [predict_ms(s["ms"], kv_bytes, c, g, u) for g in cards]
         lines.append(f"| {', '.join(map(str, key))} | {s['ms']:.3f} | " + " | ".join(f"{p:.3f}" for p in preds) + " |")
     return "\n".join(lines)
 
@@ -339,8 +339,7 @@ def rtx_fp8_prediction_table() -> str:
             pred = {}
             for kv in ("bf16", "fp8"):
                 r = mine[("cuda_sm120", *key, kv)]
-                pred[kv] = max(r["ms"] * c["mma_sync_tflops"] / g.mma_sync_tflops,
-                               Shape(*key, kv=kv).kv_bytes / (u * g.bandwidth_gbps * 1e9) * 1e3)
+                pred[kv] = predict_ms(r["ms"], Shape(*key, kv=kv).kv_bytes, c, g, u)
             cells.append(f"{pred['bf16']:.3f} / {pred['fp8']:.3f} ({pred['bf16'] / pred['fp8']:.2f}x)")
         b, length, n, h = key
         lines.append(f"| {b}, {length // 1000}k, {n}, {h} | " + " | ".join(cells) + " |")

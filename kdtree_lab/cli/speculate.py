@@ -10,7 +10,7 @@ from ..lab.record import emit
 from .args import positive_int, positive_ints
 
 # The setup's parameter names as the command spells them, to name a refused value by its flag.
-FLAGS = ("accept_length", "accept_nodes", "step_context", "step_ms", "draft_ms", "context", "nodes", "batch", "draft",
+FLAGS = ("measure", "accept_length", "accept_nodes", "step_context", "step_ms", "draft_ms", "context", "nodes", "batch", "draft",
          "quant", "model", "gpu", "tp", "heads")
 
 
@@ -21,19 +21,6 @@ def _flagged(message: str) -> str:
     for name in FLAGS:
         head = re.sub(rf"(?<![-\w]){name}(?!\w)", "--" + name.replace("_", "-"), head)
     return head + sep + rest
-
-
-def _this_gpu_matches(gpu: str) -> str | None:
-    """None when the CUDA device present is the preset ``gpu`` (every part of its name in the device's), else why
-    not."""
-    import torch
-
-    if not torch.cuda.is_available():
-        return "--measure: expected a CUDA GPU, found none (without --measure the committed results are used)"
-    name = torch.cuda.get_device_name(0)
-    if not all(part in name.lower() for part in gpu.split("-")):
-        return f"--measure: the GPU present is {name!r}, not the --gpu preset {gpu!r}"
-    return None
 
 
 def _text(res: dict, s) -> str:
@@ -57,6 +44,7 @@ def _text(res: dict, s) -> str:
 
 def cmd_speculate(args: argparse.Namespace) -> int:
     from ..speculate import kernel_times, sweep
+    from ..speculate.step import target
 
     try:
         if (args.accept_length is None) != (args.accept_nodes is None):
@@ -64,16 +52,10 @@ def cmd_speculate(args: argparse.Namespace) -> int:
                              "size it was measured at) or neither")
         measured = None
         if args.measure:
-            why = _this_gpu_matches(args.gpu)
+            heads = target(args.gpu, args.model, args.tp, args.quant, {"copy_gbps": 1, "gemm_tflops": 1}).heads
+            measured, why = kernel_times.measure_here(args.gpu, heads, args.batch, progress=not args.json)
             if why:
-                print(f"kdtree-lab speculate: {why}", file=sys.stderr)
-                return 2
-            from ..budget.presets import models
-
-            if args.model not in models():
-                raise ValueError(f"model: expected one of {sorted(models())}, got {args.model!r}")
-            measured = kernel_times.measure(kernel_times.batches_for(args.batch), models()[args.model].heads // args.tp,
-                                            progress=not args.json)
+                raise ValueError(f"measure: {why} (without --measure the committed results are used)")
         s = sweep.setup(args.gpu, args.model, args.tp, args.quant, args.batch, args.draft, args.accept_length,
                         args.accept_nodes, args.step_ms, args.step_context, args.draft_ms,
                         tuple(args.nodes), measured)

@@ -192,10 +192,13 @@ def table(kernel: str, gpu: str, measured: dict | None = None) -> KernelTable:
     one = kernel == "decode"
     if measured is not None:
         rows = [r for r in measured["rows"] if r["impl"] == impl and r.get("kv", "bf16") == "bf16"]
-        if not rows:
-            raise KernelTimeError(f"the measured result holds no {impl} rows")
-        return KernelTable(kernel, impl, gpu, False, "measured in this run", measured["ceilings"],
-                           _series(rows, lambda r: r["ms"], one))
+        if rows:
+            return KernelTable(kernel, impl, gpu, False, "measured in this run", measured["ceilings"],
+                               _series(rows, lambda r: r["ms"], one))
+        impl = OURS_ON.get(gpu) if kernel == "ours" else impl  # not timed here (SGLang absent): the committed rows
+        if impl is None:
+            raise KernelTimeError(f"the measured result holds no rows for {kernel} and no committed ones apply to "
+                                  f"{gpu}")
     grid = committed_grid(impl)
     if gpu == MEASURED_ON:
         return KernelTable(kernel, impl, gpu, False, grid.source, grid.ceilings,
@@ -211,6 +214,28 @@ def table(kernel: str, gpu: str, measured: dict | None = None) -> KernelTable:
 def tables(gpu: str, measured: dict | None = None) -> dict[str, KernelTable]:
     """Every table a step needs, keyed by ``KERNELS``."""
     return {k: table(k, gpu, measured) for k in KERNELS}
+
+
+def device_mismatch(gpu: str) -> str | None:
+    """None when the CUDA device present is GPU preset ``gpu`` (every part of the preset's name appears in the
+    device's), else why not."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return "needs a CUDA GPU, found none"
+    name = torch.cuda.get_device_name(0)
+    if not all(part in name.lower() for part in gpu.split("-")):
+        return f"the GPU present is {name!r}, not the preset {gpu!r}"
+    return None
+
+
+def measure_here(gpu: str, heads: int, batch: int, progress: bool = True) -> tuple[dict | None, str | None]:
+    """(this GPU's kernel times for a sweep at ``batch`` with ``heads`` heads per GPU, None) when the device is
+    preset ``gpu``; (None, why not) otherwise, without touching the GPU."""
+    why = device_mismatch(gpu)
+    if why:
+        return None, why
+    return measure(batches_for(batch), heads, progress), None
 
 
 def batches_for(batch: int) -> tuple[int, ...]:
