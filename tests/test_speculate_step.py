@@ -190,3 +190,23 @@ def test_measured_acceptance_replaces_the_preset_level():
     assert sw.spec_step(s, 4096, "ours", 4, chain=True).tokens == pytest.approx(2.8, abs=1e-6)
     assert "measured" in s.acceptance_source
     assert not math.isnan(sw.spec_step(s, 4096, "ours", 16).tokens)
+
+
+def test_times_measured_here_are_used_and_missing_sglang_rows_fall_back_to_committed():
+    grid = kt.committed_grid("cuda")
+    fake = {"ceilings": grid.ceilings, "rows": [dict(r, ms=r["ms"] * 2) for r in grid.rows]}  # no SGLang rows
+    ours = kt.table("ours", "h200", fake)
+    assert not ours.predicted and ours.source == "measured in this run"
+    assert ours.ms(1, 32_768, 16, 8) == pytest.approx(2 * kt.tables("h200")["ours"].ms(1, 32_768, 16, 8))
+    sglang = kt.table("sglang", "h200", fake)
+    assert sglang.source == kt.committed_grid(kt.SGLANG_VERIFY).source
+
+
+def test_measuring_needs_the_named_gpu():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: the refusal without one cannot be shown here")
+    measured, why = kt.measure_here("rtx-pro-6000", 8, 1)
+    assert measured is None and "needs a CUDA GPU" in why
+    assert kt.batches_for(1) == (1,) and kt.batches_for(4) == (1, 8)
