@@ -78,6 +78,7 @@ _positive_float.__name__ = "number > 0"
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argparse has no public type
+    from ..speculate.presets import drafts
     from ..speculate.sweep import DEFAULT_CONTEXTS, DEFAULT_NODES
 
     p = sub.add_parser("speculate", help="tokens per second by context and tree size with SGLang's verify and ours "
@@ -90,8 +91,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
                    help="context lengths in tokens, comma-separated (default 4096 ... 262144)")
     p.add_argument("--batch", type=positive_int, default=1, help="concurrent requests, each verifying its own tree")
     p.add_argument("--draft", default="dflash-gsm8k",
-                   help="acceptance preset (data/presets/speculation.yaml: ddtree-math500, dflash-gsm8k, "
-                        "dflash-mtbench, eagle3-kimi-k26)")
+                   help=f"acceptance preset (data/presets/speculation.yaml: {', '.join(drafts())})")
     p.add_argument("--nodes", type=positive_ints, default=list(DEFAULT_NODES),
                    help="tree sizes N to model, root included (default 4,8,16,32,64)")
     p.add_argument("--accept-length", type=_positive_float,
