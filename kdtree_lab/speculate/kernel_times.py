@@ -5,7 +5,7 @@ H {8, 16, 64, 128}), as CUDA-graph replays of one call:
 
 - committed results: for each implementation, the newest committed ``issue`` grid under ``data/results/h200/``
   that holds its rows (``committed_grid``), so a newly committed run of a default kernel is picked up without a
-  code change. Our kernel on a GPU is the configuration the launcher selects there (``OURS_ON``); every committed
+  code change. Our kernel on a GPU is the configuration the launcher selects there (``ours_impl``); every committed
   grid ran on the H200, where the sm_120 kernel is forced to time it.
 - sm_120 cards: predicted from the H200 rows exactly as the README's RTX tables are (``predict_ms``) and labelled
   predictions.
@@ -29,9 +29,6 @@ from pathlib import Path
 from ..checks.roofline import Shape
 from ..core.paths import RESULTS, ROOT
 
-# The implementation standing for our kernel on each GPU: the configuration kdtree_verify_select_config picks there
-# (README, "The kernel": v5 on sm_90a, the sm_120 kernel on 99 KB GPUs; the latter timed on the H200 forced).
-OURS_ON = {"h200": "cuda", "rtx-pro-6000": "cuda_sm120", "rtx-5090": "cuda_sm120"}
 SGLANG_VERIFY = "sglang_extend"  # extend_attention_fwd, SGLang 0.5.23's Triton verify path for MLA
 SGLANG_DECODE = "sglang_decode_1tok"  # decode_attention_fwd, one token per request (no speculation)
 MEASURED_ON = "h200"  # the GPU every committed grid ran on
@@ -40,6 +37,27 @@ KERNELS = ("ours", "sglang", "decode")  # the tables a step needs: verify with o
 
 class KernelTimeError(ValueError):
     """A shape or GPU the kernel times cannot answer; the message names it."""
+
+
+def ours_impl(gpu: str) -> str:
+    """The implementation whose committed rows stand for our kernel on GPU preset ``gpu``: ``cuda`` on the GPU the
+    grids ran on, else the forced implementation of the configuration the launcher selects there
+    (``launch_plan.select`` for the headline shape, B=1, N=16, H=8, over a bf16 pool): the sm_120 kernel on
+    RTX PRO 6000 and RTX 5090, timed on the H200 forced."""
+    from ..budget.presets import gpus
+    from ..kernels.impls import IMPLS
+    from ..kernels.launch_plan import NoConfiguration, select
+
+    if gpu == MEASURED_ON:
+        return "cuda"
+    try:
+        config = select(1, 16, 8, "bf16", gpus()[gpu].device)
+    except NoConfiguration as exc:
+        raise KernelTimeError(f"gpu {gpu}: {exc}") from None
+    forced = [i.name for i in IMPLS.values() if i.kernel == config.name]
+    if not forced:
+        raise KernelTimeError(f"gpu {gpu}: its configuration {config.name} has no forced implementation to time")
+    return forced[0]
 
 
 @dataclass(frozen=True)
@@ -185,20 +203,17 @@ def table(kernel: str, gpu: str, measured: dict | None = None) -> KernelTable:
     cards = gpus()
     if gpu not in cards:
         raise KernelTimeError(f"gpu: expected one of {sorted(cards)}, got {gpu!r}")
-    impl = {"ours": "cuda" if measured else OURS_ON.get(gpu), "sglang": SGLANG_VERIFY, "decode": SGLANG_DECODE}[kernel]
-    if impl is None:
-        raise KernelTimeError(f"gpu {gpu}: no committed kernel times apply to it (known: {sorted(OURS_ON)}); run "
-                              "notebook 07 on that GPU to measure them")
+    if measured is None and gpu != MEASURED_ON and not cards[gpu].mma_sync_tflops:
+        raise KernelTimeError(f"gpu {gpu}: predicting its times from the H200's needs its mma.sync rate "
+                              "(gpus.yaml mma_sync_tflops); run notebook 07 on that GPU to measure them instead")
+    impl = {"ours": "cuda" if measured else ours_impl(gpu), "sglang": SGLANG_VERIFY, "decode": SGLANG_DECODE}[kernel]
     one = kernel == "decode"
     if measured is not None:
         rows = [r for r in measured["rows"] if r["impl"] == impl and r.get("kv", "bf16") == "bf16"]
         if rows:
             return KernelTable(kernel, impl, gpu, False, "measured in this run", measured["ceilings"],
                                _series(rows, lambda r: r["ms"], one))
-        impl = OURS_ON.get(gpu) if kernel == "ours" else impl  # not timed here (SGLang absent): the committed rows
-        if impl is None:
-            raise KernelTimeError(f"the measured result holds no rows for {kernel} and no committed ones apply to "
-                                  f"{gpu}")
+        impl = ours_impl(gpu) if kernel == "ours" else impl  # not timed here (SGLang absent): the committed rows
     grid = committed_grid(impl)
     if gpu == MEASURED_ON:
         return KernelTable(kernel, impl, gpu, False, grid.source, grid.ceilings,
