@@ -9,6 +9,7 @@ below it, never from one above, and no import cycle exists (tests/test_imports.p
 - ``checks``: oracle, batch builder, parity, benchmark, CUDA graphs, capture audit, sanitizer cases.
 - ``sglang``: the verify hook for SGLang's Triton backend, the launcher and plugin that install it.
 - ``budget``: the memory budget and its widget (torch-free).
+- ``speculate``: what speculation buys end to end: acceptance, the step model, tokens per second by context.
 - ``lab``: the notebook runner, profiles, records, provenance, doctor, figures, the GPU fleet.
 - ``cli``: the ``kdtree-lab`` command, one module per command.
 
@@ -19,7 +20,7 @@ The public API for an engine (SGLang's hook uses it too): ``kdtree_lab.VerifyAtt
 __version__ = "0.1.0"
 __all__ = ["VerifyAttention"]
 
-LAYERS = ("core", "contract", "kernels", "checks", "sglang", "budget", "lab", "cli")
+LAYERS = ("core", "contract", "kernels", "checks", "sglang", "budget", "speculate", "lab", "cli")
 
 
 def __getattr__(name: str):

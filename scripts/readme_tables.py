@@ -13,6 +13,7 @@ from pathlib import Path
 from kdtree_lab.checks.bench_results import fp8_speedups, streaming_fits
 from kdtree_lab.checks.roofline import Shape, row_kv
 from kdtree_lab.core.paths import RESULTS, ROOT
+from kdtree_lab.speculate.kernel_times import predict_ms  # the RTX prediction rule (notebook 07 uses it too)
 
 # The H200 results of record these tables quote (data/results/h200/README.md indexes every folder and its command).
 H200_V3 = RESULTS / "h200" / "2026-11-29-v3-kernel"  # kernel v3 (mma.sync), eager timing, every earlier version
@@ -281,8 +282,7 @@ def rtx_prediction_table() -> str:
     for key in SM120_SHAPES:
         s = by_shape[key]["cuda_sm120"]
         kv_bytes = Shape(*key).kv_bytes
-        preds = [max(s["ms"] * c["mma_sync_tflops"] / g.mma_sync_tflops,
-                     kv_bytes / (u * g.bandwidth_gbps * 1e9) * 1e3) for g in cards]
+        preds = [predict_ms(s["ms"], kv_bytes, c, g, u) for g in cards]
         lines.append(f"| {', '.join(map(str, key))} | {s['ms']:.3f} | " + " | ".join(f"{p:.3f}" for p in preds) + " |")
     return "\n".join(lines)
 
@@ -339,8 +339,7 @@ def rtx_fp8_prediction_table() -> str:
             pred = {}
             for kv in ("bf16", "fp8"):
                 r = mine[("cuda_sm120", *key, kv)]
-                pred[kv] = max(r["ms"] * c["mma_sync_tflops"] / g.mma_sync_tflops,
-                               Shape(*key, kv=kv).kv_bytes / (u * g.bandwidth_gbps * 1e9) * 1e3)
+                pred[kv] = predict_ms(r["ms"], Shape(*key, kv=kv).kv_bytes, c, g, u)
             cells.append(f"{pred['bf16']:.3f} / {pred['fp8']:.3f} ({pred['bf16'] / pred['fp8']:.2f}x)")
         b, length, n, h = key
         lines.append(f"| {b}, {length // 1000}k, {n}, {h} | " + " | ".join(cells) + " |")
@@ -494,11 +493,57 @@ def xqa_peer_table() -> str:
     return "\n".join(lines)
 
 
+def speculation_table() -> str:
+    """Notebook 07's answer for the reference deployment (a model), from the committed kernel times and presets."""
+    from kdtree_lab.speculate import sweep
+
+    s = sweep.setup("rtx-pro-6000", "kimi-k2", 8, "int4", 1, "dflash-gsm8k")
+    res = sweep.sweep(s)
+    tabs, chain = s.tables, s.draft.chain[0]
+    lines = [f"**A model, not a measurement**: Kimi K2.6 (int4) on 8 x RTX PRO 6000, TP8, one request, DFlash drafts "
+             f"(acceptance preset `dflash-gsm8k`: {s.draft.chain[1]} tokens per step for its chain of {chain}), "
+             f"tokens per second per request. Attention per layer: ours `{tabs['ours'].impl}`, SGLang's verify and "
+             f"decode, each predicted for the card from the H200 rows of `{tabs['ours'].source}` and "
+             f"`{tabs['sglang'].source}` by the rule of the README's RTX prediction table; the rest of the step from the model's "
+             f"architecture; the step's fixed part ({s.fixed.ms:.2f} ms) from the published one-token step "
+             "(`data/presets/speculation.yaml`). Inputs and their sources: notebook 07, `docs/speculation.md`.", "",
+             f"| context | no speculation | chain of {chain}, ours / SGLang's | best tree, ours | best tree, SGLang's |",
+             "|---:|---:|---:|---:|---:|"]
+    for r in res["rows"]:
+        best = {k: f"{r['best'][k]['tokens_per_s']:.1f} ({r['best'][k]['kind']} of {r['best'][k]['nodes']})"
+                for k in sweep.KERNELS}
+        lines.append(f"| {r['context']:,} | {r['no_spec']['tokens_per_s']:.1f} | {r['chain']['ours']['tokens_per_s']:.1f}"
+                     f" / {r['chain']['sglang']['tokens_per_s']:.1f} | {best['ours']} | {best['sglang']} |")
+    words = {"ours": "With our verify", "sglang": "With SGLang's verify"}
+    lines += [""] + [f"{words[k]}: {b['words'].split(': ', 1)[1]}." for k, b in res["break_even"].items()]
+    return "\n".join(lines)
+
+
+def speculation_check_table() -> str:
+    """The model against the published Kimi K2.6 figures (notebook 07's last part)."""
+    from kdtree_lab.speculate import published
+
+    lines = []
+    for c in published.check_all():
+        lines += [f"{c['label']} ({c['source']}); tokens per second, one request, measured / model:", "",
+                  "| context | no speculation | EAGLE-3 chain of 4: measured | model, decode-row verify | "
+                  "model, our verify | model, SGLang's verify |", "|---:|---:|---:|---:|---:|---:|"]
+        for r in c["rows"]:
+            ns = r["measured no speculation"]
+            sp = r["measured speculation"]
+            lines.append(f"| {r['context']:,} | {'-' if ns is None else ns} / {r['model no speculation']} | "
+                         f"{'-' if sp is None else sp} | {r['model speculation, decode rows verify']} | "
+                         f"{r['model speculation, ours verify']} | {r['model speculation, sglang verify']} |")
+        lines.append("")
+    return "\n".join(lines).rstrip()
+
+
 BLOCKS = {"v5": v5_table, "fixed_cost": fixed_cost_table, "issue18_targets": issue18_targets_table, "fp8": fp8_table,
           "xqa_peer": xqa_peer_table, "rtx_fp8_prediction": rtx_fp8_prediction_table, "bench": bench_table, "versions": versions_table,
           "targets": targets_table, "floors": floors_table,
-          "sm120": sm120_table, "sm120_targets": sm120_targets_table, "rtx_prediction": rtx_prediction_table}
-FILES = (ROOT / "README.md", ROOT / "docs" / "performance.md")
+          "sm120": sm120_table, "sm120_targets": sm120_targets_table, "rtx_prediction": rtx_prediction_table,
+          "speculation": speculation_table, "speculation_check": speculation_check_table}
+FILES = (ROOT / "README.md", ROOT / "docs" / "performance.md", ROOT / "docs" / "speculation.md")
 
 
 def _replace(text: str, name: str, body: str) -> str:

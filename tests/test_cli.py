@@ -8,7 +8,7 @@ import pytest
 
 from kdtree_lab.cli.main import build_parser, main
 
-SUBCOMMANDS = ["doctor", "run", "audit", "build", "parity", "bench", "capture", "budget"]
+SUBCOMMANDS = ["doctor", "run", "audit", "build", "parity", "bench", "capture", "budget", "speculate"]
 
 
 def _cli(*args):
@@ -74,6 +74,8 @@ def test_parity_cli_offers_every_cuda_implementation():
     (["audit", "--prefix", "0"], "argument --prefix: invalid comma-separated integers >= 1 value: '0'"),
     (["audit", "--draft", "0"], "argument --draft: invalid integer >= 1 value: '0'"),
     (["budget", "--max-bs", "-1"], "argument --max-bs: invalid integer >= 1 value: '-1'"),
+    (["speculate", "--context", "0"], "argument --context: invalid comma-separated integers >= 1 value: '0'"),
+    (["speculate", "--accept-length", "-2"], "argument --accept-length: invalid number > 0 value: '-2'"),
 ])
 def test_bad_arguments_get_one_line_and_exit_2(argv, needle, capsys):
     from kdtree_lab.cli.main import main
@@ -126,3 +128,31 @@ def test_audit_cli_names_an_fp8_declaration_over_a_bf16_pool(capsys):
     bad = [i for i in data["invariants"] if not i["ok"]]
     assert [i["name"] for i in bad] == ["kv_pool_dtype"] and "found bfloat16" in bad[0]["detail"]
     assert main(["audit", "--kv-dtype", "fp8", "--k-scale", "0.5", "--declare-kv-dtype", "fp8_e4m3"]) == 0
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--tp", "3"], "--tp: expected a divisor of the model's 64 heads, got 3"),
+    (["--gpu", "a100"], "--gpu: expected one of"),
+    (["--draft", "medusa"], "--draft: expected one of"),
+    (["--nodes", "1,4"], "--nodes: expected tree sizes >= 2"),
+    (["--accept-length", "2.3"], "--accept-length and --accept-nodes: expected both"),
+    (["--accept-length", "5", "--accept-nodes", "4"], "acceptance length: a chain of 4 nodes commits between 1 and 4"),
+    (["--step-ms", "12"], "--step-context: a measured step time needs the context"),
+    (["--batch", "100"], "batch: 100 is above the grid"),
+])
+def test_speculate_refuses_bad_input_in_one_line(argv, needle, capsys):
+    from kdtree_lab.cli.main import main
+
+    assert main(["speculate", *argv]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_speculate_json_is_the_sweep(capsys):
+    from kdtree_lab.cli.main import main
+
+    assert main(["speculate", "--context", "4096,200000", "--nodes", "4,16", "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert [r["context"] for r in res["rows"]] == [4096, 200000]
+    assert set(res["rows"][0]["trees"]["ours"]) == {"4", "16"} and res["label"].startswith("model")
+    assert set(res["break_even"]) == {"ours", "sglang"}

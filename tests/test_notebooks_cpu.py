@@ -20,7 +20,7 @@ def test_cpu_profile_runs_every_notebook(tmp_path):
     assert status == {"00_environment": "passed", "01_dtype_audit": "passed", "02_kernel_build": "passed",
                       "04_memory_budget": "passed",
                       "03_eager_parity": "passed-with-skips", "05_cuda_graphs": "passed-with-skips",
-                      "06_benchmark": "passed-with-skips"}
+                      "06_benchmark": "passed-with-skips", "07_speculation": "passed-with-skips"}
     parity = json.loads((out / "03_eager_parity.json").read_text())
     assert [s["what"] for s in parity["skipped"]] == ["CUDA kernel parity", "cuda over an fp8 pool"]
     assert parity["summaries"]["triton"]["cases"] >= 50 + 16
@@ -30,5 +30,13 @@ def test_cpu_profile_runs_every_notebook(tmp_path):
     assert (out / "summary.md").read_text().count("|") > 20
     graphs = json.loads((out / "05_cuda_graphs.json").read_text())
     assert all(p["caught"] for p in graphs["plants"]) and graphs["enablement"] is None
+    spec = json.loads((out / "07_speculation.json").read_text())  # the reference deployment, from committed results
+    assert [s["what"] for s in spec["skipped"]] == ["kernel timing on this GPU"]
+    assert spec["kernel_times"] == "committed results" and spec["label"].startswith("model")
+    assert {r["context"] for r in spec["sweep"]["rows"]} >= {4096, 262144}
+    assert set(spec["sweep"]["break_even"]) == {"ours", "sglang"} and len(spec["published"]) == 2
+    assert all(spec["explanations"].values())
+    for png in ("07_curves.png", "07_best.png", "07_published.png"):
+        assert (out / png).stat().st_size > 10_000
     for nb in status:
         assert (out / f"{nb}.ipynb").exists() and (out / f"{nb}.json").exists()

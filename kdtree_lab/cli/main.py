@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import audit, bench, budget, build, capture, doctor, parity, run
+from . import audit, bench, budget, build, capture, doctor, parity, run, speculate
 
-COMMANDS = (doctor, run, audit, build, parity, budget, capture, bench)  # in the order --help lists them
+COMMANDS = (doctor, run, audit, build, parity, budget, capture, bench, speculate)  # in the order --help lists them
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -57,3 +57,13 @@ def save_figure(fig, path: str | Path | None):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, dpi=110)
     return fig
+
+
+def note(text: str) -> None:
+    """Display markdown prose in Jupyter (printed outside IPython)."""
+    try:
+        from IPython.display import Markdown, display
+
+        display(Markdown(text))
+    except ImportError:  # outside IPython
+        print(text)

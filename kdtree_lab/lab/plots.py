@@ -71,3 +71,95 @@ def speedup_vs_length(rows: list[dict], path: str | Path | None = None):
         ax.legend(fontsize=6, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.18))
     fig.tight_layout()
     return save_figure(fig, path)
+
+
+def speculation_curves(res: dict, path: str | Path | None = None):
+    """Tokens per second per request against context (``speculate.sweep`` result): one panel per verify kernel,
+    no speculation in black, the draft's chain dashed, trees of N nodes from light to dark, the break-even context
+    marked. A model, and the title says so."""
+    import matplotlib.pyplot as plt
+
+    kernels = list(res["break_even"])
+    fig, axes = plt.subplots(1, len(kernels), figsize=(6.2 * len(kernels), 4.6), sharey=True, squeeze=False)
+    ctx = [r["context"] for r in res["rows"]]
+    sizes = sorted(int(n) for n in res["rows"][0]["trees"][kernels[0]])
+    cmap = plt.get_cmap("viridis")
+    for ax, k in zip(axes[0], kernels):
+        ax.plot(ctx, [r["no_spec"]["tokens_per_s"] for r in res["rows"]], color="black", lw=2.5,
+                label="no speculation")
+        chain_n = res["rows"][0]["chain"][k]["nodes"]
+        ax.plot(ctx, [r["chain"][k]["tokens_per_s"] for r in res["rows"]], color="grey", ls="--", lw=1.8,
+                label=f"chain of {chain_n}")
+        for i, n in enumerate(sizes):
+            ax.plot(ctx, [r["trees"][k][str(n)]["tokens_per_s"] for r in res["rows"]], marker="o", ms=3,
+                    color=cmap(0.15 + 0.75 * i / max(1, len(sizes) - 1)), label=f"tree of {n}")
+        b = res["break_even"][k]
+        if b["context"]:
+            ax.axvline(b["context"], color="red", ls=":", lw=1.5, label=f"stops paying: {b['context'] / 1000:.0f}k")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("context (tokens)")
+        ax.set_title({"ours": "verify with our kernel", "sglang": "verify with SGLang's Triton kernel"}.get(k, k))
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7, loc="lower left")
+    axes[0][0].set_ylabel("tokens per second per request")
+    fig.suptitle(f"Decode speed by context ({res['label']})", fontsize=10)
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+def speculation_best(res: dict, path: str | Path | None = None):
+    """The best variant's speed-up over no speculation against context, one line per verify kernel, each point
+    labelled with the winning tree size; below 1 speculation costs speed."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    ctx = [r["context"] for r in res["rows"]]
+    for k, colour in zip(res["break_even"], ("tab:blue", "tab:orange", "tab:green")):
+        up = [r["best"][k]["tokens_per_s"] / r["no_spec"]["tokens_per_s"] for r in res["rows"]]
+        ax.plot(ctx, up, marker="o", color=colour, label={"ours": "our verify", "sglang": "SGLang's verify"}.get(k, k))
+        for x, y, r in zip(ctx, up, res["rows"]):
+            b = r["best"][k]
+            ax.annotate(f"{'C' if b['kind'] == 'chain' else 'N'}{b['nodes']}", (x, y), textcoords="offset points",
+                        xytext=(0, 6), ha="center", fontsize=7, color=colour)
+    ax.axhline(1.0, color="black", lw=1)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("context (tokens)")
+    ax.set_ylabel("best speculative / no speculation (tokens per second)")
+    ax.set_title(f"Best tree per context (N: tree of N nodes, C: the chain; {res['label']})", fontsize=9)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+def published_check(checks: list[dict], path: str | Path | None = None):
+    """Measured (markers) against modelled (lines) tokens per second for each published deployment
+    (``speculate.published.check``), with and without speculation."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(checks), figsize=(6.2 * len(checks), 4.4), squeeze=False)
+    styles = {"model no speculation": ("black", "-"), "model speculation, decode rows verify": ("tab:green", "--"),
+              "model speculation, ours verify": ("tab:blue", "-"), "model speculation, sglang verify": ("tab:orange", "-")}
+    for ax, res in zip(axes[0], checks):
+        rows = res["rows"]
+        ctx = [max(r["context"], 1000) for r in rows]  # context 0 drawn at 1k on the log axis
+        for key, (colour, ls) in styles.items():
+            ax.plot(ctx, [r[key] for r in rows], color=colour, ls=ls, label=key.replace("model ", "model: "))
+        for key, marker in (("measured no speculation", "o"), ("measured speculation", "x")):
+            pts = [(c, r[key]) for c, r in zip(ctx, rows) if r[key] is not None]
+            ax.scatter([p[0] for p in pts], [p[1] for p in pts], marker=marker, s=60, color="red", zorder=3,
+                       label=key)
+        for r in res["reported"]:
+            ax.scatter([r["context"]], [r["tokens_per_s"]], marker="*", s=120, color="purple", zorder=3,
+                       label="reported second-hand")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("context (tokens)")
+        ax.set_ylabel("tokens per second (one request)")
+        ax.set_title(res["label"], fontsize=8)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=6, loc="lower left")
+    fig.tight_layout()
+    return save_figure(fig, path)

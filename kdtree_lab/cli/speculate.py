@@ -1,0 +1,108 @@
+"""``kdtree-lab speculate``: tokens per second by context and tree size, with SGLang's verify and ours (a model)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+
+from ..lab.record import emit
+from .args import positive_int, positive_ints
+
+# The setup's parameter names as the command spells them, to name a refused value by its flag.
+FLAGS = ("measure", "accept_length", "accept_nodes", "step_context", "step_ms", "draft_ms", "context", "nodes", "batch", "draft",
+         "quant", "model", "gpu", "tp", "heads")
+
+
+def _flagged(message: str) -> str:
+    """A setup error with the parameter names before its first colon written as flags (accept_length ->
+    --accept-length)."""
+    head, sep, rest = message.partition(":")
+    for name in FLAGS:
+        head = re.sub(rf"(?<![-\w]){name}(?!\w)", "--" + name.replace("_", "-"), head)
+    return head + sep + rest
+
+
+def _text(res: dict, s) -> str:
+    from ..core.display import markdown_table
+
+    chain_n = s.draft.chain[0]
+    rows = []
+    for r in res["rows"]:
+        row = {"context": r["context"], "no speculation": r["no_spec"]["tokens_per_s"]}
+        for k in r["chain"]:
+            row[f"chain of {chain_n}, {k}"] = r["chain"][k]["tokens_per_s"]
+        for k, b in r["best"].items():
+            row[f"best, {k}"] = f"{b['tokens_per_s']:.1f} ({b['kind']} of {b['nodes']})"
+        rows.append(row)
+    lines = [f"Tokens per second per request, {res['label']} (kdtree_lab.speculate; inputs below, each with its "
+             "source):", "", markdown_table(rows), ""]
+    lines += [b["words"] for b in res["break_even"].values()]
+    lines += ["", markdown_table([{"input": i["input"], "value": i["value"]} for i in res["inputs"]])]
+    return "\n".join(lines)
+
+
+def cmd_speculate(args: argparse.Namespace) -> int:
+    from ..speculate import kernel_times, sweep
+    from ..speculate.step import target
+
+    try:
+        if (args.accept_length is None) != (args.accept_nodes is None):
+            raise ValueError("accept_length and accept_nodes: expected both (a measured acceptance and the chain "
+                             "size it was measured at) or neither")
+        measured = None
+        if args.measure:
+            heads = target(args.gpu, args.model, args.tp, args.quant, {"copy_gbps": 1, "gemm_tflops": 1}).heads
+            measured, why = kernel_times.measure_here(args.gpu, heads, args.batch, progress=not args.json)
+            if why:
+                raise ValueError(f"measure: {why} (without --measure the committed results are used)")
+        s = sweep.setup(args.gpu, args.model, args.tp, args.quant, args.batch, args.draft, args.accept_length,
+                        args.accept_nodes, args.step_ms, args.step_context, args.draft_ms,
+                        tuple(args.nodes), measured)
+        res = sweep.sweep(s, tuple(args.context))
+    except ValueError as exc:  # StepInputError, KernelTimeError and the checks above
+        print(f"kdtree-lab speculate: {_flagged(str(exc))}", file=sys.stderr)
+        return 2
+    emit(args, res, _text(res, s))
+    return 0
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise ValueError(text)
+    return value
+
+
+_positive_float.__name__ = "number > 0"
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argparse has no public type
+    from ..speculate.presets import drafts
+    from ..speculate.sweep import DEFAULT_CONTEXTS, DEFAULT_NODES
+
+    p = sub.add_parser("speculate", help="tokens per second by context and tree size with SGLang's verify and ours "
+                                         "(a model of one decode step; runs on a CPU from committed results)")
+    p.add_argument("--gpu", default="rtx-pro-6000", help="GPU preset (data/presets/gpus.yaml)")
+    p.add_argument("--model", default="kimi-k2", help="model preset (data/presets/models.yaml)")
+    p.add_argument("--tp", type=positive_int, default=8, help="tensor parallel size (the model's heads split over it)")
+    p.add_argument("--quant", default="int4", help="checkpoint quantisation: int4, fp8, bf16")
+    p.add_argument("--context", type=positive_ints, default=list(DEFAULT_CONTEXTS),
+                   help="context lengths in tokens, comma-separated (default 4096 ... 262144)")
+    p.add_argument("--batch", type=positive_int, default=1, help="concurrent requests, each verifying its own tree")
+    p.add_argument("--draft", default="dflash-gsm8k",
+                   help=f"acceptance preset (data/presets/speculation.yaml: {', '.join(drafts())})")
+    p.add_argument("--nodes", type=positive_ints, default=list(DEFAULT_NODES),
+                   help="tree sizes N to model, root included (default 4,8,16,32,64)")
+    p.add_argument("--accept-length", type=_positive_float,
+                   help="your measured acceptance: tokens per step as SGLang's 'accept len' logs it (with --accept-nodes)")
+    p.add_argument("--accept-nodes", type=positive_int, help="the chain size (draft tokens + 1) it was measured at")
+    p.add_argument("--step-ms", type=_positive_float,
+                   help="your measured one-token decode step (ms; e.g. 1000 / SGLang's gen throughput at batch 1)")
+    p.add_argument("--step-context", type=positive_int, help="the context (tokens) --step-ms was measured at")
+    p.add_argument("--draft-ms", type=float, help="the draft's cost per step (ms; default: the preset's, cited)")
+    p.add_argument("--measure", action="store_true",
+                   help="time the kernels on this GPU first (a minute or two, progress shown; needs the GPU the "
+                        "--gpu preset names, and SGLang for its rows) instead of the committed results")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=cmd_speculate)

@@ -1,0 +1,290 @@
+"""Attention time per layer call for the step model: tree verify (ours, SGLang's) and one-token decode (SGLang's).
+
+Times come from the benchmark grid (``checks.bench_presets.preset("issue")``: B {1, 8, 48} x L {4k, 32k, 200k} x N {4, 16, 64} x
+H {8, 16, 64, 128}), as CUDA-graph replays of one call:
+
+- committed results: for each implementation, the newest committed ``issue`` grid under ``data/results/h200/``
+  that holds its rows (``committed_grid``), so a newly committed run of a default kernel is picked up without a
+  code change. Our kernel on a GPU is the configuration the launcher selects there (``ours_impl``); every committed
+  grid ran on the H200, where the sm_120 kernel is forced to time it.
+- sm_120 cards: predicted from the H200 rows exactly as the README's RTX tables are (``predict_ms``) and labelled
+  predictions.
+- this GPU: measured first (``measure``), through ``checks.bench.run_grid``.
+
+Between grid points a time is interpolated linearly in L, then N, then B; below the shortest prefix it is held
+(a call over fewer tokens costs no more, to first order); beyond the longest it is extrapolated along the last
+segment, and SGLang's verify, which the grid leaves out where one call takes seconds, is extrapolated from its
+shorter prefixes (one program walks the whole prefix, so its time is linear in L). ``KernelTable.extrapolated``
+says where.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from bisect import bisect_left
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..checks.roofline import Shape
+from ..core.paths import RESULTS, ROOT
+
+SGLANG_VERIFY = "sglang_extend"  # extend_attention_fwd, SGLang 0.5.23's Triton verify path for MLA
+SGLANG_DECODE = "sglang_decode_1tok"  # decode_attention_fwd, one token per request (no speculation)
+MEASURED_ON = "h200"  # the GPU every committed grid ran on
+KERNELS = ("ours", "sglang", "decode")  # the tables a step needs: verify with ours, verify with SGLang's, decode
+
+
+class KernelTimeError(ValueError):
+    """A shape or GPU the kernel times cannot answer; the message names it."""
+
+
+def ours_impl(gpu: str) -> str:
+    """The implementation whose committed rows stand for our kernel on GPU preset ``gpu``: ``cuda`` on the GPU the
+    grids ran on, else the forced implementation of the configuration the launcher selects there
+    (``launch_plan.select`` for the headline shape, B=1, N=16, H=8, over a bf16 pool): the sm_120 kernel on
+    RTX PRO 6000 and RTX 5090, timed on the H200 forced."""
+    from ..budget.presets import gpus
+    from ..kernels.impls import IMPLS
+    from ..kernels.launch_plan import NoConfiguration, select
+
+    if gpu == MEASURED_ON:
+        return "cuda"
+    try:
+        config = select(1, 16, 8, "bf16", gpus()[gpu].device)
+    except NoConfiguration as exc:
+        raise KernelTimeError(f"gpu {gpu}: {exc}") from None
+    forced = [i.name for i in IMPLS.values() if i.kernel == config.name]
+    if not forced:
+        raise KernelTimeError(f"gpu {gpu}: its configuration {config.name} has no forced implementation to time")
+    return forced[0]
+
+
+@dataclass(frozen=True)
+class Grid:
+    """One implementation's rows of one benchmark run, with that run's ceilings."""
+
+    impl: str
+    source: str  # repository-relative path, or "measured in this run"
+    date: str
+    gpu: str
+    ceilings: dict
+    rows: tuple[dict, ...]
+
+
+def _issue_grids() -> list[tuple[str, Path, dict]]:
+    """(date, path, data) of every committed benchmark file of the ``issue`` preset, newest first."""
+    out = []
+    for path in sorted((RESULTS / MEASURED_ON).rglob("bench-*.json")):
+        if path.name.endswith(".partial.json"):
+            continue
+        data = json.loads(path.read_text())
+        if data.get("preset") == "issue" and "provenance" in data:
+            out.append((data["provenance"].get("date_utc", ""), path, data))
+    return sorted(out, key=lambda t: (t[0], str(t[1])), reverse=True)
+
+
+def committed_grid(impl: str) -> Grid:
+    """The newest committed issue grid holding bf16 rows of ``impl``."""
+    for date, path, data in _issue_grids():
+        rows = tuple(r for r in data["rows"] if r["impl"] == impl and r.get("kv", "bf16") == "bf16")
+        if rows:
+            return Grid(impl, str(path.relative_to(ROOT)), date, data["provenance"].get("gpu", MEASURED_ON),
+                        data["ceilings"], rows)
+    raise KernelTimeError(f"impl {impl}: no committed issue grid under data/results/{MEASURED_ON}/ holds its rows")
+
+
+def bandwidth_share(grid: Grid) -> float:
+    """The best share of the copy bandwidth the implementation reached over long memory-bound shapes in its run
+    (L >= 32k, H x N <= 64 with N its own work): the README's RTX prediction rule."""
+    shares = [r["GB/s"] / grid.ceilings["copy_gbps"] for r in grid.rows
+              if r["L"] >= 32_768 and r["H"] * r.get("work_N", r["N"]) <= 64]
+    if not shares:
+        raise KernelTimeError(f"impl {grid.impl}: {grid.source} has no long memory-bound shape to take a bandwidth "
+                              "share from")
+    return max(shares)
+
+
+def predict_ms(ms: float, kv_bytes: int, ceilings: dict, card, share: float) -> float:
+    """An H200 time (ms) carried to ``card`` (a budget.GpuPreset with ``mma_sync_tflops``): the larger of the time
+    scaled by the mma.sync rate ratio and the KV bytes at ``share`` of the card's bandwidth. A prediction."""
+    if not card.mma_sync_tflops or not ceilings.get("mma_sync_tflops"):
+        raise KernelTimeError(f"gpu {card.name}: predicting needs its mma.sync rate and the run's; found "
+                              f"{card.mma_sync_tflops} and {ceilings.get('mma_sync_tflops')}")
+    return max(ms * ceilings["mma_sync_tflops"] / card.mma_sync_tflops,
+               kv_bytes / (share * card.bandwidth_gbps * 1e9) * 1e3)
+
+
+@dataclass(frozen=True)
+class KernelTable:
+    """Per-layer call times (ms) of one kernel on one GPU: ``series[(B, H, N)]`` = ((L, ms), ...) sorted by L;
+    one-token decode has N = 1."""
+
+    kernel: str  # "ours", "sglang" (verify) or "decode"
+    impl: str
+    gpu: str
+    predicted: bool
+    source: str
+    ceilings: dict  # the run's measured ceilings (copy_gbps, gemm_tflops, mma_sync_tflops)
+    series: dict[tuple[int, int, int], tuple[tuple[int, float], ...]] = field(repr=False)
+
+    @property
+    def label(self) -> str:
+        how = f"predicted for {self.gpu} from H200 rows" if self.predicted else f"measured on {self.gpu}"
+        return f"{self.impl}, {how} ({self.source})"
+
+    def _axis(self, values: list[int], x: float, name: str, clamp_low: bool) -> tuple[int, int, float]:
+        """Neighbours (lo, hi) of x among ``values`` and the weight of hi."""
+        if x in values:
+            return int(x), int(x), 0.0
+        if x < values[0]:
+            if clamp_low:
+                return values[0], values[0], 0.0
+            raise KernelTimeError(f"{name}: {x} is below the grid ({values}) of {self.kernel} times")
+        if x > values[-1]:
+            raise KernelTimeError(f"{name}: {x} is above the grid ({values}) of {self.kernel} times")
+        i = bisect_left(values, x)
+        lo, hi = values[i - 1], values[i]
+        return lo, hi, (x - lo) / (hi - lo)
+
+    def _along_l(self, key: tuple[int, int, int], prefix: float) -> tuple[float, bool]:
+        """(ms, extrapolated) along one series' prefix lengths."""
+        pts = self.series.get(key, ())
+        if not pts or (len(pts) < 2 and prefix > pts[0][0]):
+            raise KernelTimeError(f"B, H, N = {key}: {self.kernel} was timed at {len(pts)} prefix lengths, too few "
+                                  f"to reach {prefix:g}")
+        if prefix <= pts[0][0]:
+            return pts[0][1], False
+        for (l0, t0), (l1, t1) in zip(pts, pts[1:]):
+            if prefix <= l1:
+                return t0 + (t1 - t0) * (prefix - l0) / (l1 - l0), False
+        (l0, t0), (l1, t1) = pts[-2], pts[-1]
+        return t1 + (t1 - t0) * (prefix - l1) / (l1 - l0), True
+
+    def lookup(self, batch: float, prefix: float, nodes: float, heads: int) -> tuple[float, bool]:
+        """(ms of one call, whether a series was extrapolated past its longest timed prefix) for ``batch``
+        requests, ``prefix`` tokens each, ``nodes`` query rows per request (1 for decode) and ``heads`` query heads
+        on this GPU."""
+        heads_known = sorted({h for _, h, _ in self.series})
+        if heads not in heads_known:
+            raise KernelTimeError(f"heads: {self.kernel} times exist for {heads_known} heads per GPU, not {heads}")
+        b_lo, b_hi, wb = self._axis(sorted({b for b, h, _ in self.series if h == heads}), batch, "batch", False)
+        out, extra = [], False
+        for b in (b_lo, b_hi):
+            ns = sorted({n for bb, h, n in self.series if bb == b and h == heads})
+            n_lo, n_hi, wn = self._axis(ns, nodes, "nodes", True)
+            (t_lo, e_lo), (t_hi, e_hi) = self._along_l((b, heads, n_lo), prefix), self._along_l((b, heads, n_hi), prefix)
+            out.append(t_lo + (t_hi - t_lo) * wn)
+            extra = extra or e_lo or e_hi
+        return out[0] + (out[1] - out[0]) * wb, extra
+
+    def ms(self, batch: float, prefix: float, nodes: float, heads: int) -> float:
+        """Time of one call (ms); see ``lookup``."""
+        return self.lookup(batch, prefix, nodes, heads)[0]
+
+
+def _series(rows: list[dict], ms_of, one_token: bool) -> dict[tuple[int, int, int], tuple[tuple[int, float], ...]]:
+    """Rows -> (B, H, N) -> sorted (L, ms); one-token decode rows (timed once per grid N) collapse to N = 1 with
+    the median over their N."""
+    acc: dict[tuple[int, int, int], dict[int, list[float]]] = {}
+    for r in rows:
+        key = (r["B"], r["H"], 1 if one_token else r["N"])
+        acc.setdefault(key, {}).setdefault(r["L"], []).append(ms_of(r))
+    return {k: tuple(sorted((length, statistics.median(v)) for length, v in d.items())) for k, d in acc.items()}
+
+
+def table(kernel: str, gpu: str, measured: dict | None = None) -> KernelTable:
+    """The ``kernel`` ("ours", "sglang" or "decode") times for GPU preset ``gpu``: from ``measured`` (a
+    ``bench.run_grid`` result of this GPU) when given, else from the committed grids (predicted off the H200)."""
+    from ..budget.presets import gpus
+
+    if kernel not in KERNELS:
+        raise KernelTimeError(f"kernel: expected one of {KERNELS}, got {kernel!r}")
+    cards = gpus()
+    if gpu not in cards:
+        raise KernelTimeError(f"gpu: expected one of {sorted(cards)}, got {gpu!r}")
+    if measured is None and gpu != MEASURED_ON and not cards[gpu].mma_sync_tflops:
+        raise KernelTimeError(f"gpu {gpu}: predicting its times from the H200's needs its mma.sync rate "
+                              "(gpus.yaml mma_sync_tflops); run notebook 07 on that GPU to measure them instead")
+    impl = {"ours": "cuda" if measured else ours_impl(gpu), "sglang": SGLANG_VERIFY, "decode": SGLANG_DECODE}[kernel]
+    one = kernel == "decode"
+    if measured is not None:
+        rows = [r for r in measured["rows"] if r["impl"] == impl and r.get("kv", "bf16") == "bf16"]
+        if rows:
+            return KernelTable(kernel, impl, gpu, False, "measured in this run", measured["ceilings"],
+                               _series(rows, lambda r: r["ms"], one))
+        impl = ours_impl(gpu) if kernel == "ours" else impl  # not timed here (SGLang absent): the committed rows
+    grid = committed_grid(impl)
+    if gpu == MEASURED_ON:
+        return KernelTable(kernel, impl, gpu, False, grid.source, grid.ceilings,
+                           _series(list(grid.rows), lambda r: r["ms"], one))
+    card, share = cards[gpu], bandwidth_share(grid)
+
+    def ms_of(r: dict) -> float:
+        return predict_ms(r["ms"], Shape(r["B"], r["L"], r["N"], r["H"]).kv_bytes, grid.ceilings, card, share)
+
+    return KernelTable(kernel, impl, gpu, True, grid.source, grid.ceilings, _series(list(grid.rows), ms_of, one))
+
+
+def tables(gpu: str, measured: dict | None = None) -> dict[str, KernelTable]:
+    """Every table a step needs, keyed by ``KERNELS``."""
+    return {k: table(k, gpu, measured) for k in KERNELS}
+
+
+def device_mismatch(gpu: str) -> str | None:
+    """None when the CUDA device present is GPU preset ``gpu`` (every part of the preset's name appears in the
+    device's), else why not."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return "needs a CUDA GPU, found none"
+    name = torch.cuda.get_device_name(0)
+    if not all(part in name.lower() for part in gpu.split("-")):
+        return f"the GPU present is {name!r}, not the preset {gpu!r}"
+    return None
+
+
+def measure_here(gpu: str, heads: int, batch: int, progress: bool = True) -> tuple[dict | None, str | None]:
+    """(this GPU's kernel times for a sweep at ``batch`` with ``heads`` heads per GPU, None) when the device is
+    preset ``gpu``; (None, why not) otherwise, without touching the GPU."""
+    why = device_mismatch(gpu)
+    if why:
+        return None, why
+    return measure(batches_for(batch), heads, progress), None
+
+
+def batches_for(batch: int) -> tuple[int, ...]:
+    """The grid's batch sizes a sweep at ``batch`` interpolates between (the batch itself when the grid has it)."""
+    from ..checks.bench_presets import preset
+
+    grid = sorted({s.batch for s, _ in preset("issue")})
+    if batch in grid:
+        return (batch,)
+    above = [b for b in grid if b > batch]
+    below = [b for b in grid if b < batch]
+    return tuple(x for x in (below[-1] if below else None, above[0] if above else None) if x is not None) or \
+        tuple(grid[-2:])
+
+
+def measure(batches: tuple[int, ...], heads: int, progress: bool = True, method: str = "graph") -> dict:
+    """Time the issue grid's shapes for these batch sizes and heads on this GPU, with our kernel (the configuration
+    it selects), SGLang's verify and SGLang's decode, ceilings first; the grid's own rule leaves SGLang out where one
+    call would take seconds. Returns a ``checks.bench.run_grid`` result. Needs a CUDA GPU (and SGLang for its rows)."""
+    from dataclasses import asdict
+
+    from ..checks import bench
+    from ..checks.bench_presets import preset
+    from ..checks.timing import measure_ceilings
+    from ..core.display import progress as bar
+
+    items = [(s, [i for i in impls if i in ("cuda", "sglang_extend", "sglang_decode")])
+             for s, impls in preset("issue") if s.batch in batches and s.heads == heads]
+    if not items:
+        raise KernelTimeError(f"batches {batches}, heads {heads}: the issue grid has no such shapes")
+    ceilings = measure_ceilings()
+    rows: list[dict] = []
+    it = bar(items, desc="kernel times", unit="shape") if progress else items
+    for shape, impls in it:
+        rows += bench.run_grid([shape], impls, ceilings, progress=False, method=method)["rows"]
+    return {"preset": "issue (subset)", "ceilings": asdict(ceilings), "sglang": bench.sglang_available(),
+            "timing": method, "rows": rows}
