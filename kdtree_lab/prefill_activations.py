@@ -280,11 +280,11 @@ def prefill_peak(model: str, quant: str, tp: int, chunk: int, *, requests: int =
     for attn, label, p in (("attention_mha", "MHA attention (a prompt's first chunk)", 0),
                            ("attention_absorbed", "absorbed MLA attention (a chunk after a prefix)", prefix)):
         for kind, mlp in mlps:
-            phases.append(_phase_peak(f"{kind}, {label}", ["forward", "layer"],
+            phases.append(_phase_peak(f"{kind}, {label}", ["process", "forward", "layer"],
                                       [("attention", attn), ("mlp", mlp)], env(p)))
-    phases.append(_phase_peak("logits (one row per request)", ["forward"], [("logits", "logits")], env(prefix)))
+    phases.append(_phase_peak("logits (one row per request)", ["process", "forward"], [("logits", "logits")], env(prefix)))
     if spec_algorithm is not None:
-        phases.append(_phase_peak(f"draft extend ({spec_algorithm}, estimate)", [], [("draft", "draft_extend")],
+        phases.append(_phase_peak(f"draft extend ({spec_algorithm}, estimate)", ["process"], [("draft", "draft_extend")],
                                   env(prefix)))
     top = max(phases, key=lambda p: p.bytes)
     return ActivationPeak(top.bytes, top.phase, tuple(phases), runner, fuses_shared_expert(arch, quant),
