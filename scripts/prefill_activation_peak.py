@@ -37,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kdtree_lab import prefill_activations as pa  # noqa: E402
+from kdtree_lab.budget import prefill_activations as pa  # noqa: E402
 
 DEFAULT_CASES = "kimi-k2:int4:8,deepseek-v3:fp8:8,deepseek-v2-lite:bf16:1"
 DEFAULT_CHUNKS = "2048,4096,8192,16384"
@@ -509,7 +509,7 @@ def main(argv=None) -> int:
         print(f"prefill_activation_peak: --cases/--chunks: {exc}", file=sys.stderr)
         return 2
     result = measure(a)
-    from kdtree_lab.provenance import provenance
+    from kdtree_lab.lab.provenance import provenance
 
     result["provenance"] = provenance("python scripts/prefill_activation_peak.py " + " ".join(argv or sys.argv[1:]))
     out = Path(a.out)

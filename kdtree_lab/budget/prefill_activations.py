@@ -18,16 +18,16 @@ import ast
 import json
 import math
 import operator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
 import yaml
 
-from .paths import DATA, RESULTS
+from ..core.paths import DATA, RESULTS
+from .presets import models
 
 CONTRACT = DATA / "contracts" / "sglang-0.5.23-prefill-activations.yaml"
-ARCHITECTURE = DATA / "presets" / "model_architecture.yaml"
 MEASURED_GLOB = "*-prefill-activations/prefill-activations.json"  # under data/results/h200/
 DTYPE_BYTES = {"bf16": 2, "fp32": 4, "int32": 4, "int64": 8, "uint8": 1}
 # torch's cuBLAS workspace on compute capability >= 9.0 (CUBLAS_WORKSPACE_CONFIG default ":4096:8", 8 x 4 MiB);
@@ -68,14 +68,13 @@ class Architecture:
 
 
 def architecture(model: str) -> Architecture:
-    """The preset's architecture: models.yaml's attention numbers and model_architecture.yaml's rest."""
-    presets = yaml.safe_load((DATA / "presets" / "models.yaml").read_text())["models"]
-    extra = yaml.safe_load(ARCHITECTURE.read_text())["models"]
-    if model not in presets or model not in extra:
-        raise ActivationInputError(f"model: no architecture for {model!r}; known: {sorted(set(presets) & set(extra))}")
-    p, e = presets[model], {k: v for k, v in extra[model].items() if k != "sources"}
-    return Architecture(name=model, layers=p["layers"], heads=p["heads"], kv_lora_rank=p["kv_lora_rank"],
-                        qk_rope_head_dim=p["qk_rope_head_dim"], **e)
+    """The preset's architecture (data/presets/models.yaml: the attention numbers and ``architecture``)."""
+    presets = models()
+    if model not in presets:
+        raise ActivationInputError(f"model: unknown preset {model!r}; known: {sorted(presets)}")
+    p = presets[model]
+    return Architecture(name=model, layers=p.layers, heads=p.heads, kv_lora_rank=p.kv_lora_rank,
+                        qk_rope_head_dim=p.qk_rope_head_dim, **p.architecture)
 
 
 @lru_cache(maxsize=1)
@@ -204,7 +203,7 @@ class ActivationPeak:
 
     def rows(self) -> list[dict]:
         """One row per phase: its peak (MiB), the step, and the largest tensor live there."""
-        return [{"phase": p.phase, "MiB": round(p.bytes / (1 << 20), 1), "at step": p.step,
+        return [{"phase": p.phase, "MiB": round(p.bytes / (1 << 20)), "at step": p.step,
                  "largest tensor": f"{p.live[0].name} ({p.live[0].bytes / (1 << 20):.1f} MiB)" if p.live else ""}
                 for p in self.phases]
 
@@ -311,8 +310,13 @@ def load_measurement(path: Path | None = None) -> dict | None:
         if not files:
             return None
         path = files[-1]
+    return _read_measurement(str(path), Path(path).stat().st_mtime_ns)
+
+
+@lru_cache(maxsize=8)
+def _read_measurement(path: str, _mtime: int) -> dict:
     data = json.loads(Path(path).read_text())
-    data["_path"] = str(path)
+    data["_path"] = path
     return data
 
 
@@ -325,3 +329,55 @@ def measured_case(measurement: dict | None, model: str, quant: str, tp: int, chu
         if (case["model"], case["quant"], case["tp"], case["chunk"]) == (model, quant, tp, chunk):
             return case
     return None
+
+
+ACTIVATION_MODELS = ("measured", "modelled", "sglang-reserve")
+# the margin over the modelled / measured peak: the caching allocator rounds every block up (2 MiB segments for
+# large ones) and keeps freed blocks cached, so what it holds (reserved) runs above the peak of live tensors; and
+# the few small tensors the model leaves out (RoPE on strided views, the sampler's, the scheduler's metadata)
+DEFAULT_MARGIN = 0.25
+
+
+@dataclass(frozen=True)
+class ActivationLine:
+    """One estimate of the activation reserve: ``bytes`` is what a budget counts (the peak plus ``margin``)."""
+
+    model: str  # one of ACTIVATION_MODELS
+    peak_bytes: int
+    margin: float
+    bytes: int
+    label: str
+    source: str  # measured | modelled | sglang-formula
+
+
+def activation_lines(model: str, quant: str, tp: int, chunk: int, *, requests: int, context: int,
+                     spec_algorithm: str | None, sms: int, margin: float = DEFAULT_MARGIN,
+                     measurement: dict | None = None) -> dict[str, ActivationLine]:
+    """The three activation estimates of a deployment, by ACTIVATION_MODELS name. "measured" is the committed
+    H200 measurement of these shapes (its prefix index re-sized to ``context``) when there is one, else the model,
+    labelled as not measured; "modelled" the model; "sglang-reserve" SGLang's 1.5 MiB per token, no margin."""
+    if margin < 0:
+        raise ActivationInputError(f"activation_margin: a margin cannot be negative, got {margin}")
+    modelled = prefill_peak(model, quant, tp, chunk, requests=requests, prefix=context, spec_algorithm=spec_algorithm,
+                            sms=sms)
+    grown = int(modelled.bytes * (1 + margin))
+    pct = f"+ {margin:.0%} margin"
+    lines = {"modelled": ActivationLine("modelled", modelled.bytes, margin, grown,
+                                        f"activations: {chunk}-token prefill peak, modelled from SGLang's allocations "
+                                        f"({pct})", "modelled")}
+    case = measured_case(measurement, model, quant, tp, chunk)
+    if case is not None and case.get("peak_measured_bytes"):
+        peak = int(case["peak_measured_bytes"]) + 8 * (context - int(case["prefix"]))  # int64 prefix slots
+        date = Path(measurement.get("_path", "")).parent.name[:10] or "committed"
+        lines["measured"] = ActivationLine("measured", peak, margin, int(peak * (1 + margin)),
+                                           f"activations: {chunk}-token prefill peak, measured on the H200 {date} "
+                                           f"({pct})", "measured")
+    else:  # no measurement of these shapes: the model stands in, and says so
+        lines["modelled"] = replace(lines["modelled"], label=lines["modelled"].label.replace(
+            "modelled from SGLang's allocations (", "modelled from SGLang's allocations, not measured ("))
+        lines["measured"] = lines["modelled"]
+    reserve = sglang_reserve_bytes(chunk)
+    lines["sglang-reserve"] = ActivationLine("sglang-reserve", reserve, 0.0, reserve,
+                                             f"activations: what SGLang's default assumes ({max(chunk, 2048)} tokens "
+                                             f"x 1.5 MiB)", "sglang-formula")
+    return lines
