@@ -14,6 +14,7 @@ from kdtree_lab.budget import prefill_activations as pa
 from kdtree_lab.budget import scenario
 from kdtree_lab.budget.calculator import compute
 from kdtree_lab.budget.inputs import GIB, MIB, BudgetInputError, BudgetInputs
+from kdtree_lab.budget.presets import gpus
 from kdtree_lab.budget.proposals import proposals, with_proposals
 from kdtree_lab.kernels.launch_plan import plan, workspace_bytes
 from kdtree_lab.sglang import serve
@@ -174,7 +175,7 @@ def test_reference_workspace_lines():
     rows = scenario.workspace_lines()
     totals = {r["workspace"]: r["bytes"] for r in rows if r["line"] == "total"}
     hook, sixteen, quoted = totals.values()
-    assert hook == plan(range(1, 9), 16, 8, 188, 32).workspace_bytes
+    assert hook == plan(range(1, 9), 16, 8, "bf16", gpus()["rtx-pro-6000"].device).workspace_bytes
     assert sixteen == workspace_bytes(8, 16, 8, 16)
     assert quoted == 8 * 16 * 8 * 256 * 577 * 4 and round(quoted / 1e6) == 605
     assert hook < quoted / 10
