@@ -154,7 +154,7 @@ def test_reference_decision_figures():
     by = {(v["run"].split(",")[0], v["activations"].split(" ")[0]): v for v in d["verdicts"]}
     for frac in ("0.93", "0.94", "0.88"):
         assert by[(frac, "modelled")]["safe"] and not by[(frac, "sglang-reserve")]["safe"]
-    assert "leaves 11.35 GiB for 16.38 GiB" in by[("0.88", "sglang-reserve")]["why"]
+    assert "leaves 11.35 GiB of slack for 16.38 GiB" in by[("0.88", "sglang-reserve")]["why"]
     assert d["largest_safe_fraction"]["sglang-reserve"] == 0.826
     assert d["largest_safe_fraction"]["modelled"] > 0.9
     g = 97887 * MIB - 1024 * MIB
@@ -229,3 +229,14 @@ def test_readme_quotes_the_budgets_own_figures():
                    f"with graphs the largest safe fraction is {d['largest_safe_fraction']['modelled']:.3f}",
                    f"{round(totals[0] / 1e6)} MB at 23 splits", f"splits: {round(totals[1] / 1e6)} MB"):
         assert quoted in text, quoted
+
+
+def test_the_budget_says_whether_the_fraction_is_safe_and_why():
+    safe = compute(replace(REF, mem_fraction=0.88, activation_model="modelled"))
+    assert safe.verdict().startswith("fraction 0.880 is safe: leaves 11.35 GiB of slack for ")
+    assert f"(activations {activation(safe).bytes / GIB:.2f} GiB, modelled)" in safe.verdict()
+    risky = compute(replace(REF, mem_fraction=0.88, activation_model="sglang-reserve"))
+    assert risky.verdict() == ("fraction 0.880 is not safe: leaves 11.35 GiB of slack for 16.38 GiB of consumers "
+                               "(activations 12.00 GiB, sglang-reserve)")
+    impossible = compute(replace(REF, gpu="h200", context=100_000_000))
+    assert impossible.verdict().startswith("no fraction is safe: no fraction fits")

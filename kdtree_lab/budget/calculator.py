@@ -74,6 +74,16 @@ class BudgetResult:
         return int((self.g_bytes * self.safe_fraction - self.weights_bytes) // self.cell_bytes) \
             // self.inputs.concurrency >= self.inputs.context
 
+    def verdict(self) -> str:
+        """Whether the evaluated fraction is safe, and why: the slack it leaves against what the consumers need."""
+        slack = self.g_bytes * (1 - self.fraction)
+        act = next((c for c in self.consumers if c.where == "slack" and c.name.startswith("activations")), None)
+        why = (f"leaves {slack / GIB:.2f} GiB of slack for {self.slack_needed_bytes / GIB:.2f} GiB of consumers"
+               + (f" (activations {act.bytes / GIB:.2f} GiB, {self.activation})" if act else ""))
+        if self.impossible:
+            return f"no fraction is safe: {self.impossible}"
+        return f"fraction {self.fraction:.3f} is {'safe' if slack >= self.slack_needed_bytes else 'not safe'}: {why}"
+
     def table(self) -> list[dict]:
         """Every consumer (the activation estimates not followed are shown as ``not counted``) and the KV pool."""
         rows = [{"consumer": c.name, "MiB": mib(c.bytes), "where": c.where, "source": c.source}

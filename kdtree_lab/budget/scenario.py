@@ -76,14 +76,11 @@ def verdict_rows(scenario: list[ScenarioRun]) -> list[dict]:
     for run in scenario:
         for m in ACTIVATION_MODELS:
             r = run.by_model[m]
-            slack = r.g_bytes * (1 - r.fraction)
-            safe = slack >= r.slack_needed_bytes
-            act = next(c for c in r.consumers if c.where == "slack" and c.name.startswith("activations"))
-            why = (f"leaves {slack / GIB:.2f} GiB for {r.slack_needed_bytes / GIB:.2f} GiB of consumers "
-                   f"(activations {act.bytes / GIB:.2f} GiB)")
             rows.append({"run": run.label, "activations": m + ("" if r.activation == m else f" ({r.activation})"),
-                         "safe": safe, "why": why, "largest safe fraction": r.safe_fraction,
-                         "KV tokens": r.kv_tokens, f"tokens per request at {r.inputs.concurrency}": r.max_context_per_request})
+                         "safe": r.g_bytes * (1 - r.fraction) >= r.slack_needed_bytes,
+                         "why": r.verdict().split(": ", 1)[1], "largest safe fraction": r.safe_fraction,
+                         "KV tokens": r.kv_tokens,
+                         f"tokens per request at {r.inputs.concurrency}": r.max_context_per_request})
     return rows
 
 

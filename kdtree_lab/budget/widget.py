@@ -86,7 +86,7 @@ def build(inp: BudgetInputs | None = None):
         by_model = ", ".join(f"{html.escape(m)} {f:.3f}" for m, f in res.safe_fractions.items())
         verdict.value = (f'<b>{"OK" if ok else "check"}</b>: largest safe fraction {res.safe_fraction:.3f} '
                          f"(activations {html.escape(res.activation)}; by estimate: {by_model}); "
-                         f"SGLang's default {res.sglang_default_fraction:.3f}; this fraction {res.fraction:.3f}<br>"
+                         f"SGLang's default {res.sglang_default_fraction:.3f}; {html.escape(res.verdict())}<br>"
                          + "<br>".join(f"&#9888; {html.escape(x)}" for x in res.warnings))
         launch.value = f"<code>{html.escape(res.launch_line)}</code>"
         proposals.value = _proposals_html(res)

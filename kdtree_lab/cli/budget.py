@@ -46,7 +46,7 @@ def cmd_budget(args: argparse.Namespace) -> int:
     text = (markdown_table(res.table()) + f"\n\nKV tokens: {res.kv_tokens} ({res.max_context_per_request} per "
             f"request at {inp.concurrency} concurrent)\nlargest safe fraction: {res.safe_fraction:.3f} (activations "
             f"{res.activation}); SGLang's default: {res.sglang_default_fraction:.3f}; evaluated: {res.fraction:.3f}\n"
-            f"largest safe fraction by activation estimate: {by_model}\n"
+            f"largest safe fraction by activation estimate: {by_model}\n{res.verdict()}\n"
             + "".join(f"warning: {w}\n" for w in res.warnings) + res.launch_line)
     if res.proposals:
         text += ("\n\ndeployments that hold the context (each at its largest safe fraction):\n"
