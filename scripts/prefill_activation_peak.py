@@ -18,8 +18,9 @@ data/contracts/sglang-0.5.23-prefill-activations.yaml names each site) and the w
 In-place ops (add-RMSNorm, RoPE, the KV-pool write, the NCCL all-reduce of a prefill-sized tensor) allocate
 nothing in SGLang and are not run. Weights, the KV pool and the routing plan are allocated before each phase's
 baseline; the cuBLAS workspace is measured once (the first GEMMs of the process) and added to every phase, as the
-model counts it. Bounded by --budget-s (default 150 s): cases not reached are listed in ``skipped`` and
-``complete`` is false. Needs a CUDA GPU, torch and triton; ``--dry-run`` runs the same code on the CPU at tiny
+model counts it. Bounded by --budget-s (default 120 s, then no new chunk starts; the whole run stays under 3 minutes): cases not
+reached are listed in ``skipped``, a phase that fails keeps its error, and either makes ``complete`` false;
+Ctrl-C writes what was measured with ``interrupted`` true. Needs a CUDA GPU, torch and triton; ``--dry-run`` runs the same code on the CPU at tiny
 sizes to check it (no memory figures).
 
     python scripts/prefill_activation_peak.py --out data/results/h200/<date>-prefill-activations/prefill-activations.json
@@ -396,7 +397,8 @@ def phase_draft(c: Case, T: int, A: int):
     del gate_up, act, down, out, fc, emb, meta, hidden
 
 
-def measure(args) -> dict:
+def measure(args, result: dict) -> dict:
+    """Every case and chunk of ``args``; fills ``result`` as it goes (what an interrupted run still writes)."""
     import torch
 
     gpu = not args.dry_run
@@ -418,7 +420,7 @@ def measure(args) -> dict:
         torch.cuda.synchronize()
         cublas = torch.cuda.memory_allocated() - before - 3 * a.numel() * a.element_size()
         del a, _
-    result = {"what": "activation peak of one chunked-prefill step per phase on one TP rank: measured "
+    result.update({"what": "activation peak of one chunked-prefill step per phase on one TP rank: measured "
                       "(torch.cuda.max_memory_allocated above the phase's baseline, plus the cuBLAS workspace) "
                       "beside kdtree_lab.prefill_activations' model",
               "sglang_contract": str(pa.CONTRACT.relative_to(ROOT)),
@@ -426,7 +428,7 @@ def measure(args) -> dict:
               "moe_kernels": "torch.mm into SGLang's caches (sgl_kernel's Marlin / the Triton expert kernels are "
                              "not on a bare GPU); one expert weight for all experts",
               "sms": sms, "cublas_workspace_bytes": cublas, "emulation_overhead_bytes": None,
-              "requests": args.requests, "budget_s": args.budget_s, "cases": [], "skipped": [], "complete": True}
+              "requests": args.requests, "budget_s": args.budget_s, "cases": [], "skipped": [], "complete": True})
     cases = [tuple(s.split(":")) for s in args.cases.split(",")]
     chunks = [int(x) for x in args.chunks.split(",")]
     for model, quant, tp in cases:
@@ -462,9 +464,15 @@ def measure(args) -> dict:
             runs.append(("logits (one row per request)", lambda: phase_logits(c, T, R, P, A, pool)))
             runs.append((f"draft extend ({args.spec}, estimate)", lambda: phase_draft(c, T, A)))
             for name, fn in runs:
-                fn()  # warm: Triton compiles, the allocator's first segments
-                with Meter(torch, gpu) as m:
-                    fn()
+                try:
+                    fn()  # warm: Triton compiles, the allocator's first segments
+                    with Meter(torch, gpu) as m:
+                        fn()
+                except Exception as exc:  # one phase's failure is recorded, the others still run
+                    phases.append({"phase": name, "measured_bytes": None, "modelled_bytes": modelled[name],
+                                   "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"})
+                    result["complete"] = False
+                    continue
                 got = None if m.peak is None else m.peak + cublas
                 phases.append({"phase": name, "measured_bytes": got,
                                "reserved_bytes": None if m.peak_reserved is None else m.peak_reserved + cublas,
@@ -492,7 +500,7 @@ def main(argv=None) -> int:
     ap.add_argument("--requests", type=int, default=8, help="requests in a chunk (logits rows)")
     ap.add_argument("--prefix", type=int, default=0, help="prefix tokens before a later chunk (default: the chunk)")
     ap.add_argument("--spec", default="EAGLE", choices=sorted(pa.CAPTURED_LAYERS), help="speculative algorithm")
-    ap.add_argument("--budget-s", type=float, default=150.0, help="stop starting new cases after this many seconds")
+    ap.add_argument("--budget-s", type=float, default=120.0, help="stop starting new chunks after this many seconds")
     ap.add_argument("--dry-run", action="store_true", help="run on the CPU to check the code (no memory figures)")
     a = ap.parse_args(argv)
     for name in ("requests", "budget_s"):
@@ -508,7 +516,11 @@ def main(argv=None) -> int:
     except (ValueError, pa.ActivationInputError) as exc:
         print(f"prefill_activation_peak: --cases/--chunks: {exc}", file=sys.stderr)
         return 2
-    result = measure(a)
+    partial: dict = {}
+    try:
+        result = measure(a, partial)
+    except KeyboardInterrupt:
+        result = {**partial, "complete": False, "interrupted": True}
     from kdtree_lab.lab.provenance import provenance
 
     result["provenance"] = provenance("python scripts/prefill_activation_peak.py " + " ".join(argv or sys.argv[1:]))
@@ -517,15 +529,19 @@ def main(argv=None) -> int:
     tmp = out.with_suffix(".tmp")
     tmp.write_text(json.dumps(result, indent=1) + "\n")
     tmp.replace(out)
-    for case in result["cases"]:
+    for case in result.get("cases", []):
         meas = case["peak_measured_bytes"]
         print(f"{case['model']} {case['quant']} tp{case['tp']} chunk {case['chunk']}: modelled "
               f"{case['peak_modelled_bytes'] / 2**20:8.1f} MiB"
               + (f", measured {meas / 2**20:8.1f} MiB" if meas is not None else ""))
-    if not result["complete"]:
-        print(f"incomplete: budget reached, skipped {', '.join(result['skipped'])}", file=sys.stderr)
-    print(f"-> {out} ({result['elapsed_s']} s)")
-    return 0
+    if not result.get("complete", False):
+        failed = [f"{c['model']}:{c['chunk']}:{p['phase']}" for c in result.get("cases", []) for p in c["phases"]
+                  if "error" in p]
+        print("incomplete:" + (" interrupted;" if result.get("interrupted") else "")
+              + (f" skipped {', '.join(result['skipped'])};" if result.get("skipped") else "")
+              + (f" failed {', '.join(failed)}" if failed else ""), file=sys.stderr)
+    print(f"-> {out} ({result.get('elapsed_s', '?')} s)")
+    return 0 if result.get("complete") else 1
 
 
 if __name__ == "__main__":
