@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .prefill_activations import DEFAULT_MARGIN
+
 MIB = 1 << 20
 GIB = 1 << 30
 
@@ -49,7 +51,7 @@ class BudgetInputs:
     # what the activation line (chunked prefill) follows: "measured" (the committed H200 measurement of these
     # shapes, else the model, labelled so), "modelled", or "sglang-reserve" (SGLang's 1.5 MiB per token)
     activation_model: str = "measured"
-    activation_margin: float = 0.25  # over the measured / modelled peak (prefill_activations.DEFAULT_MARGIN)
+    activation_margin: float = DEFAULT_MARGIN  # over the measured / modelled peak (fraction)
     cuda_graphs: bool = True  # False: --disable-cuda-graph (no graph-time buffers, no graph pool)
     verify_kernel: bool = True  # False: stock SGLang verify (no kdtree workspace, plain sglang.launch_server)
     measured: dict[str, float] = field(default_factory=dict)  # calibration: name -> bytes

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..budget.prefill_activations import ACTIVATION_MODELS, DEFAULT_MARGIN
 from ..lab.record import emit
 from .args import positive_int, readable_file
 
@@ -100,11 +101,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
     p.add_argument("--mem-fraction", type=float, default=None, help="fraction to evaluate (default: the safe one)")
     p.add_argument("--chunked-prefill", type=int, default=None, help="chunked prefill size (default: SGLang's)")
     p.add_argument("--margin-mib", type=float, default=1024.0, help="safety margin (MiB)")
-    p.add_argument("--activations", choices=["measured", "modelled", "sglang-reserve"], default="measured",
+    p.add_argument("--activations", choices=ACTIVATION_MODELS, default=ACTIVATION_MODELS[0],
                    help="what the activation line follows: the chunked-prefill peak measured on the H200 (the "
                         "model where these shapes were not measured), the model, or SGLang's 1.5 MiB per token")
-    p.add_argument("--activation-margin", type=float, default=0.25,
-                   help="margin over the measured / modelled activation peak (fraction, default 0.25)")
+    p.add_argument("--activation-margin", type=float, default=DEFAULT_MARGIN,
+                   help=f"margin over the measured / modelled activation peak (fraction, default {DEFAULT_MARGIN})")
     p.add_argument("--no-cuda-graphs", action="store_true",
                    help="CUDA graphs off (--cuda-graph-backend-decode disabled): no graph-time buffers or pool")
     p.add_argument("--stock-verify", action="store_true",
