@@ -1,8 +1,10 @@
 """The memory budget for one deployment: which ``--mem-fraction-static`` to pass to SGLang 0.5.23 with the verify
 kernel. Every consumer of GPU memory is a line item (``sglang_memory``); everything but the weights and the KV pool
 must fit in the slack ``G*(1 - mfs)``: the Triton backend's graph-time buffers, our workspace, the CUDA-graph
-pool, activations (chunked prefill), communication buffers, and a margin. SGLang's own default fraction is computed
-before the speculative settings apply and knows nothing of our workspace; this module says what it should be.
+pool, activations (the chunked-prefill peak: ``prefill_activations``), communication buffers, and a margin.
+SGLang's own default fraction is computed before the speculative settings apply, reserves 1.5 MiB per prefill
+token for activations and knows nothing of our workspace; this module says what it should be, and (``proposals``)
+what to change when the deployment asked about cannot hold its context.
 
 All sizes are bytes unless a name says MiB / GiB; token counts are tokens.
 """
@@ -11,19 +13,27 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 from ..contract.spec import sglang_capture_sizes
 from ..kernels.launch_plan import MAX_NSPLIT, NoConfiguration, plan
-from .inputs import GIB, MIB, BudgetInputError, BudgetInputs
+from .inputs import GIB, MIB, BudgetInputError, BudgetInputs, mib
 from .launch import launch_line, speculative_problem
+from .prefill_activations import ACTIVATION_MODELS, ActivationInputError, activation_lines, load_measurement
 from .presets import gpus, models
 from .sglang_memory import (
     Consumer,
+    eager_decode_partials,
     kv_cell_bytes,
     sglang_default_fraction,
     sglang_defaults,
     triton_graph_buffers,
 )
+
+
+@lru_cache(maxsize=None)
+def _capture_sizes(max_bs: int) -> tuple[int, ...]:
+    return tuple(sglang_capture_sizes(max_bs))
 
 
 @dataclass
@@ -43,21 +53,49 @@ class BudgetResult:
     launch_line: str  # empty when the deployment is impossible
     warnings: list[str] = field(default_factory=list)
     impossible: str | None = None  # why no fraction leaves room for a KV pool (then no launch line)
+    activation: str = "measured"  # the estimate the activation line took: measured | modelled | sglang-reserve
+    safe_fractions: dict[str, float] = field(default_factory=dict)  # the largest safe fraction per activation model
+    proposals: list = field(default_factory=list)  # proposals.Proposal (proposals.with_proposals fills it)
 
     @property
     def kv_pool_bytes(self) -> int:
         return self.kv_tokens * self.cell_bytes
 
+    @property
+    def holds_context(self) -> bool:
+        """Whether the KV pool holds ``context`` tokens for each of ``concurrency`` requests at this fraction."""
+        return self.impossible is None and self.max_context_per_request >= self.inputs.context
+
+    @property
+    def holds_context_at_safe_fraction(self) -> bool:
+        """Whether it would at its largest safe fraction (what decides if anything needs proposing)."""
+        if self.impossible:
+            return False
+        return int((self.g_bytes * self.safe_fraction - self.weights_bytes) // self.cell_bytes) \
+            // self.inputs.concurrency >= self.inputs.context
+
+    def verdict(self) -> str:
+        """Whether the evaluated fraction is safe, and why: the slack it leaves against what the consumers need."""
+        slack = self.g_bytes * (1 - self.fraction)
+        act = next((c for c in self.consumers if c.where == "slack" and c.name.startswith("activations")), None)
+        why = (f"leaves {slack / GIB:.2f} GiB of slack for {self.slack_needed_bytes / GIB:.2f} GiB of consumers"
+               + (f" (activations {act.bytes / GIB:.2f} GiB, {self.activation})" if act else ""))
+        if self.impossible:
+            return f"no fraction is safe: {self.impossible}"
+        return f"fraction {self.fraction:.3f} is {'safe' if slack >= self.slack_needed_bytes else 'not safe'}: {why}"
+
     def table(self) -> list[dict]:
-        rows = [{"consumer": c.name, "MiB": round(c.bytes / MIB, 1), "where": c.where, "source": c.source}
+        """Every consumer (the activation estimates not followed are shown as ``not counted``) and the KV pool."""
+        rows = [{"consumer": c.name, "MiB": mib(c.bytes), "where": c.where, "source": c.source}
                 for c in self.consumers]
-        rows.append({"consumer": "KV pool", "MiB": round(self.kv_pool_bytes / MIB, 1), "where": "pool",
+        rows.append({"consumer": "KV pool", "MiB": mib(self.kv_pool_bytes), "where": "pool",
                      "source": "sglang-formula"})
         return rows
 
 
 def compute(inp: BudgetInputs) -> BudgetResult:
-    """The whole budget for one deployment; raises BudgetInputError naming an impossible input."""
+    """The whole budget for one deployment; raises BudgetInputError naming an impossible input. The deployments
+    that hold the context when this one does not come from ``proposals.with_proposals``."""
     ms, gs = models(), gpus()
     if inp.model not in ms:
         raise BudgetInputError(f"model: unknown preset {inp.model!r}; known: {sorted(ms)}")
@@ -72,12 +110,18 @@ def compute(inp: BudgetInputs) -> BudgetResult:
     if not 0 <= inp.nsplit <= MAX_NSPLIT:
         raise BudgetInputError(f"nsplit: must be 1..{MAX_NSPLIT}, or 0 for the kernel's own split rule, got "
                                f"{inp.nsplit}")
+    if inp.chunked_prefill is not None and inp.chunked_prefill < 1:
+        raise BudgetInputError(f"chunked_prefill: must be >= 1 (or unset for SGLang's default), got "
+                               f"{inp.chunked_prefill}")
     problem = speculative_problem(inp.spec_algorithm, inp.spec_steps, inp.topk, inp.draft_tokens)
     if problem:
         raise BudgetInputError(problem)
-    for name in ("context_overhead_mib", "graph_pool_mib_per_size", "margin_mib"):
+    for name in ("context_overhead_mib", "graph_pool_mib_per_size", "margin_mib", "activation_margin"):
         if getattr(inp, name) < 0:
             raise BudgetInputError(f"{name}: a reserve cannot be negative, got {getattr(inp, name)}")
+    if inp.activation_model not in ACTIVATION_MODELS:
+        raise BudgetInputError(f"activation_model: expected one of {', '.join(ACTIVATION_MODELS)}, got "
+                               f"{inp.activation_model!r}")
     if m.heads % inp.tp:
         raise BudgetInputError(f"tp: {m.heads} heads do not divide over tp={inp.tp}")
     if inp.mem_fraction is not None and not 0.0 < inp.mem_fraction < 1.0:
@@ -92,33 +136,49 @@ def compute(inp: BudgetInputs) -> BudgetResult:
     cell = kv_cell_bytes(m, inp.kv_dtype)
     default_chunk, _ = sglang_defaults(g.memory_mib, inp.tp)
     chunk = inp.chunked_prefill or default_chunk
-    capture_sizes = sglang_capture_sizes(inp.max_bs)
+    capture_sizes = _capture_sizes(inp.max_bs)
     consumers = [Consumer("weights (per GPU)", weights, "pool", "measured" if "weights" in inp.measured else "preset")]
-    consumers += triton_graph_buffers(heads, inp.max_bs, inp.draft_tokens, inp.topk, inp.spec_steps, inp.context,
-                                      g.sms)
-    # the workspace the SGLang hook's VerifyAttention allocates: batch sizes 1..max_bs, the configuration and split
-    # count of each as the launcher chooses them on this GPU (launch_plan.plan, the same function)
+    if inp.cuda_graphs:
+        consumers += triton_graph_buffers(heads, inp.max_bs, inp.draft_tokens, inp.topk, inp.spec_steps,
+                                          inp.context, g.sms)
+    else:  # eager: the draft decode allocates its split-K partials in every forward instead
+        consumers.append(eager_decode_partials(heads, inp.max_bs, inp.topk, inp.spec_steps, g.sms))
     unserved = None
+    if inp.verify_kernel:
+        # the workspace the SGLang hook's VerifyAttention allocates: batch sizes 1..max_bs, the configuration and
+        # split count of each as the launcher chooses them on this GPU (launch_plan.plan, the same function)
+        try:
+            planned = plan(range(1, inp.max_bs + 1), inp.draft_tokens, heads, inp.kv_dtype, g.device, inp.nsplit,
+                           inp.partial_bytes).workspace_bytes
+        except NoConfiguration as exc:  # the hook falls back to SGLang's kernel and allocates nothing
+            planned, unserved = 0, f"the verify kernel does not serve this deployment on {g.label} ({exc}): the " \
+                                    "hook falls back to SGLang's verify kernel and allocates no workspace"
+        ws = int(inp.measured.get("workspace", planned))
+        consumers.append(Consumer("kdtree verify workspace", ws, "slack",
+                                  "measured" if "workspace" in inp.measured else "kdtree"))
+    if inp.cuda_graphs:
+        pool = int(inp.measured.get("graph_pool", len(capture_sizes) * inp.graph_pool_mib_per_size * MIB))
+        consumers.append(Consumer(f"CUDA-graph pool ({len(capture_sizes)} sizes)", pool, "slack",
+                                  "measured" if "graph_pool" in inp.measured else "estimate"))
     try:
-        planned = plan(range(1, inp.max_bs + 1), inp.draft_tokens, heads, inp.kv_dtype, g.device, inp.nsplit,
-                       inp.partial_bytes).workspace_bytes
-    except NoConfiguration as exc:  # the hook falls back to SGLang's kernel and allocates nothing
-        planned, unserved = 0, f"the verify kernel does not serve this deployment on {g.label} ({exc}): the hook " \
-                                "falls back to SGLang's verify kernel and allocates no workspace"
-    ws = int(inp.measured.get("workspace", planned))
-    consumers.append(Consumer("kdtree verify workspace", ws, "slack",
-                              "measured" if "workspace" in inp.measured else "kdtree"))
-    pool = int(inp.measured.get("graph_pool", len(capture_sizes) * inp.graph_pool_mib_per_size * MIB))
-    consumers.append(Consumer(f"CUDA-graph pool ({len(capture_sizes)} sizes)", pool, "slack",
-                              "measured" if "graph_pool" in inp.measured else "estimate"))
-    consumers.append(Consumer(f"activations (chunked prefill {chunk} tokens x 1.5 MiB)", int(1.5 * chunk * MIB),
-                              "slack", "sglang-formula"))
+        lines = activation_lines(inp.model, inp.quant, inp.tp, chunk, requests=min(inp.max_bs, chunk),
+                                 context=inp.context, spec_algorithm=inp.spec_algorithm, sms=g.sms,
+                                 margin=inp.activation_margin, measurement=load_measurement())
+    except ActivationInputError as exc:
+        raise BudgetInputError(str(exc)) from exc
+    if lines["measured"].source != "measured":  # no measurement of these shapes: "measured" is the model
+        lines["measured"] = lines["modelled"]
+    chosen = lines[inp.activation_model]
+    for line in {id(v): v for v in lines.values()}.values():
+        consumers.append(Consumer(line.label, line.bytes, "slack" if line is chosen else "not counted", line.source))
     consumers.append(Consumer("communication (NCCL, custom all-reduce)", int(inp.tp / 8 * 1024 * MIB) +
                               (2048 * MIB if inp.deep_ep else 0), "slack", "sglang-formula"))
     consumers.append(Consumer("req_to_token (int32)", (inp.max_bs + 1) * inp.context * 4, "slack", "sglang-formula"))
     consumers.append(Consumer("safety margin", int(inp.margin_mib * MIB), "slack", "estimate"))
     slack = sum(c.bytes for c in consumers if c.where == "slack")
     safe = math.floor((1 - slack / g_bytes) * 1000) / 1000
+    safe_fractions = {name: math.floor((1 - (slack - chosen.bytes + lines[name].bytes) / g_bytes) * 1000) / 1000
+                      for name in ACTIVATION_MODELS}
     default = sglang_default_fraction(g.memory_mib, inp.tp, inp.chunked_prefill, deep_ep=inp.deep_ep)
     frac = inp.mem_fraction if inp.mem_fraction is not None else safe
     rest = g_bytes * frac - weights
@@ -152,8 +212,9 @@ def compute(inp: BudgetInputs) -> BudgetResult:
     launch = launch_line(inp, frac)
     if impossible:
         launch = ""
+    used = chosen.model
     return BudgetResult(inp, gpu_bytes, g_bytes, weights, cell, consumers, slack, safe, default, frac, tokens,
-                        max_ctx, launch, warnings, impossible)
+                        max_ctx, launch, warnings, impossible, used, safe_fractions)
 
 
 def kv_dtype_rows(inp: BudgetInputs) -> list[dict]:

@@ -5,8 +5,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .prefill_activations import DEFAULT_MARGIN
+
 MIB = 1 << 20
 GIB = 1 << 30
+
+
+def mib(nbytes: float) -> float:
+    """Bytes as MiB for a table: whole MiB from 100 up (a table prints 3 significant digits of a float)."""
+    v = nbytes / MIB
+    return round(v) if abs(v) >= 100 else round(v, 1)
 
 
 class BudgetInputError(ValueError):
@@ -40,4 +48,10 @@ class BudgetInputs:
     graph_pool_mib_per_size: float = 64.0  # CUDA-graph pool per captured size (estimate; calibrate)
     margin_mib: float = 1024.0
     deep_ep: bool = False
+    # what the activation line (chunked prefill) follows: "measured" (the committed H200 measurement of these
+    # shapes, else the model, labelled so), "modelled", or "sglang-reserve" (SGLang's 1.5 MiB per token)
+    activation_model: str = "measured"
+    activation_margin: float = DEFAULT_MARGIN  # over the measured / modelled peak (fraction)
+    cuda_graphs: bool = True  # False: --disable-cuda-graph (no graph-time buffers, no graph pool)
+    verify_kernel: bool = True  # False: stock SGLang verify (no kdtree workspace, plain sglang.launch_server)
     measured: dict[str, float] = field(default_factory=dict)  # calibration: name -> bytes

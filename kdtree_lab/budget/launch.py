@@ -42,9 +42,14 @@ def launch_args(inp: BudgetInputs, fraction: float) -> list[str]:
         args += ["--kv-cache-dtype", "fp8_e4m3"]
     if inp.chunked_prefill:
         args += ["--chunked-prefill-size", str(inp.chunked_prefill)]
+    if not inp.cuda_graphs:
+        args += ["--cuda-graph-backend-decode", "disabled"]  # the verify runner is the decode runner
     return args
 
 
 def launch_line(inp: BudgetInputs, fraction: float) -> str:
-    """The shell command that starts SGLang with the verify hook installed in every rank (kdtree_lab.sglang.serve)."""
+    """The shell command that starts SGLang with the verify hook installed in every rank (kdtree_lab.sglang.serve),
+    or stock SGLang when the deployment runs without the verify kernel."""
+    if not inp.verify_kernel:
+        return "python -m sglang.launch_server " + shlex.join(launch_args(inp, fraction))
     return "KDTREE_VERIFY=on python -m kdtree_lab.sglang.serve " + shlex.join(launch_args(inp, fraction))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import yaml
 
@@ -20,6 +21,7 @@ class ModelPreset:
     qk_rope_head_dim: int
     draft_layers: int
     weights_gib: dict[str, float]
+    architecture: dict[str, int]  # config.json numbers a prefill chunk's activations are sized by
     sources: dict[str, str]
 
 
@@ -41,11 +43,14 @@ class GpuPreset:
         return Device(self.sms, self.compute_capability, self.smem_optin)
 
 
+@lru_cache(maxsize=None)
+def _presets(name: str) -> dict:
+    return yaml.safe_load((DATA / "presets" / f"{name}.yaml").read_text())[name]
+
+
 def models() -> dict[str, ModelPreset]:
-    raw = yaml.safe_load((DATA / "presets" / "models.yaml").read_text())["models"]
-    return {k: ModelPreset(name=k, **v) for k, v in raw.items()}
+    return {k: ModelPreset(name=k, **v) for k, v in _presets("models").items()}
 
 
 def gpus() -> dict[str, GpuPreset]:
-    raw = yaml.safe_load((DATA / "presets" / "gpus.yaml").read_text())["gpus"]
-    return {k: GpuPreset(name=k, **v) for k, v in raw.items()}
+    return {k: GpuPreset(name=k, **v) for k, v in _presets("gpus").items()}

@@ -101,6 +101,19 @@ def triton_graph_buffers(heads: int, max_bs: int, draft_tokens: int, topk: int, 
     return out
 
 
+def eager_decode_partials(heads: int, max_bs: int, topk: int, steps: int, sms: int,
+                          max_kv_splits: int = MLA_MAX_KV_SPLITS) -> Consumer:
+    """Without CUDA graphs the Triton backend allocates its decode split-K partials in every decode forward
+    (``init_forward_metadata``): the EAGLE draft's decode steps over ``max_bs x topk`` rows, one step's set at a
+    time, freed after (target verify and draft extend take the extend path, without them). fp32 attn_logits
+    [rows, H, S, 512], attn_lse [rows, H, S] and the lean-decode partials."""
+    rows = max_bs * topk
+    lean = sms * LEAN_BLOCK_M * (512 + 2) * 4 + sms * 4
+    size = rows * heads * max_kv_splits * (512 + 1) * 4 + lean if steps > 1 else 0
+    return Consumer("eager draft-decode split-K partials (allocated per forward; graphs off)", size, "slack",
+                    "sglang-formula")
+
+
 def sglang_state_rows(state: dict) -> list[dict]:
     """The budget's graph-time line items beside what SGLang's own classes allocated for the same deployment
     (``state``: the JSON of scripts/sglang_graph_state.py). One row per line item (ratio = SGLang / budget), one for

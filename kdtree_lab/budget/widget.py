@@ -12,6 +12,7 @@ from ..core.display import save_figure
 from .calculator import compute
 from .inputs import GIB, BudgetInputError, BudgetInputs
 from .presets import gpus, models
+from .proposals import with_proposals
 
 
 def _controls(inp: BudgetInputs):
@@ -34,6 +35,12 @@ def _controls(inp: BudgetInputs):
         "nsplit": w.IntSlider(value=inp.nsplit, min=0, max=128, description="nsplit (0: auto)"),
         "context": w.IntSlider(value=inp.context, min=4096, max=262_144, step=4096, description="context (tokens)"),
         "concurrency": w.IntSlider(value=inp.concurrency, min=1, max=48, description="concurrent requests"),
+        "chunked_prefill": w.Dropdown(options=[("SGLang's default", None), 2048, 4096, 8192, 16384],
+                                      value=inp.chunked_prefill, description="chunked prefill (tokens)"),
+        "activation_model": w.Dropdown(options=[("measured (else modelled)", "measured"), ("modelled", "modelled"),
+                                                ("SGLang's 1.5 MiB / token", "sglang-reserve")],
+                                       value=inp.activation_model, description="activations follow"),
+        "cuda_graphs": w.Checkbox(value=inp.cuda_graphs, description="CUDA graphs"),
         "mem_fraction": w.FloatSlider(value=inp.mem_fraction or 0.85, min=0.50, max=0.97, step=0.005,
                                       readout_format=".3f", description="mem-fraction-static"),
     }
@@ -41,6 +48,7 @@ def _controls(inp: BudgetInputs):
         c.style, c.layout = style, lay
         c.continuous_update = False
     ctl["mem_fraction"].add_class("kd-fraction")
+    ctl["activation_model"].add_class("kd-activations")
     return ctl
 
 
@@ -61,11 +69,12 @@ def build(inp: BudgetInputs | None = None):
     bar = w.Output()
     launch = w.HTML().add_class("kd-launch")
     error = w.HTML().add_class("kd-error")
+    proposals = w.HTML().add_class("kd-proposals")
 
     def update(_change=None):
         values = {k: c.value for k, c in ctl.items()}
         try:
-            res = compute(replace(inp, **values))
+            res = with_proposals(compute(replace(inp, **values)))
         except BudgetInputError as exc:
             error.value = f'<div style="color:#b00020"><b>input error:</b> {html.escape(str(exc))}</div>'
             return
@@ -74,10 +83,13 @@ def build(inp: BudgetInputs | None = None):
                         f'</span> &middot; max context per request at {res.inputs.concurrency}: '
                         f'<span class="kd-max-context">{res.max_context_per_request}</span>')
         ok = not res.warnings
-        verdict.value = (f'<b>{"OK" if ok else "check"}</b>: largest safe fraction {res.safe_fraction:.3f}; '
-                         f"SGLang's default {res.sglang_default_fraction:.3f}; this fraction {res.fraction:.3f}<br>"
+        by_model = ", ".join(f"{html.escape(m)} {f:.3f}" for m, f in res.safe_fractions.items())
+        verdict.value = (f'<b>{"OK" if ok else "check"}</b>: largest safe fraction {res.safe_fraction:.3f} '
+                         f"(activations {html.escape(res.activation)}; by estimate: {by_model}); "
+                         f"SGLang's default {res.sglang_default_fraction:.3f}; {html.escape(res.verdict())}<br>"
                          + "<br>".join(f"&#9888; {html.escape(x)}" for x in res.warnings))
         launch.value = f"<code>{html.escape(res.launch_line)}</code>"
+        proposals.value = _proposals_html(res)
         with table:
             table.clear_output(wait=True)
             from IPython.display import Markdown, display
@@ -92,8 +104,20 @@ def build(inp: BudgetInputs | None = None):
     for c in ctl.values():
         c.observe(update, names="value")
     update()
-    return w.VBox([w.HBox([w.VBox(list(ctl.values())[:6]), w.VBox(list(ctl.values())[6:])]), error, tokens, verdict,
-                   launch, bar, table])
+    half = (len(ctl) + 1) // 2
+    return w.VBox([w.HBox([w.VBox(list(ctl.values())[:half]), w.VBox(list(ctl.values())[half:])]), error, tokens,
+                   verdict, launch, proposals, bar, table])
+
+
+def _proposals_html(res) -> str:
+    """The deployments that hold the context (empty when this one does), as an HTML table with launch lines."""
+    if not res.proposals:
+        return ""
+    head = "".join(f"<th>{html.escape(k)}</th>" for k in [*res.proposals[0].row(), "launch line"])
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in p.row().values())
+                   + f"<td><code>{html.escape(p.launch_line)}</code></td></tr>" for p in res.proposals)
+    return (f"<b>deployments that hold the {res.inputs.context}-token context</b> (each at its largest safe "
+            f"fraction)<table>{'<tr>' + head + '</tr>'}{body}</table>")
 
 
 def display_fig(fig) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..budget.prefill_activations import ACTIVATION_MODELS, DEFAULT_MARGIN
 from ..lab.record import emit
 from .args import positive_int, readable_file
 
@@ -13,6 +14,7 @@ def cmd_budget(args: argparse.Namespace) -> int:
     from ..budget.calculator import compute
     from ..budget.calibrate import calibrate, parse_sglang_log
     from ..budget.inputs import BudgetInputError, BudgetInputs
+    from ..budget.proposals import with_proposals
     from ..core.display import markdown_table
 
     try:
@@ -21,12 +23,16 @@ def cmd_budget(args: argparse.Namespace) -> int:
                            spec_steps=args.spec_steps, spec_algorithm=args.spec_algorithm,
                            model_path=args.model_path, draft_model_path=args.draft_model_path, nsplit=args.nsplit,
                            context=args.context, concurrency=args.concurrency, mem_fraction=args.mem_fraction,
-                           chunked_prefill=args.chunked_prefill, margin_mib=args.margin_mib)
+                           chunked_prefill=args.chunked_prefill, margin_mib=args.margin_mib,
+                           activation_model=args.activations, activation_margin=args.activation_margin,
+                           cuda_graphs=not args.no_cuda_graphs, verify_kernel=not args.stock_verify)
         if args.sglang_log:
             from pathlib import Path
 
             inp = calibrate(inp, parse_sglang_log(Path(args.sglang_log).read_text()))
-        res = compute(inp)
+        if args.preset == "reference-decision":
+            return _reference_decision(args, inp)
+        res = with_proposals(compute(inp))
     except BudgetInputError as exc:
         print(f"kdtree-lab budget: {exc}", file=sys.stderr)
         return 2
@@ -34,12 +40,39 @@ def cmd_budget(args: argparse.Namespace) -> int:
         if args.json:
             emit(args, res, "")
         print(f"kdtree-lab budget: impossible deployment: {res.impossible}", file=sys.stderr)
+        if res.proposals:
+            print("deployments that fit:\n" + markdown_table([p.row() for p in res.proposals]), file=sys.stderr)
         return 1
+    by_model = ", ".join(f"{m} {f:.3f}" for m, f in res.safe_fractions.items())
     text = (markdown_table(res.table()) + f"\n\nKV tokens: {res.kv_tokens} ({res.max_context_per_request} per "
-            f"request at {inp.concurrency} concurrent)\nlargest safe fraction: {res.safe_fraction:.3f}; SGLang's "
-            f"default: {res.sglang_default_fraction:.3f}; evaluated: {res.fraction:.3f}\n"
+            f"request at {inp.concurrency} concurrent)\nlargest safe fraction: {res.safe_fraction:.3f} (activations "
+            f"{res.activation}); SGLang's default: {res.sglang_default_fraction:.3f}; evaluated: {res.fraction:.3f}\n"
+            f"largest safe fraction by activation estimate: {by_model}\n{res.verdict()}\n"
             + "".join(f"warning: {w}\n" for w in res.warnings) + res.launch_line)
+    if res.proposals:
+        text += ("\n\ndeployments that hold the context (each at its largest safe fraction):\n"
+                 + markdown_table([p.row() for p in res.proposals])
+                 + f"\nfirst proposal's launch line:\n{res.proposals[0].launch_line}")
     emit(args, res, text)
+    return 0
+
+
+def _reference_decision(args: argparse.Namespace, inp) -> int:
+    """The 0.93/0.94 (graphs off) -> 0.88 (graphs on, verify workspace) decision for ``inp``'s deployment."""
+    from dataclasses import replace
+
+    from ..budget.scenario import reference_decision
+    from ..core.display import markdown_table
+
+    d = reference_decision(replace(inp, mem_fraction=None))
+    safe = ", ".join(f"{m} {f:.3f}" for m, f in d["largest_safe_fraction"].items())
+    safe_off = ", ".join(f"{m} {f:.3f}" for m, f in d["largest_safe_fraction_without_graphs"].items())
+    text = ("what each fraction leaves (MiB):\n" + markdown_table(d["consumers"])
+            + "\n\nwhich are safe and why:\n" + markdown_table(d["verdicts"])
+            + f"\n\nlargest safe fraction with graphs and the verify workspace: {safe}"
+            + f"\nlargest safe fraction without graphs: {safe_off}"
+            + "\n\nthe verify workspace at batch 8, line by line (bytes):\n" + markdown_table(d["workspace"]))
+    emit(args, d, text)
     return 0
 
 
@@ -68,6 +101,18 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
     p.add_argument("--mem-fraction", type=float, default=None, help="fraction to evaluate (default: the safe one)")
     p.add_argument("--chunked-prefill", type=int, default=None, help="chunked prefill size (default: SGLang's)")
     p.add_argument("--margin-mib", type=float, default=1024.0, help="safety margin (MiB)")
+    p.add_argument("--activations", choices=ACTIVATION_MODELS, default=ACTIVATION_MODELS[0],
+                   help="what the activation line follows: the chunked-prefill peak measured on the H200 (the "
+                        "model where these shapes were not measured), the model, or SGLang's 1.5 MiB per token")
+    p.add_argument("--activation-margin", type=float, default=DEFAULT_MARGIN,
+                   help=f"margin over the measured / modelled activation peak (fraction, default {DEFAULT_MARGIN})")
+    p.add_argument("--no-cuda-graphs", action="store_true",
+                   help="CUDA graphs off (--cuda-graph-backend-decode disabled): no graph-time buffers or pool")
+    p.add_argument("--stock-verify", action="store_true",
+                   help="SGLang's own verify (no kdtree workspace; a plain sglang.launch_server line)")
+    p.add_argument("--preset", choices=["reference-decision"],
+                   help="reference-decision: the 0.93/0.94 (graphs off) vs 0.88 (graphs, verify workspace) "
+                        "decision for this deployment")
     p.add_argument("--sglang-log", type=readable_file, help="SGLang start-up log to calibrate G and the weights from")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_budget)
