@@ -22,7 +22,7 @@
 // runs up to two tiles ahead of the PV group, and the row statistics for the epilogue. Named barriers only where
 // all their threads run the same code. setmaxnreg: QK 184, PV 160 registers, balanced in the pool the launch
 // allocates. The draft-block CTA uses the ring as two (K, V) slot pairs (V from v_extend).
-// 99,464 B of shared memory; every instruction is one sm_120a has (mma.sync, ldmatrix, cp.async, mbarrier
+// 99,432 B of shared memory; every instruction is one sm_120a has (mma.sync, ldmatrix, cp.async, mbarrier
 // try_wait, setmaxnreg, named barriers), so a Hopper GPU runs it as sm_120 would. bf16 pools only: an fp8 pool
 // runs the first kernel's e4m3 variant (kdtree_verify.cu).
 #pragma once

@@ -22,7 +22,7 @@
 // because ptxas serializes every wgmma when one loop branches on the warpgroup around them.
 // Draft-block CTAs run v4's step (the same shared-memory plan: Q, 144 KB of ring, v4's P tile, the row sums).
 #pragma once
-#include "verify_wgmma.cuh"
+#include "wgmma_common.cuh"
 
 namespace kdt {
 
