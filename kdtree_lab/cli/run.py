@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .args import fleet_flags, fleet_labels
+from .args import bounded_int, fleet_flags, fleet_labels
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -93,6 +93,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
                    help="override a notebook parameter (Python literal or string); repeatable")
     p.add_argument("--out", help="run directory (default runs/<timestamp>-<profile>)")
     p.add_argument("--no-progress", action="store_true", help="hide the per-cell progress bar")
-    p.add_argument("--cell-timeout", type=int, default=None, help="seconds allowed per cell (default: none)")
+    p.add_argument("--cell-timeout", type=bounded_int(1), default=None, help="seconds allowed per cell (default: none)")
     fleet_flags(p)
     p.set_defaults(func=cmd_run)
