@@ -35,24 +35,37 @@ def fp8_speedups(rows: list[dict]) -> list[dict]:
     return out
 
 
-def streaming_fits(rows: list[dict], ceilings: dict, impl: str = "cuda", short: int = 32_768,
-                   long: int = 200_000) -> list[dict]:
-    """Per (B, N, H) series of ``impl`` timed at prefix lengths ``short`` and ``long`` (tokens): the streaming rates
-    (KV bytes and FLOPs added over the time added: GB/s, TFLOP/s, and as fractions of the ceilings) and the
-    intercept (ms), the part of a call's time the prefix length does not explain; a straight line through the two
-    points. Separates a kernel's per-token speed from its fixed cost per call."""
-    ms = {(r["B"], r["L"], r["N"], r["H"]): r["ms"] for r in rows if r["impl"] == impl and row_kv(r) == "bf16"}
+def streaming_fits(rows: list[dict], ceilings: dict, impl: str = "cuda", min_points: int = 2) -> list[dict]:
+    """Per (B, N, H) series of ``impl`` (bf16 rows) timed at ``min_points`` or more prefix lengths: the model
+    ``t(L) = fixed + KV bytes(L) / rate``, least squares over the series' points with ``fixed >= 0`` (a series whose
+    best line would start below zero, i.e. whose time grows faster than its bytes, is fitted through zero and shows
+    no fixed cost). Returns the streaming rates (GB/s, TFLOP/s, and as fractions of the ceilings), ``fixed_us`` (the
+    part of a call the prefix length does not explain) and ``worst_misfit`` (the largest |model - measured| /
+    measured over the points). Separates a kernel's per-token speed from its fixed cost per call."""
+    series: dict[tuple[int, int, int], list[tuple[int, float]]] = {}
+    for r in rows:
+        if r["impl"] == impl and row_kv(r) == "bf16":
+            series.setdefault((r["B"], r["N"], r["H"]), []).append((r["L"], r["ms"]))
     out = []
-    for (b, length, n, h), t2 in sorted(ms.items()):
-        t1 = ms.get((b, short, n, h))
-        if length != long or t1 is None or t2 <= t1:
+    for (b, n, h), pts in sorted(series.items()):
+        pts = sorted(set(pts))
+        if len(pts) < min_points:
             continue
-        s1, s2 = Shape(b, short, n, h), Shape(b, long, n, h)
-        dt = (t2 - t1) * 1e-3
-        gbps, tflops = (s2.kv_bytes - s1.kv_bytes) / dt / 1e9, (s2.flops - s1.flops) / dt / 1e12
-        out.append({"B": b, "N": n, "H": h, "GB/s": round(gbps, 1), "of_copy": round(gbps / ceilings["copy_gbps"], 3),
-                    "TFLOP/s": round(tflops, 2), "of_gemm": round(tflops / ceilings["gemm_tflops"], 3),
-                    "intercept_ms": round(t1 - s1.kv_bytes / (gbps * 1e9) * 1e3, 4)})
+        x = [Shape(b, length, n, h).kv_bytes for length, _ in pts]
+        t = [ms * 1e-3 for _, ms in pts]
+        mx, mt = statistics.fmean(x), statistics.fmean(t)
+        sxx = sum((xi - mx) ** 2 for xi in x)
+        slope = sum((xi - mx) * (ti - mt) for xi, ti in zip(x, t)) / sxx if sxx else 0.0
+        fixed = mt - slope * mx
+        if fixed < 0 or slope <= 0:  # fixed >= 0: the least-squares line through the origin
+            fixed, slope = 0.0, sum(xi * ti for xi, ti in zip(x, t)) / sum(xi * xi for xi in x)
+        gbps = 1 / slope / 1e9
+        flops_per_byte = Shape(b, pts[-1][0], n, h).flops / x[-1]
+        misfit = max(abs(fixed + xi * slope - ti) / ti for xi, ti in zip(x, t))
+        out.append({"B": b, "N": n, "H": h, "lengths": len(pts), "GB/s": round(gbps, 1),
+                    "of_copy": round(gbps / ceilings["copy_gbps"], 3), "TFLOP/s": round(gbps * flops_per_byte / 1e3, 2),
+                    "of_gemm": round(gbps * flops_per_byte / 1e3 / ceilings["gemm_tflops"], 3),
+                    "fixed_us": round(fixed * 1e6, 1), "worst_misfit": round(misfit, 3)})
     return out
 
 

@@ -83,6 +83,10 @@ def fmt(v: Any) -> str:
 
     if v is None:
         return "-"
+    if isinstance(v, (list, tuple)):
+        return ", ".join(fmt(x) for x in v) if v else "none"
+    if isinstance(v, dict):
+        return ", ".join(f"{k} {fmt(x)}" for k, x in v.items()) if v else "none"
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return str(v).replace("|", "\\|")
     if isinstance(v, int):
