@@ -3,9 +3,15 @@ separated from the fixed cost per call, and re-crediting old rows with their imp
 
 from __future__ import annotations
 
+import json
 import statistics
+from dataclasses import dataclass
+from pathlib import Path
 
+from ..core.paths import RESULTS, ROOT
 from .roofline import ONE_TOKEN, Shape, derived, row_kv
+
+MEASURED_ON = "h200"  # the GPU every committed grid ran on (data/results/h200/)
 
 
 def summary(rows: list[dict]) -> list[dict]:
@@ -69,6 +75,13 @@ def streaming_fits(rows: list[dict], ceilings: dict, impl: str = "cuda", min_poi
     return out
 
 
+def _same(old, new) -> bool:
+    """Equal, or equal up to the rounding of a rate recomputed from a rounded time (GB/s 1171.2 vs 1171.3)."""
+    if isinstance(old, float) and isinstance(new, float):
+        return abs(old - new) <= 1e-3 * max(abs(old), abs(new), 1e-9)
+    return old == new
+
+
 def recredit(result: dict) -> int:
     """Recompute every row's rates and roofline fraction from its time and its implementation's own work (results
     written before one-token decode rows were credited with one token). Returns how many rows changed."""
@@ -78,7 +91,74 @@ def recredit(result: dict) -> int:
             continue  # credited with their own work already (recomputing from the rounded ms would only jitter)
         new = derived(r["impl"], Shape(r["B"], r["L"], r["N"], r["H"], r.get("mask", "tree")), r["ms"],
                       result["ceilings"])
-        if any(r.get(k) != v for k, v in new.items()):
+        if any(not _same(r.get(k), v) for k, v in new.items()):
             r.update(new)
             changed += 1
     return changed
+
+
+def recredit_words(changed: int) -> str:
+    """What ``recredit`` did, in a sentence for a reader."""
+    if not changed:
+        return "Every row is credited with its own work (SGLang's one-token decode with one token per request)."
+    return (f"{changed} rows of SGLang's one-token decode had been credited with the work of the N draft tokens of "
+            "the verify rows beside them; their rates and roofline shares are recomputed here for one token per "
+            "request (the times are as measured).")
+
+
+@dataclass(frozen=True)
+class Grid:
+    """One implementation's rows of one benchmark run, with that run's ceilings."""
+
+    impl: str
+    source: str  # repository-relative path, or "measured in this run"
+    date: str
+    gpu: str
+    ceilings: dict
+    rows: tuple[dict, ...]
+
+
+def _issue_grids() -> list[tuple[str, Path, dict]]:
+    """(date, path, data) of every committed benchmark file of the ``issue`` preset, newest first."""
+    out = []
+    for path in sorted((RESULTS / MEASURED_ON).rglob("bench-*.json")):
+        if path.name.endswith(".partial.json"):
+            continue
+        data = json.loads(path.read_text())
+        if data.get("preset") == "issue" and "provenance" in data:
+            out.append((data["provenance"].get("date_utc", ""), path, data))
+    return sorted(out, key=lambda t: (t[0], str(t[1])), reverse=True)
+
+
+def committed_grid(impl: str) -> Grid:
+    """The newest committed issue grid holding bf16 rows of ``impl`` (so a newly committed run of a default kernel is
+    picked up without a code change). Raises LookupError naming the implementation when none does."""
+    for date, path, data in _issue_grids():
+        rows = tuple(r for r in data["rows"] if r["impl"] == impl and r.get("kv", "bf16") == "bf16")
+        if rows:
+            return Grid(impl, str(path.relative_to(ROOT)), date, data["provenance"].get("gpu", MEASURED_ON),
+                        data["ceilings"], rows)
+    raise LookupError(f"impl {impl}: no committed issue grid under data/results/{MEASURED_ON}/ holds its rows")
+
+
+CURRENT = ("cuda", "cuda_wgmma", "cuda_sm120", "sglang_extend", "sglang_decode_1tok")  # the defaults and the peers
+
+
+def committed_current(impls: tuple[str, ...] = CURRENT) -> dict:
+    """A result of the ``issue`` preset made of each implementation's newest committed grid (``committed_grid``):
+    ``cuda`` is then the current default's run. Rows keep their own run's rates and roofline fraction; speed-ups
+    over SGLang's verify are recomputed against its newest rows, run beside or in another run on the same GPU
+    (``sources`` says which file each implementation came from). The ceilings are those of the first grid."""
+    grids = [committed_grid(i) for i in impls]
+    verify = {(r["B"], r["L"], r["N"], r["H"]): r["ms"] for g in grids if g.impl == "sglang_extend" for r in g.rows}
+    rows = []
+    for g in grids:
+        for r in g.rows:
+            r = dict(r)
+            r.pop("speedup_vs_sglang_verify", None)
+            base = verify.get((r["B"], r["L"], r["N"], r["H"]))
+            if base and r["impl"] != "sglang_extend":
+                r["speedup_vs_sglang_verify"] = round(base / r["ms"], 1)
+            rows.append(r)
+    return {"preset": "issue", "ceilings": grids[0].ceilings, "sglang": "0.5.23", "timing": "graph", "rows": rows,
+            "sources": {g.impl: g.source for g in grids}}

@@ -21,7 +21,7 @@ class _Counted:
     them."""
 
     def __init__(self, iterable: Iterable | None = None, desc: str | None = None, total: int | None = None,
-                 unit: str = "it", **_):
+                 unit: str = "item", **_):
         import time
 
         self.iterable, self.desc, self.unit, self.n = iterable, desc or "progress", unit, 0

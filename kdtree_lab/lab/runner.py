@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from ..core.display import HEADLESS_ENV
+from ..core.display import HEADLESS_ENV, fmt
 from ..core.paths import NOTEBOOKS, RUNS
 from .profiles import Profile
 from .record import load_results
@@ -343,7 +343,7 @@ def write_summary(run_dir: Path, profile: Profile, outcomes: list[NotebookOutcom
     lines = [f"# kdtree-lab run ({profile.name})", "", f"Run directory: `{run_dir}`", "",
              "| notebook | status | seconds | key figures | skipped |", "|---|---|---:|---|---|"]
     for o in outcomes:
-        figs = "; ".join(f"{k}={v}" for k, v in o.figures.items()) or "-"
+        figs = "; ".join(f"{k}={fmt(v)}" for k, v in o.figures.items()) or "-"
         skipped = "; ".join(f"{s['what']} ({s['why']})" for s in o.skipped) or "-"
         status = o.status + (f": {o.error}" if o.error else "")
         lines.append(f"| {o.notebook} | {status} | {o.duration_s:.1f} | {figs} | {skipped} |")
