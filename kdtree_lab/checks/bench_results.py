@@ -106,6 +106,14 @@ def recredit_words(changed: int) -> str:
             "request (the times are as measured).")
 
 
+def sources_words(result: dict) -> str:
+    """Which committed file each implementation of ``committed_current`` came from, one clause per file."""
+    by: dict[str, list[str]] = {}
+    for impl, path in result["sources"].items():
+        by.setdefault(path, []).append(impl)
+    return "; ".join(f"{', '.join(impls)} from {path}" for path, impls in by.items())
+
+
 @dataclass(frozen=True)
 class Grid:
     """One implementation's rows of one benchmark run, with that run's ceilings."""
