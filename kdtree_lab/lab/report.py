@@ -14,7 +14,7 @@ _STATUS_COLOUR = {"passed": "#1a7f37", "passed-with-skips": "#9a6700", "failed":
                   "not-run": "#57606a"}
 _STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:72em;color:#1f2328}
 table{border-collapse:collapse;width:100%}th,td{border:1px solid #d0d7de;padding:.35em .6em;text-align:left;
-vertical-align:top}th{background:#f6f8fa}.status{font-weight:600}code{font-size:90%}ul{margin:0;padding-left:1.2em}"""
+vertical-align:top}th{background:#f6f8fa}.status{font-weight:600;white-space:nowrap}code{font-size:90%}ul{margin:0;padding-left:1.2em}"""
 
 
 def notebook_html(notebook: Path) -> Path | None:
