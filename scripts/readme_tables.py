@@ -1,8 +1,9 @@
-"""Tables the README and docs/performance.md quote, generated from committed result files (so no figure is typed
-by hand).
+"""Tables the README and docs/ quote, generated from committed result files and the code's own registries (so no
+figure is typed by hand).
 
 ``python scripts/readme_tables.py`` rewrites the blocks between ``<!-- BEGIN name -->`` and ``<!-- END name -->``
-in README.md and docs/performance.md; a test checks that both match what this module generates."""
+in README.md and the docs pages of ``FILES``; tests/test_readme.py checks that each matches what this module
+generates."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """The papermill runner: parameter checks, failure reports naming notebook and cell, dead kernels, summaries."""
 
 import json
+import time
 from pathlib import Path
 
 import nbformat
@@ -105,12 +106,22 @@ def test_ctrl_c_leaves_a_summary_and_a_notebook_that_says_where_it_stopped(tmp_p
 
     e, later = _sleeper(tmp_path, "96_sleep"), _notebook(tmp_path, "97_next", "pass")
     out = tmp_path / "run"
-    timer = threading.Timer(8.0, lambda: os.kill(os.getpid(), signal.SIGINT))  # Ctrl-C while cell 2 sleeps
-    timer.start()
-    try:
-        run_dir, outcomes = runner.execute([e, later], PROFILE, {}, out, progress=False)
-    finally:
-        timer.cancel()
+    def ctrl_c_once_the_sleep_runs():  # papermill rewrites the output notebook as each cell starts
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            try:
+                cells = nbformat.read(out / "96_sleep.ipynb", as_version=4).cells
+                if cells[-2].metadata.get("papermill", {}).get("status") == "running":
+                    time.sleep(1.0)
+                    return os.kill(os.getpid(), signal.SIGINT)
+            except Exception:  # noqa: BLE001 - not written yet, or half-written
+                pass
+            time.sleep(0.2)
+
+    watcher = threading.Thread(target=ctrl_c_once_the_sleep_runs, daemon=True)
+    watcher.start()
+    run_dir, outcomes = runner.execute([e, later], PROFILE, {}, out, progress=False)
+    watcher.join(timeout=5)
     assert [o.status for o in outcomes] == ["interrupted", "not-run"]
     assert "Ctrl-C in cell 3 of the output notebook (starting 'import time')" in outcomes[0].error
     assert "96_sleep interrupted" in outcomes[1].error
