@@ -99,7 +99,8 @@ def test_ctrl_c_on_the_command_line_is_quiet(tmp_path):
     summary printed, one line on stderr saying it was interrupted, and no traceback from the notebook kernel."""
     proc = subprocess.Popen([sys.executable, "-m", "kdtree_lab", "run", "--profile", "cpu", "--only", "03", "--out",
                              str(tmp_path / "run"), "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, preexec_fn=lambda: (signal.signal(signal.SIGINT, signal.SIG_DFL), os.setpgrp()))
+                            text=True, preexec_fn=lambda: (signal.signal(signal.SIGINT, signal.SIG_DFL), os.setpgrp(),
+                                                          signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})))
     deadline = time.time() + 240
     while not list((tmp_path / "run").glob("03_eager_parity.ipynb")) and time.time() < deadline:
         time.sleep(0.5)
