@@ -41,10 +41,14 @@ run: venv
 test: venv
 	$(PY) -m pytest -q
 
-# make lab LAB_ARGS="--port 8899 --no-browser"; as root Jupyter needs --allow-root, added here
+# JupyterLab rooted at the repository, opened on notebooks/: the sources and every run under runs/ (executed
+# notebooks, index.html) can both be browsed. make lab LAB_ARGS="--port 8899 --no-browser"; as root Jupyter needs
+# --allow-root, added here.
 LAB_ARGS ?=
+LAB_ROOT := $(CURDIR)
 lab: venv
-	$(VENV)/bin/jupyter lab notebooks $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
+	@mkdir -p runs
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir=$(LAB_ROOT) --LabApp.default_url=/lab/tree/notebooks $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 clean:
 	rm -rf $(VENV) build runs .pytest_cache

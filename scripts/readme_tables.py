@@ -1,8 +1,9 @@
-"""Tables the README and docs/performance.md quote, generated from committed result files (so no figure is typed
-by hand).
+"""Tables the README and docs/ quote, generated from committed result files and the code's own registries (so no
+figure is typed by hand).
 
 ``python scripts/readme_tables.py`` rewrites the blocks between ``<!-- BEGIN name -->`` and ``<!-- END name -->``
-in README.md and docs/performance.md; a test checks that both match what this module generates."""
+in README.md and the docs pages of ``FILES``; tests/test_readme.py checks that each matches what this module
+generates."""
 
 from __future__ import annotations
 
@@ -149,7 +150,7 @@ def targets_table() -> str:
             if r["speedup_vs_sglang_verify"] < 15:  # the most any kernel could reach: SGLang's time / our floor
                 b48_miss_bound.append(d["sglang_extend"]["ms"] / r["floor_ms"])
     mem_fit = [f["of_copy"] for (b, n, h), f in fits.items() if n * h <= 64]
-    mem_icpt = [f["intercept_ms"] * 1e3 for (b, n, h), f in fits.items() if n * h <= 64]
+    mem_icpt = [f["fixed_us"] for (b, n, h), f in fits.items() if n * h <= 64]
     comp_fit = [f["of_gemm"] for (b, n, h), f in fits.items() if n * h >= 128]
     head = by_shape[HEADLINE]
     ours, dec, ext = head["cuda"], head["sglang_decode_1tok"], head["sglang_extend"]
@@ -157,9 +158,9 @@ def targets_table() -> str:
     n_mem, n_comp, n_b48 = (sum(x >= t for x in v) for v, t in ((mem, 0.85), (comp, 0.60), (b48, 15)))
     rows = [
         ("memory-bound shapes (H x N <= 64, L >= 32k): >= 85% of copy bandwidth",
-         f"{_span(mem, '.0%')} over {len(mem)} shapes ({n_mem} at or above 85%); streaming rate from L = 32k to "
-         f"200k {_span(mem_fit, '.0%')} over the {len(mem_fit)} (B, N, H) series, plus a fixed "
-         f"{_span(mem_icpt, '.0f')} us per call", met(n_mem == len(mem))),
+         f"{_span(mem, '.0%')} over {len(mem)} shapes ({n_mem} at or above 85%); streaming rate (t = fixed + bytes / "
+         f"rate over L = 4k, 32k, 200k) {_span(mem_fit, '.0%')} over the {len(mem_fit)} (B, N, H) series, plus a "
+         f"fixed {_span(mem_icpt, '.0f')} us per call", met(n_mem == len(mem))),
         ("compute-bound shapes (H x N >= 128, L >= 32k): >= 60% of the bf16 GEMM rate",
          f"{_span(comp, '.0%')} over {len(comp)} shapes ({n_comp} at or above 60%); streaming rate "
          f"{_span(comp_fit, '.0%')} over the {len(comp_fit)} series", met(n_comp == len(comp))),
@@ -217,7 +218,8 @@ def sm120_table() -> str:
              f"{c['copy_gbps']:.0f} GB/s, cuBLAS GEMM {c['gemm_tflops']:.0f} TFLOP/s, mma.sync m16n8k16 loop "
              f"{c['mma_sync_tflops']:.0f} TFLOP/s. Times in ms; H200 runs, not sm_120 runs.", "",
              "| B, L, N, H | v1 (`cuda_narrow`) | sm_120 kernel (`cuda_sm120`) | of mma.sync peak / of copy | v3 "
-             "(`cuda_rows32`, 231 KB) | v4 (`cuda`, sm_90a) | SGLang decode, 1 token | sm_120 kernel vs v1 |",
+             "(`cuda_rows32`, 231 KB) | v4 (that run's `cuda`; `cuda_wgmma` since v5) | SGLang decode, 1 token | sm_120 kernel "
+             "vs v1 |",
              "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for key in SM120_SHAPES:
         d = by_shape[key]
@@ -230,7 +232,7 @@ def sm120_table() -> str:
 
 
 def sm120_targets_table() -> str:
-    """Issue 15's targets for the sm_120 configuration forced on the H200."""
+    """Issue 15's targets for the sm_120 kernel forced on the H200."""
     data, by_shape = _bench(SM120_BENCH)
     c = data["ceilings"]
     comp, mem, slower = [], [], []
@@ -258,7 +260,7 @@ def sm120_targets_table() -> str:
          f"time / v3's time {_span(slower, '.2f')} over {len(slower)} shapes ({n_slow} more than 3% slower)",
          met(n_slow == 0)),
     ]
-    return _target_lines(f"From `{_rel(SM120_BENCH)}` (the sm_120 configuration forced on the H200).", rows)
+    return _target_lines(f"From `{_rel(SM120_BENCH)}` (the sm_120 kernel, `cuda_sm120`, forced on the H200).", rows)
 
 
 def rtx_prediction_table() -> str:
@@ -325,8 +327,8 @@ def rtx_fp8_prediction_table() -> str:
     u = max(r["GB/s"] / c["copy_gbps"] for k, r in mine.items() if k[5] == "bf16" and r["bound"] == "memory")
     per_flop = ", ".join(f"{g.label.split(' (')[0]} {(g.bandwidth_gbps / g.mma_sync_tflops) / (c['copy_gbps'] / c['mma_sync_tflops']):.2f}x"
                          for g in cards)
-    lines = ["**Predictions, not measurements** (no sm_120 card has been lent), by the model of the README's RTX "
-             f"prediction table applied to `{_rel(FP8_BENCH)}`: per shape and pool, the larger of the H200 time scaled by the "
+    lines = ["**Predictions, not measurements** (no sm_120 card has been lent), by the model of the RTX "
+             f"prediction table of docs/results.md applied to `{_rel(FP8_BENCH)}`: per shape and pool, the larger of the H200 time scaled by the "
              f"mma.sync rate ratio (H200 {c['mma_sync_tflops']:.0f} TFLOP/s in that run) and the pool's bytes at "
              f"{u:.0%} of the card's bandwidth (the best share the kernel reached over a bf16 pool in that run). "
              f"Bytes per mma.sync FLOP against the H200's: {per_flop}. With less bandwidth per FLOP a card's "
@@ -504,7 +506,7 @@ def speculation_table() -> str:
              f"(acceptance preset `dflash-gsm8k`: {s.draft.chain[1]} tokens per step for its chain of {chain}), "
              f"tokens per second per request. Attention per layer: ours `{tabs['ours'].impl}`, SGLang's verify and "
              f"decode, each predicted for the card from the H200 rows of `{tabs['ours'].source}` and "
-             f"`{tabs['sglang'].source}` by the rule of the README's RTX prediction table; the rest of the step from the model's "
+             f"`{tabs['sglang'].source}` by the rule of the RTX prediction table of docs/results.md; the rest of the step from the model's "
              f"architecture; the step's fixed part ({s.fixed.ms:.2f} ms) from the published one-token step "
              "(`data/presets/speculation.yaml`). Inputs and their sources: notebook 07, `docs/speculation.md`.", "",
              f"| context | no speculation | chain of {chain}, ours / SGLang's | best tree, ours | best tree, SGLang's |",
@@ -538,12 +540,99 @@ def speculation_check_table() -> str:
     return "\n".join(lines).rstrip()
 
 
-BLOCKS = {"v5": v5_table, "fixed_cost": fixed_cost_table, "issue18_targets": issue18_targets_table, "fp8": fp8_table,
+BUILD_OF_RECORD = RESULTS / "h200" / "2026-12-01-layout-gpu-suite" / "call5-gpu-suite" / "build.json"
+
+
+def configs_table() -> str:
+    """Every implementation the CLI, parity and bench accept: its kernel, its dynamic shared memory (the committed
+    build of the newest GPU suite) and when the launcher selects it (``launch_plan.AUTO_CONFIGS``, held equal to
+    the C library's choice by tests/test_c_abi.py)."""
+    from kdtree_lab.kernels.impls import IMPLS
+    from kdtree_lab.kernels.launch_plan import AUTO_CONFIGS
+
+    smem = {c["kernel"]: c["dynamic_smem"] for c in json.loads(BUILD_OF_RECORD.read_text())["check"]["configs"]}
+    auto = {a.config.name: (n, a) for n, a in enumerate(AUTO_CONFIGS)}
+    fp8_of = {a.fp8.name: a.config.name for a in AUTO_CONFIGS if a.fp8}
+
+    def where(kernel: str) -> str:
+        if kernel in auto:
+            n, a = auto[kernel]
+            cc = (f"compute capability {a.cc[0] // 10}.x" if a.cc[1] - a.cc[0] == 10 else "any compute capability")
+            rule = [cc + (" with sm_90a code" if a.sm90a else ""), f"{a.smem:,} B of shared memory or more"]
+            if a.rows != (1, 1 << 30):
+                rule.append(f"N x H in [{a.rows[0]}, {a.rows[1]})")
+            return f"**automatic**, tried {('first', 'second', 'third', 'fourth')[n]}: " + ", ".join(rule)
+        if kernel in fp8_of:
+            return f"an fp8 pool under `{fp8_of[kernel]}`"
+        return "forced only"
+
+    lines = [f"Generated from `kdtree_lab/kernels/impls.py`, `launch_plan.AUTO_CONFIGS` and the build of record "
+             f"(`{_rel(BUILD_OF_RECORD)}`). `cuda` takes the first automatic configuration that fits the GPU, "
+             "then the one that reads the call's pool.", "",
+             "| impl | kernel | dynamic shared memory | pools | selected |", "|---|---|---:|---|---|"]
+    for i in IMPLS.values():
+        if i.kernel is None:
+            continue
+        lines.append(f"| `{i.name}` | `{i.kernel}` | {smem[i.kernel]:,} B | {'/'.join(i.kv_dtypes)} | "
+                     f"{where(i.kernel)} |")
+    return "\n".join(lines)
+
+
+CURRENT_SHAPES = [(1, 200_000, 16, 8), (1, 200_000, 4, 8), (8, 200_000, 16, 8), (8, 200_000, 4, 8),
+                  (48, 32_768, 16, 8), (1, 32_768, 64, 16), (1, 200_000, 64, 128), (8, 32_768, 64, 128)]
+
+
+def current_table() -> str:
+    """Our current defaults (v5 on sm_90a, the sm_120 kernel forced) beside SGLang's verify and one-token decode,
+    each from its newest committed issue grid (``bench_results.committed_current``)."""
+    from kdtree_lab.checks.bench_results import committed_current
+
+    res = committed_current()
+    by: dict = {}
+    for r in res["rows"]:
+        by.setdefault((r["B"], r["L"], r["N"], r["H"]), {})[r["impl"]] = r
+    src = res["sources"]
+    files = sorted(set(src.values()))
+    named = "; ".join(f"`{f}` ({', '.join(i for i, g in src.items() if g == f)})" for f in files)
+    lines = [f"Each implementation from its newest committed run of the issue grid on the H200: {named}. "
+             f"{_timing_words(res)[0].upper() + _timing_words(res)[1:]}; medians over inputs rotated past L2, combine included. `cuda` is v5 "
+             "(the sm_90a default), `cuda_wgmma` v4 in the same run, `cuda_sm120` the sm_120 kernel forced on the H200 "
+             "(what RTX PRO 6000 and RTX 5090 run; not an sm_120 measurement). Speed-ups over SGLang's verify divide "
+             "times of two runs on the same GPU. Times in ms.", "",
+             "| B, L, N, H | v5 (`cuda`) | of roofline | v4 (`cuda_wgmma`) | sm_120 kernel (`cuda_sm120`) | SGLang verify "
+             "| v5 vs SGLang verify | SGLang decode, 1 token |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for key in CURRENT_SHAPES:
+        d = by[key]
+        v5, ext, dec = d["cuda"], d.get("sglang_extend"), d.get("sglang_decode_1tok")
+        ext_ms = f"{ext['ms']:.2f}" if ext else "-"
+        speedup = f"{v5['speedup_vs_sglang_verify']:,.0f}x" if ext else "-"
+        dec_ms = f"{dec['ms']:.3f}" if dec else "-"
+        shape = ", ".join(f"{x:,}" for x in key)
+        lines.append(f"| {shape} | {v5['ms']:.3f} | {v5['of_roofline']:.0%} | {d['cuda_wgmma']['ms']:.3f} | "
+                     f"{d['cuda_sm120']['ms']:.3f} | {ext_ms} | {speedup} | {dec_ms} |")
+    return "\n".join(lines)
+
+
+def headline_sentence() -> str:
+    """The README's one-sentence claim, from the current defaults' committed rows."""
+    from kdtree_lab.checks.bench_results import committed_current
+
+    res = committed_current(("cuda", "sglang_extend", "sglang_decode_1tok"))
+    head = {r["impl"]: r for r in res["rows"] if (r["B"], r["L"], r["N"], r["H"]) == HEADLINE}
+    ours, dec, ext = head["cuda"], head["sglang_decode_1tok"], head["sglang_extend"]
+    return (f"On the H200 the default kernel (`{ours['kernel']}`) verifies a 16-node tree of one request at 200k "
+            f"context in {ours['ms']:.3f} ms, {'less' if ours['ms'] < dec['ms'] else 'more'} than SGLang's one-token "
+            f"decode ({dec['ms']:.3f} ms) and {ext['ms'] / ours['ms']:,.0f}x faster than SGLang's verify "
+            f"({ext['ms']:.1f} ms); sources and the other shapes in `docs/results.md`.")
+
+
+BLOCKS = {"headline": headline_sentence, "configs": configs_table, "current": current_table, "v5": v5_table, "fixed_cost": fixed_cost_table, "issue18_targets": issue18_targets_table, "fp8": fp8_table,
           "xqa_peer": xqa_peer_table, "rtx_fp8_prediction": rtx_fp8_prediction_table, "bench": bench_table, "versions": versions_table,
           "targets": targets_table, "floors": floors_table,
           "sm120": sm120_table, "sm120_targets": sm120_targets_table, "rtx_prediction": rtx_prediction_table,
           "speculation": speculation_table, "speculation_check": speculation_check_table}
-FILES = (ROOT / "README.md", ROOT / "docs" / "performance.md", ROOT / "docs" / "speculation.md")
+FILES = (ROOT / "README.md", *(ROOT / "docs" / f"{name}.md" for name in ("kernels", "results", "performance",
+                                                                         "memory", "sglang", "speculation")))
 
 
 def _replace(text: str, name: str, body: str) -> str:

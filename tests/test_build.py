@@ -98,4 +98,4 @@ def test_kernel_names_read_back_as_the_configuration_table_names_them():
     assert _short("_ZN3kdt22verify_wgmma_v5_kernelILi64EEEvNS_6ParamsE") == "verify_wgmma_v5_kernel<64>"
     assert _short("_ZN3kdt19verify_sm120_kernelILi32ELi2ELb1EEEvNS_6ParamsE") == "verify_sm120_kernel<32,2,true>"
     assert _short("_ZN3kdt19verify_wgmma_kernelILi64ELi2ELb0EEEvNS_6ParamsE") == "verify_wgmma_kernel<64,2>"
-    assert _short("_ZN3kdt15mma_peak_kernelEiPf") == "_ZN3kdt15mma_peak_kernelEiPf"
+    assert _short("_ZN3kdt15mma_peak_kernelEiPf") == "mma_peak_kernel"  # demangled, as build prints it

@@ -40,3 +40,36 @@ def test_cpu_profile_runs_every_notebook(tmp_path):
         assert (out / png).stat().st_size > 10_000
     for nb in status:
         assert (out / f"{nb}.ipynb").exists() and (out / f"{nb}.json").exists()
+    check_clean(out, status)
+
+
+def check_clean(out, status):
+    """What a person sees in the executed notebooks: one line per progress loop with its final count, a sentence
+    where a part was skipped, no stray return values, no exponents or None in tables, no stale widget; and
+    index.html linking every notebook's HTML page with its status."""
+    import re
+
+    import nbformat
+
+    index = (out / "index.html").read_text()
+    for nb, st in status.items():
+        assert f'data-notebook="{nb}" data-status="{st}"' in index and f'href="{nb}.html"' in index, nb
+        assert (out / f"{nb}.html").stat().st_size > 10_000, nb
+        cells = [c for c in nbformat.read(out / f"{nb}.ipynb", as_version=4).cells if c.cell_type == "code"]
+        outputs = [o for c in cells for o in c.get("outputs", [])]
+        texts = ["".join(o.get("text", "")) if o.output_type == "stream" else
+                 "".join(o.get("data", {}).get("text/markdown", "")) for o in outputs]
+        assert not [o for o in outputs if o.output_type == "execute_result" and
+                    "PosixPath" in o["data"].get("text/plain", "")], nb
+        assert not [o for o in outputs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})], nb
+        assert not [t for t in texts if "\r" in t], f"{nb}: a progress bar stored frame by frame"
+        tables = [ln for t in texts for ln in t.splitlines() if ln.startswith("|")]
+        assert not [ln for ln in tables if re.search(r"\d[eE][+-]\d|\| None \|", ln)], nb
+        results = json.loads((out / f"{nb}.json").read_text())
+        for s in results["skipped"]:
+            assert f"Skipped on this machine: {s['what']}." in "\n".join(texts), (nb, s)
+        assert f"Results written to {out / nb}.json" in texts[-1], nb
+    lines = [ln for o in nbformat.read(out / "03_eager_parity.ipynb", as_version=4).cells if o.cell_type == "code"
+             for x in o.get("outputs", []) if x.output_type == "stream" for ln in "".join(x["text"]).splitlines()
+             if ln.startswith("parity triton:")]
+    assert len(lines) == 2 and all(re.match(r"parity triton: (\d+)/\1 cases in [\d.,]+ s$", ln) for ln in lines), lines

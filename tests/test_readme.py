@@ -1,28 +1,94 @@
-"""The README's two set-up commands and its generated tables."""
+"""The README and docs/: the two set-up commands, a table of contents that matches, generated tables equal to what
+the committed results give today, the results index naming every folder, the CPU times the manifest holds, and
+none of the statements that went stale."""
 
 import importlib.util
 import re
 
-from kdtree_lab.core.paths import ROOT
+import pytest
+import yaml
+
+from kdtree_lab.core.paths import NOTEBOOKS, RESULTS, ROOT
 
 _spec = importlib.util.spec_from_file_location("readme_tables", ROOT / "scripts" / "readme_tables.py")
 readme_tables = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(readme_tables)
 BLOCKS, FILES, render = readme_tables.BLOCKS, readme_tables.FILES, readme_tables.render
+README = (ROOT / "README.md").read_text()
+DOCS = {p.name: p.read_text() for p in sorted((ROOT / "docs").glob("*.md"))}
 
 
 def test_readme_has_exactly_two_setup_commands():
-    text = (ROOT / "README.md").read_text()
-    block = re.search(r"## Two commands.*?```bash\n(.*?)```", text, re.S).group(1)
+    block = re.search(r"## Two commands.*?```bash\n(.*?)```", README, re.S).group(1)
     commands = [ln.split("#")[0].strip() for ln in block.splitlines() if ln.split("#")[0].strip()]
     assert commands == ["make run", "make test"]
 
 
-def test_readme_tables_are_generated_from_committed_results():
-    for path in FILES:  # README.md and docs/performance.md
+def test_readme_table_of_contents_matches_its_sections():
+    headings = re.findall(r"(?m)^## (.+)$", README)
+    assert headings[0] == "Contents"
+    toc = re.findall(r"(?m)^- \[(.+?)\]\(#([\w-]+)\)$", README.split("## Contents", 1)[1].split("\n## ", 1)[0])
+    assert [t for t, _ in toc] == headings[1:]
+    for title, anchor in toc:  # GitHub's anchors: lower case, spaces to hyphens, punctuation dropped
+        assert anchor == re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-"), (title, anchor)
+    assert len(README.splitlines()) < 260, "the README is for a newcomer: the depth belongs in docs/"
+
+
+def test_docs_tables_are_generated_from_committed_results():
+    for path in FILES:  # README.md and the docs pages with generated blocks
         text = path.read_text()
         assert render(text) == text, f"{path.name} is stale: run python scripts/readme_tables.py"
         for name in BLOCKS:
             assert f"<!-- BEGIN {name} -->\n<!-- END {name} -->" not in text, f"{path.name}: empty {name} block"
-    readme = (ROOT / "README.md").read_text()
-    assert all(f"<!-- BEGIN {name} -->" in readme for name in ("bench", "targets", "versions"))
+    where = {"README.md": ("headline",), "results.md": ("current", "sm120", "sm120_targets", "rtx_prediction"),
+             "kernels.md": ("configs",), "performance.md": ("versions", "v5", "targets"),
+             "speculation.md": ("speculation",)}
+    for page, names in where.items():
+        text = README if page == "README.md" else DOCS[page]
+        assert all(f"<!-- BEGIN {name} -->" in text for name in names), page
+    assert {p.name for p in FILES} >= {"README.md", *(n for n in where if n != "README.md")}
+
+
+def test_the_current_defaults_table_follows_the_default():
+    """The docs' main table is of the kernel `cuda` selects on the H200 today, and the headline sentence names it."""
+    from kdtree_lab.checks.bench_results import committed_grid
+    from kdtree_lab.kernels.launch_plan import AUTO_CONFIGS
+
+    grid = committed_grid("cuda")
+    assert {r["kernel"] for r in grid.rows} == {AUTO_CONFIGS[0].config.name}  # v5: the first automatic choice
+    assert f"`{AUTO_CONFIGS[0].config.name}`" in README and grid.source in DOCS["results.md"]
+
+
+def test_results_index_lists_every_folder():
+    index = (RESULTS / "h200" / "README.md").read_text()
+    listed = set(re.findall(r"(?m)^\| `([\w.-]+)/` \|", index))
+    folders = {p.name for p in (RESULTS / "h200").iterdir() if p.is_dir()}
+    assert folders == listed, f"missing from the index: {sorted(folders - listed)}; not on disk: {sorted(listed - folders)}"
+    for folder in folders:
+        assert list((RESULTS / "h200" / folder).glob("README.md")) or "provenance" in index, folder
+
+
+def _readme_seconds(cell: str) -> float:
+    m = re.fullmatch(r"([\d.]+) (s|min)", cell.strip())
+    assert m, cell
+    return float(m.group(1)) * (60 if m.group(2) == "min" else 1)
+
+
+def test_readme_cpu_times_are_the_manifests():
+    manifest = {e["name"]: e["cpu_minutes"] for e in yaml.safe_load((NOTEBOOKS / "manifest.yaml").read_text())["notebooks"]}
+    rows = re.findall(r"(?m)^\| `(\d\d_\w+)` \|.*\| ([^|]+) \|$", README.split("## The notebooks", 1)[1].split("\n## ", 1)[0])
+    assert {name for name, _ in rows} == set(manifest)
+    for name, cell in rows:
+        assert _readme_seconds(cell) == pytest.approx(manifest[name] * 60, rel=0.15, abs=1.5), (name, cell)
+
+
+@pytest.mark.parametrize("stale", ["loader.default_nsplit", "shared/research", "sm_120 configuration (`cuda_narrow`",
+                                   "the sm_120 configuration", "v4 (`cuda`", "kAutoConfigs", "index constant"])
+def test_no_stale_statement(stale):
+    texts = {"README.md": README, **{f"docs/{k}": v for k, v in DOCS.items()}}
+    texts |= {str(p.relative_to(ROOT)): p.read_text() for d in ("kdtree_lab", "scripts") for p in (ROOT / d).rglob("*.py")}
+    texts |= {str(p.relative_to(ROOT)): p.read_text() for p in (ROOT / "data" / "presets").glob("*.yaml")}
+    hits = [name for name, text in texts.items() if stale in text and name != "tests/test_readme.py"]
+    if stale == "index constant":  # "no index constants" is how docs/kernels.md says there are none
+        hits = [h for h in hits if "no index constants" not in texts[h]]
+    assert not hits, hits

@@ -36,8 +36,10 @@ def _grid_file(folder, date, ms):
 
 
 def test_the_newest_committed_grid_of_an_implementation_wins(tmp_path, monkeypatch):
-    monkeypatch.setattr(kt, "RESULTS", tmp_path)
-    monkeypatch.setattr(kt, "ROOT", tmp_path)
+    from kdtree_lab.checks import bench_results
+
+    monkeypatch.setattr(bench_results, "RESULTS", tmp_path)
+    monkeypatch.setattr(bench_results, "ROOT", tmp_path)
     _grid_file(tmp_path / "h200" / "2026-11-29-old", "2026-11-29T10:00:00+00:00", 1.0)
     assert kt.committed_grid("cuda").rows[0]["ms"] == 1.0
     _grid_file(tmp_path / "h200" / "2026-12-01-new", "2026-12-01T10:00:00+00:00", 0.5)  # a new run lands

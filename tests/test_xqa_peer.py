@@ -299,8 +299,8 @@ def test_printed_table_names_each_peer_and_its_shape(mods):
     text = mods[1].table(_result(mods[1]))
     lines = text.splitlines()
     assert lines[0] == "ceilings: copy 4200 GB/s, mma.sync 640 TFLOP/s, GEMM 790 TFLOP/s; timing: graph"
-    assert "| xqa_mla (65 sub-seqs) | kernel_mha (mla_sm120.cu) | bf16 | 1 | 4096 | 1 | 128 | 0.1230 |" in text
-    assert "| cuda | verify_wgmma_v5_kernel<64> | bf16 | 8 | 200000 | 1 | 128 | 0.9740 |" in text
+    assert "| xqa_mla (65 sub-seqs) | kernel_mha (mla_sm120.cu) | bf16 | 1 | 4,096 | 1 | 128 | 0.1230 |" in text
+    assert "| cuda | verify_wgmma_v5_kernel<64> | bf16 | 8 | 200,000 | 1 | 128 | 0.9740 |" in text
     assert len(lines) == 1 + 2 + 8  # the ceilings, the header and its rule, one line per row
 
 

@@ -206,8 +206,8 @@ def compute(inp: BudgetInputs) -> BudgetResult:
                             f"workspace and graphs: pass --mem-fraction-static {safe:.3f}")
     max_ctx = tokens // inp.concurrency
     if impossible is None and max_ctx < inp.context and not frac < need <= safe:
-        warnings.append(f"KV pool holds {tokens} tokens: {max_ctx} per request at {inp.concurrency} concurrent, "
-                        f"below the {inp.context}-token context; lower concurrency or context"
+        warnings.append(f"KV pool holds {tokens:,} tokens: {max_ctx:,} per request at {inp.concurrency} concurrent, "
+                        f"below the {inp.context:,}-token context; lower concurrency or context"
                         + (", or use fp8 KV" if inp.kv_dtype != "fp8" else ""))
     launch = launch_line(inp, frac)
     if impossible:

@@ -20,6 +20,17 @@ _LOG_PATTERNS = {
 }
 
 
+LOG_LINES = ("Memory baseline taken", "Load weight end", "KV Cache is allocated", "Capture cuda graph end")
+# SGLang's logger prefixes its lines with "[YYYY-mm-dd HH:MM:SS TP0]" (date, time, rank); its launcher's own lines
+# name sglang.
+_SGLANG_LINE = re.compile(r"^\[\d{4}-\d{2}-\d{2}[ \]]|\bTP\d+\]|sglang", re.M)
+
+
+def is_sglang_log(text: str) -> bool:
+    """Whether ``text`` has at least one line in SGLang's log format (a foreign file has none)."""
+    return bool(_SGLANG_LINE.search(text))
+
+
 def parse_sglang_log(text: str) -> dict[str, float]:
     """Calibration numbers from SGLang's start-up log (bytes; kv_tokens in tokens). Missing lines are left out."""
     out: dict[str, float] = {}

@@ -47,9 +47,12 @@ def launch_args(inp: BudgetInputs, fraction: float) -> list[str]:
     return args
 
 
-def launch_line(inp: BudgetInputs, fraction: float) -> str:
-    """The shell command that starts SGLang with the verify hook installed in every rank (kdtree_lab.sglang.serve),
-    or stock SGLang when the deployment runs without the verify kernel."""
+def launch_line(inp: BudgetInputs, fraction: float, mode: str = "on") -> str:
+    """The shell command that starts SGLang with the verify hook installed in every rank (kdtree_lab.sglang.serve)
+    in hook ``mode`` (``validate`` for a first start: SGLang's kernel writes the output and ours is checked against
+    it; ``on`` after), or stock SGLang when the deployment runs without the verify kernel."""
+    if mode not in ("on", "validate"):
+        raise ValueError(f"mode: expected on or validate, found {mode!r}")
     if not inp.verify_kernel:
         return "python -m sglang.launch_server " + shlex.join(launch_args(inp, fraction))
-    return "KDTREE_VERIFY=on python -m kdtree_lab.sglang.serve " + shlex.join(launch_args(inp, fraction))
+    return f"KDTREE_VERIFY={mode} python -m kdtree_lab.sglang.serve " + shlex.join(launch_args(inp, fraction))

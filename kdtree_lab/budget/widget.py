@@ -53,11 +53,17 @@ def _controls(inp: BudgetInputs):
 
 
 def build(inp: BudgetInputs | None = None):
-    """Return the widget (a VBox). Changing any control recomputes everything."""
+    """Return the widget (a VBox). Changing any control recomputes everything. In a headless run (``kdtree-lab
+    run``), where no widget can live, display its static rendering (``static``) instead and return None."""
+    from ..core.display import headless, markdown_table
+
+    if headless():
+        from IPython.display import HTML, display
+
+        display(HTML(static(inp)))
+        return None
     import ipywidgets as w
     import matplotlib.pyplot as plt
-
-    from ..core.display import markdown_table
 
     inp = inp or BudgetInputs(mem_fraction=None)
     if inp.mem_fraction is None:  # start at the largest safe fraction
@@ -79,16 +85,7 @@ def build(inp: BudgetInputs | None = None):
             error.value = f'<div style="color:#b00020"><b>input error:</b> {html.escape(str(exc))}</div>'
             return
         error.value = ""
-        tokens.value = (f'KV tokens: <span class="kd-kv-tokens" data-fraction="{res.fraction:.3f}">{res.kv_tokens}'
-                        f'</span> &middot; max context per request at {res.inputs.concurrency}: '
-                        f'<span class="kd-max-context">{res.max_context_per_request}</span>')
-        ok = not res.warnings
-        by_model = ", ".join(f"{html.escape(m)} {f:.3f}" for m, f in res.safe_fractions.items())
-        verdict.value = (f'<b>{"OK" if ok else "check"}</b>: largest safe fraction {res.safe_fraction:.3f} '
-                         f"(activations {html.escape(res.activation)}; by estimate: {by_model}); "
-                         f"SGLang's default {res.sglang_default_fraction:.3f}; {html.escape(res.verdict())}<br>"
-                         + "<br>".join(f"&#9888; {html.escape(x)}" for x in res.warnings))
-        launch.value = f"<code>{html.escape(res.launch_line)}</code>"
+        tokens.value, verdict.value, launch.value = _tokens_html(res), _verdict_html(res), _launch_html(res)
         proposals.value = _proposals_html(res)
         with table:
             table.clear_output(wait=True)
@@ -107,6 +104,37 @@ def build(inp: BudgetInputs | None = None):
     half = (len(ctl) + 1) // 2
     return w.VBox([w.HBox([w.VBox(list(ctl.values())[:half]), w.VBox(list(ctl.values())[half:])]), error, tokens,
                    verdict, launch, proposals, bar, table])
+
+
+def _tokens_html(res) -> str:
+    return (f'KV tokens: <span class="kd-kv-tokens" data-fraction="{res.fraction:.3f}">{res.kv_tokens}'
+            f'</span> &middot; max context per request at {res.inputs.concurrency}: '
+            f'<span class="kd-max-context">{res.max_context_per_request}</span>')
+
+
+def _verdict_html(res) -> str:
+    by_model = ", ".join(f"{html.escape(m)} {f:.3f}" for m, f in res.safe_fractions.items())
+    return (f'<b>{"OK" if not res.warnings else "check"}</b>: largest safe fraction {res.safe_fraction:.3f} '
+            f"(activations {html.escape(res.activation)}; by estimate: {by_model}); "
+            f"SGLang's default {res.sglang_default_fraction:.3f}; {html.escape(res.verdict())}<br>"
+            + "<br>".join(f"&#9888; {html.escape(x)}" for x in res.warnings))
+
+
+def _launch_html(res) -> str:
+    return f"<code>{html.escape(res.launch_line)}</code>"
+
+
+def static(inp: BudgetInputs | None = None) -> str:
+    """What the widget shows at ``inp`` (the largest safe fraction when none is set), as static HTML: the headless
+    rendering a stored notebook keeps, where no live widget can run. The table and bar are the notebook's first
+    section."""
+    inp = inp or BudgetInputs(mem_fraction=None)
+    if inp.mem_fraction is None:
+        inp = replace(inp, mem_fraction=compute(inp).safe_fraction)
+    res = with_proposals(compute(inp))
+    return ("<p><i>The live widget runs in JupyterLab or Voila (<code>make lab</code>); here, where nothing can run "
+            f"it, is what it shows at fraction {res.fraction:.3f} (the table and bar are above).</i></p>"
+            + "<br>".join([_tokens_html(res), _verdict_html(res), _launch_html(res), _proposals_html(res)]))
 
 
 def _proposals_html(res) -> str:

@@ -3,9 +3,15 @@ separated from the fixed cost per call, and re-crediting old rows with their imp
 
 from __future__ import annotations
 
+import json
 import statistics
+from dataclasses import dataclass
+from pathlib import Path
 
+from ..core.paths import RESULTS, ROOT
 from .roofline import ONE_TOKEN, Shape, derived, row_kv
+
+MEASURED_ON = "h200"  # the GPU every committed grid ran on (data/results/h200/)
 
 
 def summary(rows: list[dict]) -> list[dict]:
@@ -35,25 +41,45 @@ def fp8_speedups(rows: list[dict]) -> list[dict]:
     return out
 
 
-def streaming_fits(rows: list[dict], ceilings: dict, impl: str = "cuda", short: int = 32_768,
-                   long: int = 200_000) -> list[dict]:
-    """Per (B, N, H) series of ``impl`` timed at prefix lengths ``short`` and ``long`` (tokens): the streaming rates
-    (KV bytes and FLOPs added over the time added: GB/s, TFLOP/s, and as fractions of the ceilings) and the
-    intercept (ms), the part of a call's time the prefix length does not explain; a straight line through the two
-    points. Separates a kernel's per-token speed from its fixed cost per call."""
-    ms = {(r["B"], r["L"], r["N"], r["H"]): r["ms"] for r in rows if r["impl"] == impl and row_kv(r) == "bf16"}
+def streaming_fits(rows: list[dict], ceilings: dict, impl: str = "cuda", min_points: int = 2) -> list[dict]:
+    """Per (B, N, H) series of ``impl`` (bf16 rows) timed at ``min_points`` or more prefix lengths: the model
+    ``t(L) = fixed + KV bytes(L) / rate``, least squares over the series' points with ``fixed >= 0`` (a series whose
+    best line would start below zero, i.e. whose time grows faster than its bytes, is fitted through zero and shows
+    no fixed cost). Returns the streaming rates (GB/s, TFLOP/s, and as fractions of the ceilings), ``fixed_us`` (the
+    part of a call the prefix length does not explain) and ``worst_misfit`` (the largest |model - measured| /
+    measured over the points). Separates a kernel's per-token speed from its fixed cost per call."""
+    series: dict[tuple[int, int, int], list[tuple[int, float]]] = {}
+    for r in rows:
+        if r["impl"] == impl and row_kv(r) == "bf16":
+            series.setdefault((r["B"], r["N"], r["H"]), []).append((r["L"], r["ms"]))
     out = []
-    for (b, length, n, h), t2 in sorted(ms.items()):
-        t1 = ms.get((b, short, n, h))
-        if length != long or t1 is None or t2 <= t1:
+    for (b, n, h), pts in sorted(series.items()):
+        pts = sorted(set(pts))
+        if len(pts) < min_points:
             continue
-        s1, s2 = Shape(b, short, n, h), Shape(b, long, n, h)
-        dt = (t2 - t1) * 1e-3
-        gbps, tflops = (s2.kv_bytes - s1.kv_bytes) / dt / 1e9, (s2.flops - s1.flops) / dt / 1e12
-        out.append({"B": b, "N": n, "H": h, "GB/s": round(gbps, 1), "of_copy": round(gbps / ceilings["copy_gbps"], 3),
-                    "TFLOP/s": round(tflops, 2), "of_gemm": round(tflops / ceilings["gemm_tflops"], 3),
-                    "intercept_ms": round(t1 - s1.kv_bytes / (gbps * 1e9) * 1e3, 4)})
+        x = [Shape(b, length, n, h).kv_bytes for length, _ in pts]
+        t = [ms * 1e-3 for _, ms in pts]
+        mx, mt = statistics.fmean(x), statistics.fmean(t)
+        sxx = sum((xi - mx) ** 2 for xi in x)
+        slope = sum((xi - mx) * (ti - mt) for xi, ti in zip(x, t)) / sxx if sxx else 0.0
+        fixed = mt - slope * mx
+        if fixed < 0 or slope <= 0:  # fixed >= 0: the least-squares line through the origin
+            fixed, slope = 0.0, sum(xi * ti for xi, ti in zip(x, t)) / sum(xi * xi for xi in x)
+        gbps = 1 / slope / 1e9
+        flops_per_byte = Shape(b, pts[-1][0], n, h).flops / x[-1]
+        misfit = max(abs(fixed + xi * slope - ti) / ti for xi, ti in zip(x, t))
+        out.append({"B": b, "N": n, "H": h, "lengths": len(pts), "GB/s": round(gbps, 1),
+                    "of_copy": round(gbps / ceilings["copy_gbps"], 3), "TFLOP/s": round(gbps * flops_per_byte / 1e3, 2),
+                    "of_gemm": round(gbps * flops_per_byte / 1e3 / ceilings["gemm_tflops"], 3),
+                    "fixed_us": round(fixed * 1e6, 1), "worst_misfit": round(misfit, 3)})
     return out
+
+
+def _same(old, new) -> bool:
+    """Equal, or equal up to the rounding of a rate recomputed from a rounded time (GB/s 1171.2 vs 1171.3)."""
+    if isinstance(old, float) and isinstance(new, float):
+        return abs(old - new) <= 1e-3 * max(abs(old), abs(new), 1e-9)
+    return old == new
 
 
 def recredit(result: dict) -> int:
@@ -65,7 +91,82 @@ def recredit(result: dict) -> int:
             continue  # credited with their own work already (recomputing from the rounded ms would only jitter)
         new = derived(r["impl"], Shape(r["B"], r["L"], r["N"], r["H"], r.get("mask", "tree")), r["ms"],
                       result["ceilings"])
-        if any(r.get(k) != v for k, v in new.items()):
+        if any(not _same(r.get(k), v) for k, v in new.items()):
             r.update(new)
             changed += 1
     return changed
+
+
+def recredit_words(changed: int) -> str:
+    """What ``recredit`` did, in a sentence for a reader."""
+    if not changed:
+        return "Every row is credited with its own work (SGLang's one-token decode with one token per request)."
+    return (f"{changed} rows of SGLang's one-token decode had been credited with the work of the N draft tokens of "
+            "the verify rows beside them; their rates and roofline shares are recomputed here for one token per "
+            "request (the times are as measured).")
+
+
+def sources_words(result: dict) -> str:
+    """Which committed file each implementation of ``committed_current`` came from, one clause per file."""
+    by: dict[str, list[str]] = {}
+    for impl, path in result["sources"].items():
+        by.setdefault(path, []).append(impl)
+    return "; ".join(f"{', '.join(impls)} from {path}" for path, impls in by.items())
+
+
+@dataclass(frozen=True)
+class Grid:
+    """One implementation's rows of one benchmark run, with that run's ceilings."""
+
+    impl: str
+    source: str  # repository-relative path, or "measured in this run"
+    date: str
+    gpu: str
+    ceilings: dict
+    rows: tuple[dict, ...]
+
+
+def _issue_grids() -> list[tuple[str, Path, dict]]:
+    """(date, path, data) of every committed benchmark file of the ``issue`` preset, newest first."""
+    out = []
+    for path in sorted((RESULTS / MEASURED_ON).rglob("bench-*.json")):
+        if path.name.endswith(".partial.json"):
+            continue
+        data = json.loads(path.read_text())
+        if data.get("preset") == "issue" and "provenance" in data:
+            out.append((data["provenance"].get("date_utc", ""), path, data))
+    return sorted(out, key=lambda t: (t[0], str(t[1])), reverse=True)
+
+
+def committed_grid(impl: str) -> Grid:
+    """The newest committed issue grid holding bf16 rows of ``impl`` (so a newly committed run of a default kernel is
+    picked up without a code change). Raises LookupError naming the implementation when none does."""
+    for date, path, data in _issue_grids():
+        rows = tuple(r for r in data["rows"] if r["impl"] == impl and r.get("kv", "bf16") == "bf16")
+        if rows:
+            return Grid(impl, str(path.relative_to(ROOT)), date, data["provenance"].get("gpu", MEASURED_ON),
+                        data["ceilings"], rows)
+    raise LookupError(f"impl {impl}: no committed issue grid under data/results/{MEASURED_ON}/ holds its rows")
+
+
+CURRENT = ("cuda", "cuda_wgmma", "cuda_sm120", "sglang_extend", "sglang_decode_1tok")  # the defaults and the peers
+
+
+def committed_current(impls: tuple[str, ...] = CURRENT) -> dict:
+    """A result of the ``issue`` preset made of each implementation's newest committed grid (``committed_grid``):
+    ``cuda`` is then the current default's run. Rows keep their own run's rates and roofline fraction; speed-ups
+    over SGLang's verify are recomputed against its newest rows, run beside or in another run on the same GPU
+    (``sources`` says which file each implementation came from). The ceilings are those of the first grid."""
+    grids = [committed_grid(i) for i in impls]
+    verify = {(r["B"], r["L"], r["N"], r["H"]): r["ms"] for g in grids if g.impl == "sglang_extend" for r in g.rows}
+    rows = []
+    for g in grids:
+        for r in g.rows:
+            r = dict(r)
+            r.pop("speedup_vs_sglang_verify", None)
+            base = verify.get((r["B"], r["L"], r["N"], r["H"]))
+            if base and r["impl"] != "sglang_extend":
+                r["speedup_vs_sglang_verify"] = round(base / r["ms"], 1)
+            rows.append(r)
+    return {"preset": "issue", "ceilings": grids[0].ceilings, "sglang": "0.5.23", "timing": "graph", "rows": rows,
+            "sources": {g.impl: g.source for g in grids}}

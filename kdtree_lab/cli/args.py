@@ -1,22 +1,90 @@
-"""Argument types and the --gpus flags the commands share."""
+"""The parser every command shares (one-line errors, defaults in --help), bounded argument types, --gpus flags."""
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
+from pathlib import Path
+from typing import Callable
 
 from ..lab.record import emit
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1 (argparse turns the ValueError into one usage line and exit 2)."""
-    value = int(text)
-    if value < 1:
-        raise ValueError(text)
-    return value
+class HelpFormatter(argparse.HelpFormatter):
+    """``--help`` that shows each option's default (unless its help already says it, or there is none)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if (action.option_strings and default not in (None, False, argparse.SUPPRESS) and "default" not in text
+                and not isinstance(action, argparse._HelpAction)):  # noqa: SLF001 - argparse has no public type
+            shown = ",".join(map(str, default)) if isinstance(default, (list, tuple)) else default
+            text += f" (default: {shown})".replace("%", "%%")
+        return text
 
 
-positive_int.__name__ = "integer >= 1"
+_INVALID = re.compile(r"argument (?P<arg>\S+): invalid (?P<what>.+?) value: (?P<found>.+)$")
+_CHOICE = re.compile(r"argument (?P<arg>\S+): invalid choice: (?P<found>.+?) \(choose from (?P<choices>.+)\)$")
+
+
+def one_line(message: str) -> str:
+    """argparse's error message as "argument X: expected WHAT, found VALUE"."""
+    if m := _CHOICE.match(message):
+        choices = ", ".join(c.strip("'") for c in m["choices"].split(", "))
+        return f"argument {m['arg']}: expected one of {choices}, found {m['found']}"
+    if m := _INVALID.match(message):
+        return f"argument {m['arg']}: expected {m['what']}, found {m['found']}"
+    if message.startswith("unrecognized arguments: "):
+        return f"unrecognized argument(s) {message.split(': ', 1)[1]}: expected only the options --help lists"
+    if message.endswith(": expected one argument"):
+        return message.replace(": expected one argument", ": expected a value after it, found none")
+    if message.startswith("the following arguments are required: "):
+        return f"argument(s) {message.split(': ', 1)[1]}: expected, found none"
+    return message
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument error is one line naming the argument, what was expected and what was found, plus where the
+    help is; exit 2. No usage block before it."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str):  # noqa: D102 - argparse's hook
+        self.exit(2, f"{self.prog}: {one_line(message)} (see {self.prog} --help)\n")
+
+
+def bounded_int(low: int, high: int | None = None) -> Callable[[str], int]:
+    """argparse type: an integer in [low, high] (high None: no upper bound)."""
+
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < low or (high is not None and value > high):
+            raise ValueError(text)
+        return value
+
+    parse.__name__ = f"an integer >= {low}" if high is None else f"an integer from {low} to {high}"
+    return parse
+
+
+def bounded_float(low: float, high: float | None = None, low_open: bool = False) -> Callable[[str], float]:
+    """argparse type: a finite number >= low (> low when ``low_open``), <= high when given."""
+
+    def parse(text: str) -> float:
+        value = float(text)
+        if not (value > low if low_open else value >= low) or (high is not None and value > high) or value != value:
+            raise ValueError(text)
+        return value
+
+    first = f"> {low:g}" if low_open else f">= {low:g}"
+    parse.__name__ = f"a number {first}" + (f" and <= {high:g}" if high is not None else "")
+    return parse
+
+
+positive_int = bounded_int(1)
+non_negative_int = bounded_int(0)
 
 
 def positive_ints(text: str) -> list[int]:
@@ -28,13 +96,26 @@ positive_ints.__name__ = "comma-separated integers >= 1"
 
 
 def readable_file(text: str) -> str:
-    """argparse type: a path that names a readable file."""
-    from pathlib import Path
-
+    """argparse type: a path that names a readable file (relative paths: against the caller's directory)."""
     path = Path(text)
     if not path.is_file():
-        raise argparse.ArgumentTypeError(f"{text}: expected a readable file, found none")
-    return text
+        raise argparse.ArgumentTypeError(f"expected a readable file, found {'a directory' if path.is_dir() else 'none'}"
+                                         f" at {text}")
+    return str(path.resolve())
+
+
+def text_file(text: str) -> str:
+    """argparse type: a readable UTF-8 text file (a log), refused in one line when binary or undecodable."""
+    path = Path(readable_file(text))
+    data = path.read_bytes()
+    try:
+        if b"\0" in data:
+            raise UnicodeDecodeError("utf-8", data, data.index(b"\0"), data.index(b"\0") + 1, "NUL byte")
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"expected a UTF-8 text log, found binary data at byte {exc.start} of "
+                                         f"{text}") from None
+    return str(path)
 
 
 def fleet_labels(args: argparse.Namespace, cmd: str) -> list[str] | None:

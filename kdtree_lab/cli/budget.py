@@ -7,12 +7,11 @@ import sys
 
 from ..budget.prefill_activations import ACTIVATION_MODELS, DEFAULT_MARGIN
 from ..lab.record import emit
-from .args import positive_int, readable_file
+from .args import bounded_float, bounded_int, positive_int, text_file
 
 
 def cmd_budget(args: argparse.Namespace) -> int:
     from ..budget.calculator import compute
-    from ..budget.calibrate import calibrate, parse_sglang_log
     from ..budget.inputs import BudgetInputError, BudgetInputs
     from ..budget.proposals import with_proposals
     from ..core.display import markdown_table
@@ -27,9 +26,9 @@ def cmd_budget(args: argparse.Namespace) -> int:
                            activation_model=args.activations, activation_margin=args.activation_margin,
                            cuda_graphs=not args.no_cuda_graphs, verify_kernel=not args.stock_verify)
         if args.sglang_log:
-            from pathlib import Path
-
-            inp = calibrate(inp, parse_sglang_log(Path(args.sglang_log).read_text()))
+            inp = _calibrated(inp, args.sglang_log)
+            if inp is None:
+                return 2
         if args.preset == "reference-decision":
             return _reference_decision(args, inp)
         res = with_proposals(compute(inp))
@@ -48,13 +47,45 @@ def cmd_budget(args: argparse.Namespace) -> int:
             f"request at {inp.concurrency} concurrent)\nlargest safe fraction: {res.safe_fraction:.3f} (activations "
             f"{res.activation}); SGLang's default: {res.sglang_default_fraction:.3f}; evaluated: {res.fraction:.3f}\n"
             f"largest safe fraction by activation estimate: {by_model}\n{res.verdict()}\n"
-            + "".join(f"warning: {w}\n" for w in res.warnings) + res.launch_line)
+            + "".join(f"warning: {w}\n" for w in res.warnings) + _launch_lines(inp, res))
     if res.proposals:
         text += ("\n\ndeployments that hold the context (each at its largest safe fraction):\n"
                  + markdown_table([p.row() for p in res.proposals])
                  + f"\nfirst proposal's launch line:\n{res.proposals[0].launch_line}")
     emit(args, res, text)
     return 0
+
+
+def _calibrated(inp, log: str):
+    """``inp`` with what an SGLang start-up log measured; None after a one-line refusal of a log that is not
+    SGLang's. A log of SGLang's without the memory lines is warned about by name and changes nothing."""
+    from pathlib import Path
+
+    from ..budget.calibrate import LOG_LINES, calibrate, is_sglang_log, parse_sglang_log
+
+    text = Path(log).read_text()
+    if not is_sglang_log(text):
+        print(f"kdtree-lab budget: --sglang-log {log}: expected an SGLang server log, found no line of SGLang's log "
+              f"format in its {len(text.splitlines())} lines", file=sys.stderr)
+        return None
+    found = parse_sglang_log(text)
+    if not found:
+        print(f"warning: --sglang-log {log}: none of SGLang's memory lines ({', '.join(LOG_LINES)}) is in it; the "
+              "estimates stand", file=sys.stderr)
+    return calibrate(inp, found)
+
+
+def _launch_lines(inp, res) -> str:
+    """The launch line for the first start (our kernel checked against SGLang's, KDTREE_VERIFY=validate) and for
+    after (KDTREE_VERIFY=on), labelled; one plain line when the deployment runs SGLang's own verify."""
+    from ..budget.launch import launch_line
+
+    if not inp.verify_kernel:
+        return "launch line (SGLang's own verify):\n" + res.launch_line
+    return ("launch line, first start (KDTREE_VERIFY=validate: SGLang's kernel writes the output, ours is checked "
+            "against it on every step):\n" + launch_line(inp, res.fraction, mode="validate")
+            + "\nlaunch line, after a clean first session (KDTREE_VERIFY=on: our kernel writes the output):\n"
+            + res.launch_line)
 
 
 def _reference_decision(args: argparse.Namespace, inp) -> int:
@@ -94,17 +125,17 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
     p.add_argument("--model-path", default="MODEL_PATH", help="checkpoint the launch line passes to SGLang")
     p.add_argument("--draft-model-path", default="DRAFT_MODEL_PATH",
                    help="draft checkpoint the launch line passes (--speculative-draft-model-path)")
-    p.add_argument("--nsplit", type=int, default=0,
+    p.add_argument("--nsplit", type=bounded_int(0, 512), default=0,
                    help="the verify kernel's split count (0, the default: the kernel's own rule per batch size)")
     p.add_argument("--context", type=positive_int, default=200_000, help="context length per request (tokens)")
     p.add_argument("--concurrency", type=positive_int, default=8, help="concurrent requests the context must fit")
-    p.add_argument("--mem-fraction", type=float, default=None, help="fraction to evaluate (default: the safe one)")
-    p.add_argument("--chunked-prefill", type=int, default=None, help="chunked prefill size (default: SGLang's)")
-    p.add_argument("--margin-mib", type=float, default=1024.0, help="safety margin (MiB)")
+    p.add_argument("--mem-fraction", type=bounded_float(0, 1, low_open=True), default=None, help="fraction to evaluate (default: the safe one)")
+    p.add_argument("--chunked-prefill", type=positive_int, default=None, help="chunked prefill size (default: SGLang's)")
+    p.add_argument("--margin-mib", type=bounded_float(0), default=1024.0, help="safety margin (MiB)")
     p.add_argument("--activations", choices=ACTIVATION_MODELS, default=ACTIVATION_MODELS[0],
                    help="what the activation line follows: the chunked-prefill peak measured on the H200 (the "
                         "model where these shapes were not measured), the model, or SGLang's 1.5 MiB per token")
-    p.add_argument("--activation-margin", type=float, default=DEFAULT_MARGIN,
+    p.add_argument("--activation-margin", type=bounded_float(0), default=DEFAULT_MARGIN,
                    help=f"margin over the measured / modelled activation peak (fraction, default {DEFAULT_MARGIN})")
     p.add_argument("--no-cuda-graphs", action="store_true",
                    help="CUDA graphs off (--cuda-graph-backend-decode disabled): no graph-time buffers or pool")
@@ -113,6 +144,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
     p.add_argument("--preset", choices=["reference-decision"],
                    help="reference-decision: the 0.93/0.94 (graphs off) vs 0.88 (graphs, verify workspace) "
                         "decision for this deployment")
-    p.add_argument("--sglang-log", type=readable_file, help="SGLang start-up log to calibrate G and the weights from")
+    p.add_argument("--sglang-log", type=text_file, help="SGLang start-up log to calibrate G and the weights from")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_budget)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..core.display import aligned_table
 from ..lab.record import emit
 
 
@@ -22,11 +23,18 @@ def cmd_build(args: argparse.Namespace) -> int:
              f"nvcc     {result.nvcc_version}", "symbols  " + ", ".join(
                  f"{s}{'' if ok else ' MISSING'}" for s, ok in report.symbols.items()),
              "cubins   " + ", ".join(f"{a}: {n}" for a, n in report.cubins.items()), "",
-             f"{'arch':<9}{'kernel':<28}{'regs':>5}{'static smem':>12}{'local':>7}{'stack':>7}{'HMMA':>6}"]
-    lines += [f"{r.arch:<9}{r.kernel:<28}{r.registers:>5}{r.static_smem:>12}{r.local_bytes:>7}{r.stack:>7}{r.hmma:>6}"
-              for r in report.resources]
-    lines += ["", "configs: " + "; ".join(f"BM={c['block_m']} stages={c['stages']} threads={c['threads']} "
-                                          f"smem={c['dynamic_smem']} fits={c.get('fits')}" for c in report.configs)]
+             "kernel resources per arch (registers per thread; bytes of static shared, local and stack memory; "
+             "tensor-core MMA instructions in the SASS):",
+             aligned_table([{"arch": r.arch, "kernel": r.kernel, "registers": r.registers,
+                             "static smem": r.static_smem, "local": r.local_bytes, "stack": r.stack, "HMMA": r.hmma}
+                            for r in report.resources]), "",
+             "kernel configurations (dynamic shared memory in bytes; automatic: the launcher's priority, 0 = forced "
+             "only):",
+             aligned_table([{"kernel": c["kernel"], "rows per CTA": c["block_m"], "stages": c["stages"],
+                             "threads": c["threads"], "dynamic smem": c["dynamic_smem"],
+                             "pools": "/".join(c.get("kv_dtypes", [])), "automatic": c.get("auto_priority", "-"),
+                             **{f"fits {a}": "yes" if ok else "no" for a, ok in (c.get("fits") or {}).items()}}
+                            for c in report.configs]), ""]
     lines.append("checks: " + ("PASS" if report.ok else "FAIL\n  " + "\n  ".join(report.problems)))
     emit(args, {"build": result, "check": report, "ok": report.ok}, "\n".join(lines))
     return 0 if report.ok else 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..lab.record import emit
-from .args import positive_int
+from .args import bounded_int, positive_int, positive_ints
 
 
 def cmd_capture(args: argparse.Namespace) -> int:
@@ -21,7 +21,7 @@ def cmd_capture(args: argparse.Namespace) -> int:
         return 2
     from ..checks.graphs import GraphConfig, enablement, graph_checks, pool_fields
 
-    sizes = tuple(int(x) for x in args.bs.split(",")) if args.bs else ()
+    sizes = tuple(args.bs or ())
     cfg = GraphConfig(max_bs=max(sizes or (args.max_bs,)), num_draft=args.draft, num_heads=args.heads, ctx=args.ctx,
                       impl=args.impl, mask=args.mask, sizes=sizes, **pool_fields(args.kv_dtype))
     result = enablement(cfg, replays=args.replays, seed=args.seed) | {"capture_audit_plants": plants}
@@ -41,16 +41,16 @@ def cmd_capture(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argparse has no public type
     p = sub.add_parser("capture", help="capture the verify call in CUDA graphs at SGLang's sizes and prove replays")
-    p.add_argument("--bs", help="comma-separated batch sizes (default: SGLang's 23 verify sizes up to --max-bs)")
+    p.add_argument("--bs", type=positive_ints, help="comma-separated batch sizes (default: SGLang's 23 verify sizes up to --max-bs)")
     p.add_argument("--max-bs", type=positive_int, default=48, help="largest batch (persistent buffers are sized for it)")
     p.add_argument("--draft", type=positive_int, default=16, help="N draft tokens per request")
-    p.add_argument("--heads", type=int, default=8, help="H local heads")
-    p.add_argument("--ctx", type=int, default=1024, help="longest prefix per request (tokens)")
-    p.add_argument("--impl", choices=["cuda", "triton"], default="cuda")
-    p.add_argument("--mask", choices=["tree", "causal"], default="tree")
+    p.add_argument("--heads", type=positive_int, default=8, help="H local heads")
+    p.add_argument("--ctx", type=bounded_int(1, 1 << 22), default=1024, help="longest prefix per request (tokens)")
+    p.add_argument("--impl", choices=["cuda", "triton"], default="cuda", help="kernel held by the graphs")
+    p.add_argument("--mask", choices=["tree", "causal"], default="tree", help="the draft mask of the batches")
     p.add_argument("--kv-dtype", choices=["bf16", "fp8"], default="bf16",
                    help="KV pool held by the graphs (fp8: e4m3 with k_scale / v_scale other than 1)")
-    p.add_argument("--replays", type=int, default=100, help="fresh random batches replayed per size")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--replays", type=bounded_int(1, 100_000), default=100, help="fresh random batches replayed per size")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the generated batches")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_capture)

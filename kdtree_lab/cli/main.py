@@ -1,18 +1,22 @@
-"""The ``kdtree-lab`` console command. Every subcommand has ``--help``; data-producing ones take ``--json``."""
+"""The ``kdtree-lab`` console command: one module per subcommand, each with ``--help``; data-producing ones take
+``--json``."""
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 from . import audit, bench, budget, build, capture, doctor, parity, run, speculate
+from .args import Parser
 
 COMMANDS = (doctor, run, audit, build, parity, budget, capture, bench, speculate)  # in the order --help lists them
+DESCRIPTION = ("Tree-verify attention for MLA models: the notebook sequence, the kernel's build, parity, capture and "
+               "benchmark, SGLang's buffer contract, the memory budget and the speculation model. Each command has "
+               "--help; those that produce data take --json.")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kdtree-lab", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+def build_parser() -> Parser:
+    parser = Parser(prog="kdtree-lab", description=DESCRIPTION)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
         command.register(sub)
     return parser
@@ -20,7 +24,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # named by the command they were given to, with its --help
+        sub = next(a for a in parser._actions if a.dest == "command")  # noqa: SLF001 - argparse has no public type
+        sub.choices[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
     return int(args.func(args) or 0)
 
 

@@ -7,7 +7,7 @@ import sys
 
 from ..kernels.impls import IMPLS, kv_refusal
 from ..lab.record import emit
-from .args import fleet_flags, fleet_labels, fleet_report
+from .args import bounded_int, fleet_flags, fleet_labels, fleet_report, positive_int, positive_ints
 
 
 def cmd_parity(args: argparse.Namespace) -> int:
@@ -30,7 +30,7 @@ def cmd_parity(args: argparse.Namespace) -> int:
     if refusal:
         print(f"kdtree-lab parity: --kv-dtype {args.kv_dtype}: {refusal}", file=sys.stderr)
         return 2
-    heads = tuple(int(h) for h in args.heads.split(","))
+    heads = tuple(args.heads)
     cases = grid(args.cases, args.seed, max_prefix=args.max_prefix, max_batch=args.max_batch,
                  max_draft=args.max_draft, heads=heads, budget_tokens=args.budget_tokens, edge=not args.no_edge)
     if args.kv_dtype == "fp8":
@@ -61,17 +61,17 @@ def _fleet_parity(args: argparse.Namespace, cases) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argparse has no public type
     p = sub.add_parser("parity", help="compare a kernel with the fp64 oracle on edge cases and random draws")
-    p.add_argument("--impl", choices=list(IMPLS), default="cuda",
+    p.add_argument("--impl", choices=list(IMPLS), default="cuda", metavar="IMPL",
                    help="; ".join(f"{i.name}: {i.summary}" for i in IMPLS.values()))
-    p.add_argument("--cases", type=int, default=50, help="random cases after the edge grid")
+    p.add_argument("--cases", type=bounded_int(0, 100_000), default=50, help="random cases after the edge grid")
     p.add_argument("--no-edge", action="store_true", help="skip the edge grid")
-    p.add_argument("--max-prefix", type=int, default=4096, help="longest prefix drawn (tokens)")
-    p.add_argument("--max-batch", type=int, default=48, help="largest batch in the edge grid")
-    p.add_argument("--max-draft", type=int, default=16, help="largest N drawn")
-    p.add_argument("--heads", default="8,16", help="comma-separated H values")
-    p.add_argument("--budget-tokens", type=int, default=None, help="cap on sum(L)*N*H per random case")
-    p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when present)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-prefix", type=bounded_int(1, 1 << 22), default=4096, help="longest prefix drawn (tokens)")
+    p.add_argument("--max-batch", type=bounded_int(1, 4096), default=48, help="largest batch in the edge grid")
+    p.add_argument("--max-draft", type=bounded_int(1, 1024), default=16, help="largest N drawn")
+    p.add_argument("--heads", type=positive_ints, default=[8, 16], help="comma-separated H values")
+    p.add_argument("--budget-tokens", type=positive_int, default=None, help="cap on sum(L)*N*H per random case (default: no cap)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default=None, help="cpu or cuda (default: cuda when present)")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the generated batches")
     p.add_argument("--kv-dtype", choices=["bf16", "fp8"], default="bf16",
                    help="KV pool: bf16, or fp8 (SGLang's fp8_e4m3, with k_scale / v_scale other than 1)")
     p.add_argument("--json", action="store_true", help="print the summary and every case as JSON")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .args import fleet_flags, fleet_labels
+from .args import bounded_int, fleet_flags, fleet_labels
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -19,7 +19,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         entries = runner.select(runner.manifest(), args.only.split(",") if args.only else None)
         overrides = runner.parse_overrides(args.param or [])
         # Check names and types before anything runs (execute() checks again with the real run dir).
-        runner.plan_parameters(entries, profile, overrides, Path(args.out or "runs/check"))
+        runner.plan_parameters(entries, profile, overrides, Path(args.out or "runs/check").resolve())
         if profile.gpu and args.profile != "auto":
             import torch
 
@@ -27,6 +27,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 raise ValueError(f"--profile {profile.name}: expected a CUDA GPU, found none on this machine "
                                  "(--profile auto picks cpu here)")
         if args.out:
+            args.out = str(Path(args.out).resolve())  # relative: against the caller's directory, not notebooks/
             out = Path(args.out)
             try:
                 out.mkdir(parents=True, exist_ok=True)
@@ -39,12 +40,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 2
     if args.gpus:
         return _run_fleet(args, entries, profile, overrides)
-    run_dir, outcomes = runner.execute(entries, profile, overrides, Path(args.out) if args.out else None,
-                                       progress=not args.no_progress, timeout_s=args.cell_timeout)
+    try:
+        run_dir, outcomes = runner.execute(entries, profile, overrides, Path(args.out) if args.out else None,
+                                           progress=not args.no_progress, timeout_s=args.cell_timeout)
+    except KeyboardInterrupt:  # between notebooks, before a summary could be written
+        print("kdtree-lab run: interrupted (Ctrl-C) before the run's summary was written", file=sys.stderr)
+        return 130
     print((run_dir / "summary.md").read_text())
+    print(f"the run as HTML: {run_dir / 'index.html'}")
     for o in outcomes:
-        if o.status in ("failed", "interrupted"):
-            print(f"kdtree-lab run: notebook {o.notebook} {o.status}: {o.error}; partial output kept at {o.output}",
+        if o.status == "failed":
+            print(f"kdtree-lab run: notebook {o.notebook} failed: {o.error}; partial output kept at {o.output}",
+                  file=sys.stderr)
+        elif o.status == "interrupted":
+            print(f"kdtree-lab run: notebook {o.notebook} interrupted by {o.error}; partial output kept at {o.output}",
                   file=sys.stderr)
     if any(o.status == "interrupted" for o in outcomes):
         return 130
@@ -93,6 +102,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
                    help="override a notebook parameter (Python literal or string); repeatable")
     p.add_argument("--out", help="run directory (default runs/<timestamp>-<profile>)")
     p.add_argument("--no-progress", action="store_true", help="hide the per-cell progress bar")
-    p.add_argument("--cell-timeout", type=int, default=None, help="seconds allowed per cell (default: none)")
+    p.add_argument("--cell-timeout", type=bounded_int(1), default=None, help="seconds allowed per cell (default: none)")
     fleet_flags(p)
     p.set_defaults(func=cmd_run)

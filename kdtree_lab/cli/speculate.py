@@ -7,7 +7,7 @@ import re
 import sys
 
 from ..lab.record import emit
-from .args import positive_int, positive_ints
+from .args import bounded_float, positive_int, positive_ints
 
 # The setup's parameter names as the command spells them, to name a refused value by its flag.
 FLAGS = ("measure", "accept_length", "accept_nodes", "step_context", "step_ms", "draft_ms", "context", "nodes", "batch", "draft",
@@ -74,7 +74,7 @@ def _positive_float(text: str) -> float:
     return value
 
 
-_positive_float.__name__ = "number > 0"
+_positive_float.__name__ = "a number > 0"
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argparse has no public type
@@ -100,7 +100,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
     p.add_argument("--step-ms", type=_positive_float,
                    help="your measured one-token decode step (ms; e.g. 1000 / SGLang's gen throughput at batch 1)")
     p.add_argument("--step-context", type=positive_int, help="the context (tokens) --step-ms was measured at")
-    p.add_argument("--draft-ms", type=float, help="the draft's cost per step (ms; default: the preset's, cited)")
+    p.add_argument("--draft-ms", type=bounded_float(0), help="the draft's cost per step (ms; default: the preset's, cited)")
     p.add_argument("--measure", action="store_true",
                    help="time the kernels on this GPU first (a minute or two, progress shown; needs the GPU the "
                         "--gpu preset names, and SGLang for its rows) instead of the committed results")

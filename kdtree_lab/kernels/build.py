@@ -179,11 +179,27 @@ def _short(kernel: str) -> str:
     shown when true (``..._kernelILi32ELi2ELb1EEvNS_6ParamsE`` -> ``verify_sm120_kernel<32,2,true>``)."""
     m = re.search(r"(verify_[a-z0-9_]+?_kernel)(I((?:Li\d+E)+)(?:Lb([01])E)?E)?", kernel)
     if not m:
-        return kernel
+        return _unqualified(kernel)
     if not m.group(2):
         return m.group(1)
     args = re.findall(r"Li(\d+)E", m.group(3)) + (["true"] if m.group(4) == "1" else [])
     return f"{m.group(1)}<{','.join(args)}>"
+
+
+def _unqualified(name: str) -> str:
+    """The last identifier of an Itanium-mangled nested name (``_ZN3kdt15mma_peak_kernelEiPf`` ->
+    ``mma_peak_kernel``); any other name as it is."""
+    if not name.startswith("_ZN"):
+        return name
+    parts, i = [], 3
+    while i < len(name) and name[i].isdigit():
+        j = i
+        while j < len(name) and name[j].isdigit():
+            j += 1
+        length = int(name[i:j])
+        parts.append(name[j:j + length])
+        i = j + length
+    return parts[-1] if parts and parts[-1] else name
 
 
 def _cuobjdump(args: list[str]) -> str:

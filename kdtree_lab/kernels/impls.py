@@ -2,7 +2,7 @@
 
 A CUDA implementation is either the configuration the device selects (``kernel=None``) or one configuration of the
 library's table forced by its kernel name (``kdtree_verify_config_name``); ``triton`` is the Triton twin. Adding a
-kernel configuration is one entry here plus its kernel header (README, "Adding a kernel configuration").
+kernel configuration is one entry here plus its kernel header (docs/kernels.md, "Adding a kernel configuration").
 Torch-free, so the CLI can build its choices without importing torch.
 """
 

@@ -51,25 +51,55 @@ def roofline(rows: list[dict], ceilings: dict, path: str | Path | None = None):
     return save_figure(fig, path)
 
 
+SHAPE_CLASSES = (("H x N <= 64 (memory-bound)", 0, 64), ("128 <= H x N <= 1024", 65, 1024),
+                 ("H x N >= 2048 (compute-bound)", 1025, 1 << 30))
+
+
 def speedup_vs_length(rows: list[dict], path: str | Path | None = None):
-    """Speed-up over SGLang's verify (extend_attention_fwd) vs prefix length, per implementation and shape."""
+    """Speed-up over SGLang's verify (extend_attention_fwd) against prefix length: one panel per shape class (H x N),
+    one line per implementation (the median over the class's B, N, H at each length) with the range shaded,
+    labelled at its end; the legend sits outside the panels."""
+    import statistics
+
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 6.5))
-    series: dict[tuple, list[tuple[int, float]]] = {}
+    points: dict[tuple[str, str], dict[int, list[float]]] = {}
     for r in rows:
-        if "speedup_vs_sglang_verify" in r:
-            series.setdefault((r["impl"], r["B"], r["N"], r["H"]), []).append((r["L"], r["speedup_vs_sglang_verify"]))
-    for (impl, b, n, h), pts in sorted(series.items()):
-        pts.sort()
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"{impl} B={b} N={n} H={h}")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("prefix length L (tokens)")
-    ax.set_ylabel("speed-up over SGLang's verify")
-    if series:  # below the axes: a legend inside covers the curves
-        ax.legend(fontsize=6, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.18))
-    fig.tight_layout()
+        if "speedup_vs_sglang_verify" not in r:
+            continue
+        cls = next(c[0] for c in SHAPE_CLASSES if c[1] <= r["H"] * r["N"] <= c[2])
+        points.setdefault((cls, r["impl"]), {}).setdefault(r["L"], []).append(r["speedup_vs_sglang_verify"])
+    classes = [c[0] for c in SHAPE_CLASSES if any(k[0] == c[0] for k in points)] or [SHAPE_CLASSES[0][0]]
+    impls = sorted({k[1] for k in points})
+    colours = {i: plt.get_cmap("tab10")(n % 10) for n, i in enumerate(impls)}
+    fig, axes = plt.subplots(1, len(classes), figsize=(4.2 * len(classes) + 2.6, 4.2), sharey=True, squeeze=False)
+    for ax, cls in zip(axes[0], classes):
+        for impl in impls:
+            by_len = points.get((cls, impl))
+            if not by_len:
+                continue
+            ls = sorted(by_len)
+            med = [statistics.median(by_len[x]) for x in ls]
+            ax.fill_between(ls, [min(by_len[x]) for x in ls], [max(by_len[x]) for x in ls], color=colours[impl],
+                            alpha=0.15, lw=0)
+            ax.plot(ls, med, marker="o", color=colours[impl], label=impl)
+            ax.annotate(f"{med[-1]:,.0f}x", (ls[-1], med[-1]), xytext=(4, 0), textcoords="offset points",
+                        fontsize=8, color=colours[impl], va="center")
+        ax.axhline(1, color="grey", lw=0.8, ls=":")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(cls, fontsize=10)
+        ax.set_xlabel("prefix length L (tokens)")
+    axes[0][0].set_ylabel("speed-up over SGLang's verify (median, range shaded)")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    for ax in axes[0][1:]:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    if handles:
+        fig.legend(handles, labels, loc="center right", fontsize=9, title="implementation")
+    fig.tight_layout(rect=(0, 0, 1 - 2.5 / (4.2 * len(classes) + 2.6), 1))
     return save_figure(fig, path)
 
 

@@ -37,8 +37,9 @@ def jsonable(value: Any) -> Any:
     return str(value)
 
 
-def save_results(run_dir: str | Path, notebook: str, results: dict[str, Any]) -> Path:
-    """Write ``results`` (plus a timestamp) to ``<run_dir>/<notebook>.json`` and return the path."""
+def save_results(run_dir: str | Path, notebook: str, results: dict[str, Any]) -> None:
+    """Write ``results`` (plus a timestamp) to ``<run_dir>/<notebook>.json`` and say so in one sentence with the
+    checks passed and the parts skipped (a notebook's last cell: it returns nothing, so no value is displayed)."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     payload = dict(results)
@@ -49,7 +50,13 @@ def save_results(run_dir: str | Path, notebook: str, results: dict[str, Any]) ->
     payload.setdefault("checks", [])
     path = run_dir / f"{notebook}.json"
     path.write_text(json.dumps(jsonable(payload), indent=2, sort_keys=True) + "\n")
-    return path
+    checks, skipped = payload["checks"], payload["skipped"]
+    passed = sum(bool(c.get("ok")) for c in checks)
+    words = [f"{passed} of {len(checks)} checks passed" if checks else "no checks"]
+    if skipped:
+        words.append(f"{len(skipped)} part{'s' * (len(skipped) > 1)} skipped on this machine "
+                     f"({'; '.join(s['what'] for s in skipped)})")
+    print(f"Results written to {path}: {', '.join(words)}.")
 
 
 def load_results(run_dir: str | Path, notebook: str) -> dict[str, Any] | None:
@@ -61,7 +68,11 @@ def load_results(run_dir: str | Path, notebook: str) -> dict[str, Any] | None:
 
 
 def skip(what: str, why: str) -> dict[str, str]:
-    """One entry of a results file's ``skipped`` list."""
+    """One entry of a results file's ``skipped`` list; says where it is called, in a sentence, what was skipped on
+    this machine and why (so the executed notebook shows the skip where it happened)."""
+    from ..core.display import note
+
+    note(f"**Skipped on this machine: {what}.** {why[0].upper() + why[1:]}.")
     return {"what": what, "why": why}
 
 

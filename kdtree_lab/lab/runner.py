@@ -2,7 +2,8 @@
 
 Parameters come from the profile (``data/profiles/<name>.yaml``) and ``-p key=value`` overrides; every
 name and type is checked against each notebook's ``parameters`` cell before anything runs. Output goes
-to ``runs/<id>/``: the executed notebooks, each notebook's results JSON, ``summary.json`` and ``summary.md``.
+to ``runs/<id>/``: the executed notebooks, each notebook's results JSON, ``summary.json``, ``summary.md`` and
+``index.html`` (the summary and every executed notebook as HTML, to look at a run without Jupyter).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from ..core.display import HEADLESS_ENV
+from ..core.display import HEADLESS_ENV, fmt
 from ..core.paths import NOTEBOOKS, RUNS
 from .profiles import Profile
 from .record import load_results
@@ -205,9 +206,11 @@ def _outcome_from_results(name: str, duration: float, output: Path, run_dir: Pat
                            output=str(output))
 
 
-def _ipc_kernel_manager(folder: Path):
-    """A kernel manager whose kernels talk over IPC sockets in ``folder`` instead of loopback TCP: nothing listens on
-    the network, and ipykernel no longer warns, at every start, that TCP is unencrypted."""
+def _ipc_kernel_manager(folder: Path, log: Path):
+    """A kernel manager whose kernels talk over IPC sockets in ``folder`` instead of loopback TCP (nothing listens on
+    the network, and ipykernel no longer warns, at every start, that TCP is unencrypted) and write their own stdout
+    and stderr to ``log`` (a kernel shut down mid-cell by Ctrl-C logs its closed sockets there, not on the
+    terminal)."""
     from jupyter_client.manager import AsyncKernelManager
     from traitlets import default
 
@@ -219,6 +222,14 @@ def _ipc_kernel_manager(folder: Path):
         @default("ip")
         def _ip_default(self):
             return str(folder / "kernel")
+
+        async def _async_launch_kernel(self, kernel_cmd, **kw):
+            out = log.open("a")
+            kw["stdout"], kw["stderr"] = out, out
+            try:
+                return await super()._async_launch_kernel(kernel_cmd, **kw)
+            finally:
+                out.close()  # the kernel holds its own copy of the descriptor
 
     return IPCKernelManager
 
@@ -232,7 +243,7 @@ def execute(entries: list[NotebookEntry], profile: Profile, overrides: dict[str,
 
     console = Console(stderr=True)
     run_id = _dt.datetime.now().strftime("%Y%m%d-%H%M%S") + f"-{profile.name}"
-    run_dir = Path(out_dir) if out_dir else RUNS / run_id
+    run_dir = Path(out_dir).resolve() if out_dir else RUNS / run_id  # relative: against the caller's directory
     run_dir.mkdir(parents=True, exist_ok=True)
     plan = plan_parameters(entries, profile, overrides, run_dir)
     outcomes: list[NotebookOutcome] = []
@@ -240,7 +251,7 @@ def execute(entries: list[NotebookEntry], profile: Profile, overrides: dict[str,
     previous = os.environ.get(HEADLESS_ENV)
     os.environ[HEADLESS_ENV] = "1"  # the kernels inherit it: plain-text progress (display.headless)
     sockets_dir = tempfile.TemporaryDirectory(prefix="kdtree-kernels-")  # the kernels' IPC sockets
-    manager = _ipc_kernel_manager(Path(sockets_dir.name))
+    manager = _ipc_kernel_manager(Path(sockets_dir.name), run_dir / "kernels.log")
     try:
         for i, e in enumerate(entries, 1):
             output = run_dir / f"{e.name}.ipynb"
@@ -270,8 +281,11 @@ def execute(entries: list[NotebookEntry], profile: Profile, overrides: dict[str,
             except KeyboardInterrupt:
                 where = mark_stopped(output, "interrupted (Ctrl-C)")
                 outcome = NotebookOutcome(e.name, "interrupted", time.perf_counter() - t0, output=str(output),
-                                          error=f"interrupted (Ctrl-C) in {where}")
+                                          error=f"Ctrl-C in {where}")
             outcomes.append(outcome)
+            if outcome.status == "interrupted":  # the command says it once, with the summary
+                failed = True
+                continue
             colour = {"passed": "green", "passed-with-skips": "yellow"}.get(outcome.status, "red")
             console.print(f"    [{colour}]{outcome.status}[/{colour}] in {outcome.duration_s:.1f} s"
                           + (f": {outcome.error}" if outcome.error else "")
@@ -329,7 +343,7 @@ def write_summary(run_dir: Path, profile: Profile, outcomes: list[NotebookOutcom
     lines = [f"# kdtree-lab run ({profile.name})", "", f"Run directory: `{run_dir}`", "",
              "| notebook | status | seconds | key figures | skipped |", "|---|---|---:|---|---|"]
     for o in outcomes:
-        figs = "; ".join(f"{k}={v}" for k, v in o.figures.items()) or "-"
+        figs = "; ".join(f"{k}={fmt(v)}" for k, v in o.figures.items()) or "-"
         skipped = "; ".join(f"{s['what']} ({s['why']})" for s in o.skipped) or "-"
         status = o.status + (f": {o.error}" if o.error else "")
         lines.append(f"| {o.notebook} | {status} | {o.duration_s:.1f} | {figs} | {skipped} |")
@@ -338,3 +352,6 @@ def write_summary(run_dir: Path, profile: Profile, outcomes: list[NotebookOutcom
     if doc["interrupted"]:
         lines += ["", "**This run was interrupted (Ctrl-C)**: the notebooks after the interrupted one did not run."]
     (run_dir / "summary.md").write_text("\n".join(lines) + "\n")
+    from .report import write_index
+
+    write_index(run_dir, profile.name, outcomes)

@@ -7,7 +7,7 @@ H {8, 16, 64, 128}), as CUDA-graph replays of one call:
   that holds its rows (``committed_grid``), so a newly committed run of a default kernel is picked up without a
   code change. Our kernel on a GPU is the configuration the launcher selects there (``ours_impl``); every committed
   grid ran on the H200, where the sm_120 kernel is forced to time it.
-- sm_120 cards: predicted from the H200 rows exactly as the README's RTX tables are (``predict_ms``) and labelled
+- sm_120 cards: predicted from the H200 rows exactly as the RTX tables of docs/results.md are (``predict_ms``) and labelled
   predictions.
 - this GPU: measured first (``measure``), through ``checks.bench.run_grid``.
 
@@ -26,12 +26,13 @@ from bisect import bisect_left
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..checks import bench_results
+from ..checks.bench_results import MEASURED_ON, Grid
 from ..checks.roofline import Shape
-from ..core.paths import RESULTS, ROOT
+from ..core.paths import ROOT
 
 SGLANG_VERIFY = "sglang_extend"  # extend_attention_fwd, SGLang 0.5.23's Triton verify path for MLA
 SGLANG_DECODE = "sglang_decode_1tok"  # decode_attention_fwd, one token per request (no speculation)
-MEASURED_ON = "h200"  # the GPU every committed grid ran on
 KERNELS = ("ours", "sglang", "decode")  # the tables a step needs: verify with ours, verify with SGLang's, decode
 
 
@@ -60,43 +61,17 @@ def ours_impl(gpu: str) -> str:
     return forced[0]
 
 
-@dataclass(frozen=True)
-class Grid:
-    """One implementation's rows of one benchmark run, with that run's ceilings."""
-
-    impl: str
-    source: str  # repository-relative path, or "measured in this run"
-    date: str
-    gpu: str
-    ceilings: dict
-    rows: tuple[dict, ...]
-
-
-def _issue_grids() -> list[tuple[str, Path, dict]]:
-    """(date, path, data) of every committed benchmark file of the ``issue`` preset, newest first."""
-    out = []
-    for path in sorted((RESULTS / MEASURED_ON).rglob("bench-*.json")):
-        if path.name.endswith(".partial.json"):
-            continue
-        data = json.loads(path.read_text())
-        if data.get("preset") == "issue" and "provenance" in data:
-            out.append((data["provenance"].get("date_utc", ""), path, data))
-    return sorted(out, key=lambda t: (t[0], str(t[1])), reverse=True)
-
-
 def committed_grid(impl: str) -> Grid:
-    """The newest committed issue grid holding bf16 rows of ``impl``."""
-    for date, path, data in _issue_grids():
-        rows = tuple(r for r in data["rows"] if r["impl"] == impl and r.get("kv", "bf16") == "bf16")
-        if rows:
-            return Grid(impl, str(path.relative_to(ROOT)), date, data["provenance"].get("gpu", MEASURED_ON),
-                        data["ceilings"], rows)
-    raise KernelTimeError(f"impl {impl}: no committed issue grid under data/results/{MEASURED_ON}/ holds its rows")
+    """The newest committed issue grid holding bf16 rows of ``impl`` (``checks.bench_results.committed_grid``)."""
+    try:
+        return bench_results.committed_grid(impl)
+    except LookupError as exc:
+        raise KernelTimeError(str(exc)) from None
 
 
 def bandwidth_share(grid: Grid) -> float:
     """The best share of the copy bandwidth the implementation reached over long memory-bound shapes in its run
-    (L >= 32k, H x N <= 64 with N its own work): the README's RTX prediction rule."""
+    (L >= 32k, H x N <= 64 with N its own work): the RTX prediction rule of docs/results.md."""
     shares = [r["GB/s"] / grid.ceilings["copy_gbps"] for r in grid.rows
               if r["L"] >= 32_768 and r["H"] * r.get("work_N", r["N"]) <= 64]
     if not shares:

@@ -103,7 +103,7 @@ def explain(res: dict) -> list[str]:
             f"The report's own decode kernel took {_span([r[2] for r in b1], '.3f')} ms per call at "
             f"{_span([r[0] / 1000 for r in b1], 'g')}k tokens (batch 1, fp8 KV): flat, because at these lengths a "
             "call is mostly its fixed cost, which is why its measured tokens per second do not fall with context. The "
-            "model's decode times are the H200's scaled by the mma.sync rate ratio (the README's rule), which also "
+            "model's decode times are the H200's scaled by the mma.sync rate ratio (the rule of docs/results.md), which also "
             "scales that fixed cost, and are for a bf16 pool (twice the fp8 bytes): both make the model's no-"
             "speculation speed fall faster with context than this measurement.")
     if sp:

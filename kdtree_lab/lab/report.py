@@ -1,0 +1,80 @@
+"""A run as HTML: ``runs/<id>/index.html`` holds the summary (status, time, key figures and what was skipped, per
+notebook) and links each executed notebook rendered to ``<notebook>.html`` by nbconvert, so a run can be looked at
+in a browser without Jupyter. ``write_index`` is called by the runner after every run, failed or interrupted."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+
+from ..core.display import fmt
+
+_STATUS_COLOUR = {"passed": "#1a7f37", "passed-with-skips": "#9a6700", "failed": "#cf222e", "interrupted": "#cf222e",
+                  "not-run": "#57606a"}
+_STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:72em;color:#1f2328}
+table{border-collapse:collapse;width:100%}th,td{border:1px solid #d0d7de;padding:.35em .6em;text-align:left;
+vertical-align:top}th{background:#f6f8fa}.status{font-weight:600;white-space:nowrap}code{font-size:90%}ul{margin:0;padding-left:1.2em}"""
+
+
+def notebook_html(notebook: Path) -> Path | None:
+    """Render an executed notebook to HTML beside it (nbconvert's lab template, outputs and figures embedded);
+    None when the file is missing or not a readable notebook (a run stopped before papermill wrote it)."""
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    try:
+        nb = nbformat.read(str(notebook), as_version=4)
+        body, _ = HTMLExporter(template_name="lab").from_notebook_node(nb)
+    except Exception:  # noqa: BLE001 - a missing, half-written or foreign file: no page, the index says so
+        return None
+    out = notebook.with_suffix(".html")
+    out.write_text(body, encoding="utf-8")
+    return out
+
+
+def _cell(text: Any) -> str:
+    return html.escape(fmt(text) if not isinstance(text, str) else text)
+
+
+def _row(o) -> str:
+    page = notebook_html(Path(o.output)) if o.output else None
+    name = (f'<a class="notebook" href="{html.escape(page.name)}">{html.escape(o.notebook)}</a>' if page
+            else html.escape(o.notebook) + ("" if o.status == "not-run" else " (no executed notebook)"))
+    json_link = Path(o.output).with_suffix(".json") if o.output else None
+    if json_link and json_link.exists():
+        name += f' &middot; <a href="{html.escape(json_link.name)}">results JSON</a>'
+    figures = "".join(f"<li>{_cell(k)}: {_cell(v)}</li>" for k, v in o.figures.items())
+    skipped = "".join(f'<li class="skip"><b>{_cell(s["what"])}</b>: {_cell(s["why"])}</li>' for s in o.skipped)
+    status = f'<span class="status" style="color:{_STATUS_COLOUR.get(o.status, "#1f2328")}">{o.status}</span>'
+    if o.error:
+        status += f'<br><span class="error">{html.escape(o.error)}</span>'
+    return (f'<tr data-notebook="{html.escape(o.notebook)}" data-status="{o.status}"><td>{name}</td><td>{status}</td>'
+            f"<td>{o.duration_s:,.1f}</td><td><ul>{figures}</ul></td><td><ul>{skipped}</ul></td></tr>")
+
+
+def write_index(run_dir: Path, profile: str, outcomes: list) -> Path:
+    """``run_dir/index.html``: one row per notebook (linked to its HTML page and results JSON), its status, seconds,
+    key figures and each skipped part with the reason, and the figures (PNG) the run saved."""
+    rows = "".join(_row(o) for o in outcomes)
+    pictures = "".join(f'<li><a href="{p.name}">{p.name}</a></li>' for p in sorted(run_dir.glob("*.png")))
+    interrupted = any(o.status == "interrupted" for o in outcomes)
+    notes = ["A notebook that <i>passed-with-skips</i> did everything this machine allows; what it skipped is listed "
+             "beside it and is not a pass."]
+    if interrupted:
+        notes.append("<b>This run was interrupted (Ctrl-C)</b>: the notebooks after the interrupted one did not run.")
+    page = f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>kdtree-lab run ({html.escape(profile)})</title>
+<style>{_STYLE}</style></head><body>
+<h1>kdtree-lab run ({html.escape(profile)})</h1>
+<p>Run directory: <code>{html.escape(str(run_dir))}</code>. Each notebook links to its executed copy rendered as HTML
+(outputs and figures included) and to the JSON it wrote.</p>
+<table id="summary"><thead><tr><th>notebook</th><th>status</th><th>seconds</th><th>key figures</th><th>skipped here, and
+why</th></tr></thead><tbody>{rows}</tbody></table>
+{''.join(f'<p class="note">{n}</p>' for n in notes)}
+{f'<h2>Figures</h2><ul>{pictures}</ul>' if pictures else ''}
+</body></html>
+"""
+    out = run_dir / "index.html"
+    out.write_text(page, encoding="utf-8")
+    return out
