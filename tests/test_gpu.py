@@ -103,6 +103,26 @@ def test_out_of_pool_index_sets_flag_and_gpu_stays_usable():
     assert parity.within_tolerance(compare(out, reference(good)))
 
 
+@pytest.mark.parametrize("impl", ["cuda", "cuda_sm120", "cuda_sm120_roles", "cuda_rows32", "cuda_wgmma", "cuda_wgmma_v5",
+                                  "cuda_narrow"])
+def test_corrupt_kv_indptr_sets_flag_in_every_configuration(impl):
+    """A request whose kv_indptr end is before its start raises KDT_FLAG_KV_INDPTR (its prefix is read as empty, no
+    slot outside its range is touched) in every configuration, and the other request is served exactly."""
+    if impl in ("cuda_wgmma", "cuda_wgmma_v5") and torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("the wgmma kernels run on compute capability 9.x only")
+    b = build_verify_batch([300, 200], 4, 8, seed=5, device="cuda")
+    good = b.kv_indptr.clone()
+    b.kv_indptr[1], b.kv_indptr[2] = 300, 250  # request 1: end 250 before its start 300
+    ws = dispatch.workspace(2, 4, 8, 4)
+    with loader.impl_config(impl):
+        out = loader.verify(b, ws, 4)
+    torch.cuda.synchronize()
+    assert dispatch.read_status(ws) & abi.FLAG_KV_INDPTR, impl
+    b.kv_indptr.copy_(good)
+    rows = 4  # request 0's draft rows: its prefix and draft block are intact
+    assert parity.within_tolerance(compare(out[:rows], reference(b)[:rows])), impl
+
+
 def test_bad_input_is_refused_before_launch():
     b = build_verify_batch([100], 4, 8, seed=3, device="cuda")
     small = torch.zeros(64, dtype=torch.uint8, device="cuda")
