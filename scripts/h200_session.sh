@@ -3,7 +3,7 @@
 # sequence under the h200 profile; everything lands in $OUT (results.tar.gz + session.log).
 # Usage (from the repo root on the device machine): bash scripts/h200_session.sh [pytest -k expression]
 # Switches: SKIP_GPU_TESTS=1, GPU_TESTS="tests/...", SANITIZERS="memcheck racecheck synccheck initcheck" ("" for none),
-# SANITIZE_IMPLS=cuda,cuda_sm120, SANITIZE_TIMEOUT=240 (seconds per tool), SKIP_NOTEBOOKS=1, NOTEBOOKS=00,05 (a subset),
+# SANITIZE_IMPLS=cuda,cuda_sm120 (all: every configuration this GPU launches), SANITIZE_TIMEOUT=240 (seconds per tool), SKIP_NOTEBOOKS=1, NOTEBOOKS=00,05 (a subset),
 # BENCH=quick|issue, BENCH_IMPLS=cuda,..., BENCH_TIMING=graph|eager,
 # EXTRA='command' (run after the benchmark, before packing; write under $OUT/work), WHEELS=.whl (the carried wheel
 # folder; without notebooks a smaller set does: sglang and what kdtree_lab imports, no Jupyter stack).

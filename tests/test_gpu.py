@@ -29,9 +29,12 @@ def test_cuda_500_random_cases():
     assert len(report.results) == 500 and report.ok, report.summary()
 
 
-def test_sm120_kernel_edge_grid_and_500_random():
-    """The configuration sm_120 selects (verify_sm120_kernel<32,2>), forced on this GPU: edge grid + 500 random."""
-    report = parity.run_parity("cuda_sm120", parity.gpu_grid(500, seed=120, heads=HEADS), "cuda")
+@pytest.mark.parametrize("impl", ["cuda_sm120", "cuda_sm120_roles"])
+def test_sm120_kernel_edge_grid_and_500_random(impl):
+    """The sm_120 configurations, forced on this GPU over every shape (the first kernel, verify_sm120_kernel<32,2>,
+    and its second generation, verify_sm120_roles_kernel<64>, each beyond the rows automatic selection gives it):
+    edge grid + 500 random against the fp64 oracle."""
+    report = parity.run_parity(impl, parity.gpu_grid(500, seed=120, heads=HEADS), "cuda")
     assert len(report.results) > 500 and report.ok, report.summary()
 
 

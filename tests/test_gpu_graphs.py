@@ -29,11 +29,13 @@ def test_all_23_sizes_capture_and_replay_without_mismatch(runner):
     assert rep.ok, rep.failures[:5]
 
 
-def test_sm120_kernel_all_23_sizes_capture_and_replay_without_mismatch():
-    """The configuration sm_120 selects, forced: the same 23 sizes x 100 fresh replays."""
-    r = VerifyGraphRunner(GraphConfig(max_bs=48, num_draft=16, num_heads=8, ctx=512, impl="cuda_sm120"))
+@pytest.mark.parametrize("impl, block_m", [("cuda_sm120", 32), ("cuda_sm120_roles", 64)])
+def test_sm120_kernel_all_23_sizes_capture_and_replay_without_mismatch(impl, block_m):
+    """The sm_120 configurations, forced (the first kernel and its second generation): the same 23 sizes x 100
+    fresh replays."""
+    r = VerifyGraphRunner(GraphConfig(max_bs=48, num_draft=16, num_heads=8, ctx=512, impl=impl))
     r.capture()
-    assert r.block_m == 32 and sorted(r.graphs) == GraphConfig().capture_sizes[::-1]
+    assert r.block_m == block_m and sorted(r.graphs) == GraphConfig().capture_sizes[::-1]
     rep = replay_parity(r, replays=100, oracle_every=5, time_iters=5)
     assert rep.ok, rep.failures[:5]
 

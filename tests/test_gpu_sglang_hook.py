@@ -13,9 +13,10 @@ pytestmark = pytest.mark.gpu
 extend_attention = pytest.importorskip("sglang.kernels.ops.attention.extend_attention")
 
 
-@pytest.fixture(autouse=True, params=["cuda", "cuda_sm120"])
+@pytest.fixture(autouse=True, params=["cuda", "cuda_sm120", "cuda_sm120_roles"])
 def impl(request):
-    """Every test twice: the configuration this GPU selects, and the sm_120 kernel forced (what sm_120 runs)."""
+    """Every test three times: the configuration this GPU selects, and the two sm_120 configurations forced (what
+    sm_120 runs: the first kernel for rows <= 32, its second generation above)."""
     from kdtree_lab.kernels import loader
 
     with loader.impl_config(request.param):
