@@ -23,6 +23,7 @@
 #include "combine/verify_reduce.cuh"
 #include "mma_sync/verify_rows32.cuh"
 #include "mma_sync/verify_sm120.cuh"
+#include "mma_sync/verify_sm120_pair.cuh"
 #include "mma_sync/verify_sm120_roles.cuh"
 #include "mma_sync/verify_split.cuh"
 #include "sm90/verify_wgmma.cuh"
@@ -58,6 +59,7 @@ const Config kConfigs[] = {
     {wgmma_entry<2>(), {kWgmmaFp8, 0, 1, 0}},
     {wgmma_fp8_entry(), {nullptr, 0, 1, 0}},
     {wgmma_v5_entry(), {kWgmmaFp8, 4, 1, 0}},
+    {sm120_pair_entry(), {kSm120Fp8, 0, 33, 0}},  // forced only: not yet run on a GPU
 };
 #ifdef KDT_SM90A_BUILT
 constexpr bool kHasSm90a = true;
@@ -268,7 +270,7 @@ int kdtree_verify_attn_flash_paged_cg(
   p.lse_part = reinterpret_cast<float*>(ws + HEADER_BYTES + rows * D_V * sizeof(float));
 
   cudaStream_t s = static_cast<cudaStream_t>(stream);
-  const dim3 grid((p.R + ce.block_m - 1) / ce.block_m, nsplit + 1, bs);
+  const dim3 grid((p.R + ce.block_m - 1) / ce.block_m * ce.cluster, nsplit + 1, bs);
   ce.kernel<<<grid, ce.threads, ce.dynamic_smem, s>>>(p);
   if (cudaGetLastError() != cudaSuccess) return KDT_ERR_LAUNCH;
   // KDT_NO_PDL=1 (read once per process): launch the combine without PDL, to time the difference (docs/performance.md)

@@ -573,8 +573,8 @@ def configs_table() -> str:
     for i in IMPLS.values():
         if i.kernel is None:
             continue
-        lines.append(f"| `{i.name}` | `{i.kernel}` | {smem[i.kernel]:,} B | {'/'.join(i.kv_dtypes)} | "
-                     f"{where(i.kernel)} |")
+        size = f"{smem[i.kernel]:,} B" if i.kernel in smem else "(not in the build of record)"
+        lines.append(f"| `{i.name}` | `{i.kernel}` | {size} | {'/'.join(i.kv_dtypes)} | {where(i.kernel)} |")
     return "\n".join(lines)
 
 

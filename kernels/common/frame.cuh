@@ -57,9 +57,10 @@ struct Work {
 // Fills `w` for CTA (row tile, split, request) = blockIdx; returns false when the CTA has nothing to compute:
 // past the request's last row tile, or an empty split (it writes an LSE of -inf, which the reduce ignores).
 // Prefix split boundaries are multiples of `gran` tokens and cover at least MIN_SPLIT_TOKENS.
+// `tile`: the row tile (a cluster's CTAs that share one pass theirs).
 template <int BM, int THREADS>
-__device__ __forceinline__ bool setup_work(const Params& p, int gran, Work& w) {
-  const int tile = blockIdx.x, split = blockIdx.y, b = blockIdx.z, tid = threadIdx.x;
+__device__ __forceinline__ bool setup_work(const Params& p, int gran, Work& w, int tile = blockIdx.x) {
+  const int split = blockIdx.y, b = blockIdx.z, tid = threadIdx.x;
   w.tok0 = load_qo(p, b);
   int n_b = (int)(load_qo(p, b + 1) - w.tok0);
   if (n_b > p.N) {
@@ -190,6 +191,12 @@ __device__ __forceinline__ void rescale_rows(float (&acc)[MT][NT][4], const floa
   }
 }
 
+// Byte offset of 16-byte chunk ch (0..3) of 64-byte row r in rows stored two per 128-byte line, XOR-swizzled by the
+// line, so that the eight rows an ldmatrix reads fall on eight different bank groups.
+__device__ __forceinline__ uint32_t line_pair_offset(int r, int ch) {
+  return (r >> 1) * 128 + ((((r & 1) * 4 + ch) ^ ((r >> 1) & 7)) << 4);
+}
+
 // Rows of Q and K stored unpadded (576 bf16 = 1152 B) with their 16-byte chunks XOR-swizzled by (row & 7): ldmatrix
 // stays conflict-free without the padding that a 231 KB budget has no room for.
 __device__ __forceinline__ int swz(int row, int chunk) { return row * D_QK + ((chunk ^ (row & 7)) << 3); }
@@ -277,6 +284,7 @@ struct ConfigEntry {
   void (*kernel)(Params);
   int arch;            // ARCH_*
   unsigned kv_dtypes;  // KV_*_BIT: the pools the kernel itself reads
+  int cluster = 1;     // CTAs per row tile, one cluster (grid x = row tiles x cluster)
 };
 
 }  // namespace kdt

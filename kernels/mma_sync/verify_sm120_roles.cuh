@@ -67,12 +67,6 @@ struct CfgRoles {
   static constexpr int BAR_PAIR = 1, BAR_PV = 3, BAR_QK = 4;
 };
 
-// Byte offset of 16-byte chunk ch (0..3) of Q-tail row r: two rows per 128-byte line, XOR-swizzled by the line, so
-// the eight rows an ldmatrix reads fall on eight different bank groups.
-__device__ __forceinline__ uint32_t qtail_offset(int r, int ch) {
-  return (r >> 1) * 128 + ((((r & 1) * 4 + ch) ^ ((r >> 1) & 7)) << 4);
-}
-
 // What the two roles share: the CTA's work, its shared memory, the ring's geometry.
 struct RolesCtx {
   const Params& p;
@@ -230,7 +224,7 @@ __device__ __forceinline__ void roles_qk(const RolesCtx& c) {
   for (int idx = tid; idx < C::BM * 4; idx += C::QK_THREADS) {
     const int r = idx >> 2, ch = idx & 3;
     const __nv_bfloat16* src = q_row(r);
-    cp_async_16s(c.base + C::O_QTAIL + qtail_offset(r, ch), src ? src + 256 * (ch >> 1) + 240 + 8 * (ch & 1) : p.q,
+    cp_async_16s(c.base + C::O_QTAIL + line_pair_offset(r, ch), src ? src + 256 * (ch >> 1) + 240 + 8 * (ch & 1) : p.q,
                  src ? 16 : 0);
   }
   cp_async_commit();
@@ -258,7 +252,7 @@ __device__ __forceinline__ void roles_qk(const RolesCtx& c) {
   auto kofs = [&](int jj) { return kofs0 ^ (uint32_t)(jj << 5); };
   const uint32_t rope0 = (32 * rh + (lane & 15)) * 128 + ((((4 * dh + (lane >> 4))) ^ sw) << 4);
   auto rope_a = [&](int j) { return c.base + C::O_ROPE + (rope0 ^ (uint32_t)(j << 5)); };
-  const uint32_t tail_a = c.base + C::O_QTAIL + qtail_offset(32 * rh + (lane & 15), 2 * dh + (lane >> 4));
+  const uint32_t tail_a = c.base + C::O_QTAIL + line_pair_offset(32 * rh + (lane & 15), 2 * dh + (lane >> 4));
   // the ring as this instantiation knows it at compile time (RolesCtx answers the same at run time)
   constexpr int DEPTH = DRAFT ? 2 : C::SLOTS;
   auto kslot = [](int t) { return DRAFT ? 2 * (t & 1) : t & (C::SLOTS - 1); };

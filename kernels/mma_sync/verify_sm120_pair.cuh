@@ -1,0 +1,491 @@
+// The sm_120 kernel, third form (impl cuda_sm120_pair): a 2-CTA cluster per 64-row tile that splits the head dims
+// between its two CTAs, and each CTA's warps by role; mma.sync m16n8k16 within sm_120's 99 KB and 255 registers.
+// docs/performance.md ("The sm_120 kernel, third form") has the design, its prediction and the measurements.
+//
+// Why: the second generation (verify_sm120_roles.cuh) is bound by one QK warp per SM sub-partition running a chain
+// of 18 dependent k16 steps in four accumulator chains per 16-key tile, beside its softmax. Splitting the dims over
+// a cluster halves the work per SM per tile and frees the registers that longer tiles and more chains need:
+//   CTA rank r of the pair owns latent dims 256 r .. + 255 and rope dims 512 + 32 r .. + 31 of Q and K (288 dims,
+//   18 k16 steps), and output columns 256 r .. + 255 (V is K's latent part, so V's columns are in the same slice);
+//   it loads only that slice of each key (576 B), so the pair reads each KV byte once per 64 rows.
+//   warps 0-3 (QK): warp q holds the A fragments of rows 32 (q >> 1) .. + 31 over half of the CTA's dims (128 latent
+//     + 16 rope, 72 registers) and computes their partial S over 32-key tiles in eight accumulator chains of 9 steps;
+//     partner warps (q ^ 1) swap one 16-row m-tile, so warp q holds m-tile q over the CTA's 288 dims; the two CTAs
+//     then swap that m-tile through distributed shared memory (each writes its partial into the other's buffer and
+//     arrives on the other's mbarrier), and both finish the same softmax: S = S_0 + S_1 is the same sum in either
+//     CTA (fp32 addition commutes), so P, the rescale factors and the row statistics are identical in both, and no
+//     P or statistic crosses the cluster. Software-pipelined: tile t + 1's MMAs are issued before tile t's exchange
+//     is awaited, so the partner's latency hides under them.
+//   warps 4-7 (PV): warp p owns output columns 256 r + 64 p .. + 63 of all 64 rows (128 fp32 accumulators), reads
+//     P and V (ldmatrix.trans) from shared memory, and loads the ring with cp.async.
+// The ring: three 32-key tiles of the CTA's slice (latent rows of 512 B, chunks XOR-swizzled by (key & 7) in each
+// 128-byte group; rope rows of 64 B two per line), one mbarrier per slot completed by cp.async.mbarrier.arrive.
+// Hand-offs: P in two buffers (P_FULL, P_EMPTY), the in-CTA swap in two buffers behind a pair barrier, the cluster
+// swap in two buffers per QK warp (st.async into the partner's buffer, completing its X_FULL transaction). The draft block
+// uses slot 0 for K and slot 1 for V (one tile at a time, not pipelined). A cluster barrier after the mbarrier
+// setup and before exit: no CTA touches its partner's shared memory before it is set up or after it has exited.
+// 97,440 B of shared memory, 256 threads; every instruction is one sm_120a has (mma.sync, ldmatrix, cp.async,
+// mbarrier try_wait, mapa, st.async, barrier.cluster, named barriers). bf16 pools only: an fp8 pool runs
+// the first kernel's e4m3 variant (kdtree_verify.cu).
+#pragma once
+#include "../common/frame.cuh"
+
+namespace kdt {
+
+struct CfgPair {
+  static constexpr int BM = 64, BN = 32, CLUSTER = 2;        // rows per pair, keys per tile, CTAs per pair
+  static constexpr int QK_WARPS = 4, PV_WARPS = 4, THREADS = (QK_WARPS + PV_WARPS) * 32;
+  static constexpr int QK_THREADS = QK_WARPS * 32, PV_THREADS = PV_WARPS * 32;
+  static constexpr int SLOTS = 3;
+  static constexpr int LAT_ROW = 512;                        // bytes of a key's latent slice (256 dims)
+  static constexpr int LAT = BN * LAT_ROW;                   // 16,384
+  static constexpr int TILE = LAT + BN * 64;                 // + the keys' rope slices (32 dims): 18,432
+  static constexpr int RING = SLOTS * TILE;                  // 55,296
+  static constexpr int SWAP = 2 * 4 * 32 * 64;               // 2 buffers x 4 QK warps x 32 lanes x 16 floats
+  static constexpr int PB = 2 * 2 * 4 * 32 * 16;             // P A fragments: 2 buffers x 2 k16 steps x 4 m-tiles
+  static constexpr int ALPHA = 2 * BM * 4, FLAGS = 2 * 4 * 4, STATS = 2 * BM * 4;
+  // mbarriers: FULL[3] (a slot's tile landed), P_FULL[2], P_EMPTY[2], X_FULL[2][4] (the partner's partial S of
+  // m-tile q landed), STATS (row statistics written)
+  static constexpr int MB_FULL = 0, MB_PFULL = SLOTS, MB_PEMPTY = SLOTS + 2, MB_XFULL = SLOTS + 4,
+                       MB_STATS = SLOTS + 12, MBARS = (SLOTS + 13) * 8;
+  static constexpr int O_SX = RING, O_XS = O_SX + SWAP, O_PB = O_XS + SWAP, O_ALPHA = O_PB + PB,
+                       O_FLAGS = O_ALPHA + ALPHA, O_STATS = O_FLAGS + FLAGS, O_MBAR = O_STATS + STATS;
+  static constexpr int SMEM = O_MBAR + MBARS;
+  static_assert(O_MBAR % 8 == 0, "mbarriers are 8-byte aligned");
+  static_assert(SMEM <= 101376, "sm_120 allows 99 KB of dynamic shared memory per block");
+  // named barriers (0 is __syncthreads): the partner pairs' swap (1, 2), the PV group
+  static constexpr int BAR_PAIR = 1, BAR_PV = 3;
+};
+
+// Shared-memory offset of 16-byte chunk c (0..31) of key k's latent slice in a tile: 512-byte rows, the chunks of
+// each 128-byte group XOR-swizzled by (k & 7).
+__device__ __forceinline__ uint32_t pair_lat_offset(int k, int c) {
+  return k * CfgPair::LAT_ROW + ((c >> 3) << 7) + (((c & 7) ^ (k & 7)) << 4);
+}
+
+// What the two roles share: the CTA's work, its rank in the pair, its shared memory, the ring's geometry.
+struct PairCtx {
+  const Params& p;
+  const Work& w;
+  uint32_t base, mbar, rank;
+  int ntiles, depth;
+  __device__ __forceinline__ int kslot(int t) const { return w.draft ? 0 : t % CfgPair::SLOTS; }
+  __device__ __forceinline__ int vslot(int t) const { return w.draft ? 1 : t % CfgPair::SLOTS; }
+  __device__ __forceinline__ uint32_t full(int t) const { return mbar + 8 * (CfgPair::MB_FULL + kslot(t)); }
+  __device__ __forceinline__ uint32_t full_parity(int t) const { return (t / depth) & 1; }
+  __device__ __forceinline__ uint32_t p_full(int t) const { return mbar + 8 * (CfgPair::MB_PFULL + (t & 1)); }
+  __device__ __forceinline__ uint32_t p_empty(int t) const { return mbar + 8 * (CfgPair::MB_PEMPTY + (t & 1)); }
+};
+
+// The PV group (warps 4..7): loads the ring (the CTA's slice of each key), multiplies P V into output columns
+// 256 rank + 64 pw .. + 63 of all 64 rows, writes those columns of the partial rows (rank 0 also the LSEs).
+__device__ __forceinline__ void pair_pv(const PairCtx& c) {
+  using C = CfgPair;
+  const Params& p = c.p;
+  const Work& w = c.w;
+  const int tid = threadIdx.x, lane = tid & 31, pw = (tid >> 5) - C::QK_WARPS, v = tid - C::QK_THREADS;
+  const int mi = lane >> 3, sw = lane & 7;
+  const float* alpha_s = reinterpret_cast<const float*>(smem_ptr(c.base + C::O_ALPHA));
+  const int* flags_s = reinterpret_cast<const int*>(smem_ptr(c.base + C::O_FLAGS));
+  const float* stats = reinterpret_cast<const float*>(smem_ptr(c.base + C::O_STATS));
+  // loads: 8 threads per key, 16 keys per pass, two passes; this thread moves latent chunks sub + 8 i (i < 4: 128
+  // contiguous bytes per 8 lanes) and, for sub < 4, rope chunk sub of keys lrow and lrow + 16
+  const int lrow = v >> 3, sub = v & 7;
+  const int lat0 = 256 * c.rank, rope0 = D_V + 32 * c.rank;  // the slice's first latent and rope dims
+  auto fetch = [&](int t, int pass) -> int64_t {
+    const int key = w.kbeg + t * C::BN + lrow + 16 * pass;
+    return !w.draft && key < w.kend ? p.kv_indices[w.kv0 + key] : 0;
+  };
+  auto load_tile = [&](int t, const int64_t (&raw)[2]) {
+    const uint32_t kd = c.base + c.kslot(t) * C::TILE, vd = c.base + c.vslot(t) * C::TILE;
+#pragma unroll
+    for (int pass = 0; pass < 2; ++pass) {
+      const int k = lrow + 16 * pass, key = w.kbeg + t * C::BN + k;
+      const bool ok = key < w.kend;
+      const int bytes = ok ? 16 : 0;
+      const __nv_bfloat16* krow;
+      if (w.draft) {
+        krow = p.kx + (w.tok0 + (ok ? key : 0)) * p.kx_s;
+        const __nv_bfloat16* vrow = p.vx + (w.tok0 + (ok ? key : 0)) * p.vx_s;
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          cp_async_16s(vd + pair_lat_offset(k, sub + 8 * i), vrow + lat0 + 8 * (sub + 8 * i), bytes);
+      } else {
+        const int64_t slot = ok ? checked_slot(p, raw[pass], sub == 0) : 0;
+        krow = p.kb + slot * p.kb_s;
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        cp_async_16s(kd + pair_lat_offset(k, sub + 8 * i), krow + lat0 + 8 * (sub + 8 * i), bytes);
+      if (sub < 4) cp_async_16s(kd + C::LAT + line_pair_offset(k, sub), krow + rope0 + 8 * sub, bytes);
+    }
+    cp_async_mbar_arrive(c.full(t));
+  };
+  for (int t = 0; t < c.depth && t < c.ntiles; ++t) {
+    const int64_t raw[2] = {fetch(t, 0), fetch(t, 1)};
+    load_tile(t, raw);
+  }
+  int64_t pending[2] = {fetch(c.depth, 0), fetch(c.depth, 1)};
+
+  // V fragments of k16 step ks: keys 16 ks + (mi & 1) * 8 + (lane & 7), 16-byte chunk 8 pw + 2 np + (mi >> 1) at
+  // (2 np + (mi >> 1)) ^ sw within 128-byte group pw: one base XOR-ed with np << 5
+  const uint32_t vofs0 = ((mi & 1) * 8 + (lane & 7)) * C::LAT_ROW + 128 * pw + ((((mi >> 1) ^ (sw & 1))) << 4) +
+                         ((sw >> 1) << 5);
+  float acc[4][8][4];
+#pragma unroll
+  for (int m = 0; m < 4; ++m)
+#pragma unroll
+    for (int n = 0; n < 8; ++n) acc[m][n][0] = acc[m][n][1] = acc[m][n][2] = acc[m][n][3] = 0.f;
+
+  for (int t = 0; t < c.ntiles; ++t) {
+    const int b = t & 1;
+    mbar_wait(c.p_full(t), (t >> 1) & 1);  // P(t), its rescale factors and flags are written
+    const int4 fl = *reinterpret_cast<const int4*>(flags_s + 4 * b);
+    const int flm[4] = {fl.x, fl.y, fl.z, fl.w};
+#pragma unroll
+    for (int m = 0; m < 4; ++m)
+      if (flm[m]) {  // warp-uniform: some row of m-tile m moved its reference maximum
+        const float a0 = alpha_s[b * C::BM + 16 * m + (lane >> 2)];
+        const float a1 = alpha_s[b * C::BM + 16 * m + 8 + (lane >> 2)];
+#pragma unroll
+        for (int n = 0; n < 8; ++n) {
+          acc[m][n][0] *= a0;
+          acc[m][n][1] *= a0;
+          acc[m][n][2] *= a1;
+          acc[m][n][3] *= a1;
+        }
+      }
+    mbar_wait(c.full(t), c.full_parity(t));  // the tile's V (complete: the QK group waited on it)
+    const uint32_t vt = c.base + c.vslot(t) * C::TILE;
+#pragma unroll
+    for (int ks = 0; ks < 2; ++ks) {
+      uint32_t pa[4][4];
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {
+        const uint4 u = ld_shared_v4(c.base + C::O_PB + (((b * 2 + ks) * 4 + m) * 32 + lane) * 16);
+        pa[m][0] = u.x;
+        pa[m][1] = u.y;
+        pa[m][2] = u.z;
+        pa[m][3] = u.w;
+      }
+#pragma unroll
+      for (int np = 0; np < 4; ++np) {
+        uint32_t vb[4];
+        ldsm_x4_trans(vb, vt + 16 * C::LAT_ROW * ks + (vofs0 ^ (uint32_t)(np << 5)));
+#pragma unroll
+        for (int m = 0; m < 4; ++m) {
+          mma_bf16(acc[m][2 * np], pa[m], vb[0], vb[1]);
+          mma_bf16(acc[m][2 * np + 1], pa[m], vb[2], vb[3]);
+        }
+      }
+    }
+    if (t + 2 < c.ntiles) mbar_arrive(c.p_empty(t));  // P buffer b may take P(t + 2)
+    if (t + c.depth < c.ntiles) {
+      bar_named(C::BAR_PV, C::PV_THREADS);  // all PV warps are done with this tile's slots
+      load_tile(t + c.depth, pending);
+      pending[0] = fetch(t + c.depth + 1, 0);
+      pending[1] = fetch(t + c.depth + 1, 1);
+    }
+  }
+  cp_async_wait<0>();
+  mbar_wait(c.mbar + 8 * C::MB_STATS, 0);  // the QK group's row statistics
+  const float vscale = w.draft ? 1.f : p.v_scale;
+#pragma unroll
+  for (int m = 0; m < 4; ++m)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int rr = 16 * m + 8 * h + (lane >> 2), gr = w.row0 + rr;
+      if (gr < p.R)
+        write_partial_row<8>(p, w.part0 + gr, stats[rr], stats[C::BM + rr], vscale,
+                             c.rank == 0 && pw == 0 && (lane & 3) == 0, 256 * c.rank + 64 * pw, acc[m], h);
+    }
+}
+
+// The QK group (warps 0..3). DRAFT: the draft block, masked by the tree (custom_mask) or causally, one tile at a
+// time; else a prefix split, masked only past its end, software-pipelined: tile t + 1's QK MMAs are issued before
+// tile t's partial S from the partner CTA is awaited, then tile t's softmax, then tile t + 1's swaps.
+template <bool DRAFT>
+__device__ __forceinline__ void pair_qk(const PairCtx& c) {
+  using C = CfgPair;
+  const Params& p = c.p;
+  const Work& w = c.w;
+  const int tid = threadIdx.x, lane = tid & 31, q = tid >> 5, rh = q >> 1, dh = q & 1;
+  const int g = lane >> 2, t4 = lane & 3, mi = lane >> 3, sw = lane & 7;
+  const uint32_t other = c.rank ^ 1;
+  float* alpha_s = reinterpret_cast<float*>(smem_ptr(c.base + C::O_ALPHA));
+  int* flags_s = reinterpret_cast<int*>(smem_ptr(c.base + C::O_FLAGS));
+  float* stats = reinterpret_cast<float*>(smem_ptr(c.base + C::O_STATS));
+  // A fragments of rows 32 rh + 16 m + 8 h + g: latent dims 256 rank + 128 dh + 16 kk + 2 t4 (kk < 8), rope dims
+  // 512 + 32 rank + 16 dh + 2 t4 (kk = 8), + 8 for the fragment's upper half; rows past the request's are zeros
+  uint32_t qf[9][2][4];
+#pragma unroll
+  for (int m = 0; m < 2; ++m)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int gr = w.row0 + 32 * rh + 16 * m + 8 * h + g;
+      const __nv_bfloat16* row =
+          gr < w.rows_b ? p.q + (w.tok0 + gr / p.H) * p.q_st + (int64_t)(gr % p.H) * p.q_sh : nullptr;
+      const __nv_bfloat16* lat = row ? row + 256 * c.rank + 128 * dh + 2 * t4 : nullptr;
+      const __nv_bfloat16* rope = row ? row + D_V + 32 * c.rank + 16 * dh + 2 * t4 : nullptr;
+#pragma unroll
+      for (int hi = 0; hi < 2; ++hi) {
+#pragma unroll
+        for (int kk = 0; kk < 8; ++kk) qf[kk][m][h + 2 * hi] = lat ? ld_global_nc_u32(lat + 16 * kk + 8 * hi) : 0u;
+        qf[8][m][h + 2 * hi] = rope ? ld_global_nc_u32(rope + 8 * hi) : 0u;
+      }
+    }
+
+  // K fragments (keys 16 kh + (mi >> 1) * 8 + (lane & 7), chunk 2 jj + (mi & 1) of a 128-byte group at
+  // (2 jj + (mi & 1)) ^ sw): one base XOR-ed with jj << 5; the rope fragments: chunk 2 dh + (mi & 1) of the key's
+  // 64-byte rope row, 16 keys = 8 lines further for kh = 1
+  const int key_l = (mi >> 1) * 8 + (lane & 7);
+  const uint32_t kofs0 = key_l * C::LAT_ROW + (((mi & 1) ^ (sw & 1)) << 4) + ((sw >> 1) << 5);
+  const uint32_t ropeofs = C::LAT + line_pair_offset(key_l, 2 * dh + (mi & 1));
+  // the ring as this instantiation knows it at compile time (PairCtx answers the same at run time)
+  constexpr int DEPTH = DRAFT ? 1 : C::SLOTS;
+  auto kslot = [](int t) { return DRAFT ? 0 : t % C::SLOTS; };
+  auto full = [&](int t) { return c.mbar + 8 * (C::MB_FULL + kslot(t)); };
+  auto parity = [](int t) -> uint32_t { return (t / DEPTH) & 1; };
+  const DraftMask dm = draft_mask(p, w);
+  const int node0 = (w.row0 + 16 * q + g) / p.H, node1 = (w.row0 + 16 * q + 8 + g) / p.H;
+  const float scale = DRAFT ? p.scale_draft : p.scale_pre;
+  float m_ref[2] = {-INFINITY, -INFINITY}, l_part[2] = {0.f, 0.f};
+
+  // QK of the tile in slot kt: partial S of m-tiles 2 rh, 2 rh + 1 x 32 keys over this warp's 144 dims, in eight
+  // chains of nine k16 steps
+  auto qk_mma = [&](uint32_t kt, float (&s)[2][4][4]) {
+#pragma unroll
+    for (int m = 0; m < 2; ++m)
+#pragma unroll
+      for (int n = 0; n < 4; ++n) s[m][n][0] = s[m][n][1] = s[m][n][2] = s[m][n][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < 9; ++kk)
+#pragma unroll
+      for (int kh = 0; kh < 2; ++kh) {
+        uint32_t kb[4];
+        if (kk < 8)
+          ldsm_x4(kb, kt + 16 * C::LAT_ROW * kh + (kofs0 ^ (uint32_t)((kk & 3) << 5)) + 128 * (2 * dh + (kk >> 2)));
+        else
+          ldsm_x4(kb, kt + 1024 * kh + ropeofs);
+#pragma unroll
+        for (int m = 0; m < 2; ++m) {
+          mma_bf16(s[m][2 * kh], qf[kk][m], kb[0], kb[1]);
+          mma_bf16(s[m][2 * kh + 1], qf[kk][m], kb[2], kb[3]);
+        }
+      }
+  };
+  // the swap inside the CTA: m-tile (dh ^ 1) of the row half goes to the partner warp, ours comes back, summed
+  auto swap = [&](int t, const float (&s)[2][4][4], float (&x)[4][4]) {
+    const uint32_t out = c.base + C::O_SX + (((t & 1) * 4 + (q ^ 1)) * 32 + lane) * 64;
+    const uint32_t in = c.base + C::O_SX + (((t & 1) * 4 + q) * 32 + lane) * 64;
+#pragma unroll
+    for (int n = 0; n < 4; ++n) {
+      float give[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        give[e] = dh ? s[0][n][e] : s[1][n][e];
+        x[n][e] = dh ? s[1][n][e] : s[0][n][e];
+      }
+      st_shared_v4(out + 16 * n, make_uint4(__float_as_uint(give[0]), __float_as_uint(give[1]),
+                                            __float_as_uint(give[2]), __float_as_uint(give[3])));
+    }
+    bar_named(C::BAR_PAIR + rh, 64);
+#pragma unroll
+    for (int n = 0; n < 4; ++n) {
+      const uint4 u = ld_shared_v4(in + 16 * n);
+      x[n][0] += __uint_as_float(u.x);
+      x[n][1] += __uint_as_float(u.y);
+      x[n][2] += __uint_as_float(u.z);
+      x[n][3] += __uint_as_float(u.w);
+    }
+  };
+  // the swap across the cluster: this CTA's partial of m-tile q into the partner's buffer by st.async, which
+  // completes 16 bytes of the partner's X_FULL transaction per store (2 KB per warp). Buffer t & 1 is written again
+  // for tile t + 2 only after this warp has waited for the partner's partial of t + 1, which the partner sends
+  // after it has read ours of t (its X_FULL completes with release at cluster scope, our wait acquires): no
+  // arrival back is needed.
+  const uint32_t x_slot = (q * 32 + lane) * 64;
+  auto x_full = [&](int t) { return c.mbar + 8 * (C::MB_XFULL + 4 * (t & 1) + q); };
+  auto x_send = [&](int t, const float (&x)[4][4]) {
+    const uint32_t dst = cluster_addr(c.base + C::O_XS + (t & 1) * (4 * 32 * 64) + x_slot, other);
+    const uint32_t bar = cluster_addr(x_full(t), other);
+#pragma unroll
+    for (int n = 0; n < 4; ++n)
+      st_async_v4(dst + 16 * n, make_uint4(__float_as_uint(x[n][0]), __float_as_uint(x[n][1]),
+                                           __float_as_uint(x[n][2]), __float_as_uint(x[n][3])), bar);
+  };
+  // the partner's partial of m-tile q, added (either order gives the same fp32 sum: both CTAs hold the same S);
+  // lane 0's arrival expects the 2 KB (the partner's stores may land before it: the phase completes on both)
+  auto x_recv = [&](int t, float (&x)[4][4]) {
+    if (lane == 0) mbar_arrive_expect_tx(x_full(t), 32 * 64);
+    mbar_wait_cluster(x_full(t), (t >> 1) & 1);
+    const uint32_t src = c.base + C::O_XS + (t & 1) * (4 * 32 * 64) + x_slot;
+#pragma unroll
+    for (int n = 0; n < 4; ++n) {
+      const uint4 u = ld_shared_v4(src + 16 * n);
+      x[n][0] += __uint_as_float(u.x);
+      x[n][1] += __uint_as_float(u.y);
+      x[n][2] += __uint_as_float(u.z);
+      x[n][3] += __uint_as_float(u.w);
+    }
+  };
+  // visibility of this lane's 16 scores of tile t (bit 4 n + e: row 16 q + g + 8 (e >> 1), key 8 n + 2 t4 + (e & 1))
+  const int span = w.kend - w.kbeg;  // keys of this split (the draft block: kbeg = 0)
+  auto visible_bits = [&](int t) -> uint32_t {
+    const int key0 = t * C::BN;  // relative to kbeg
+    uint32_t bits = 0;
+#pragma unroll
+    for (int n = 0; n < 4; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = key0 + 8 * n + 2 * t4 + (e & 1);
+        const bool vis = DRAFT ? draft_visible(dm, (e >> 1) ? node1 : node0, key) : key < span;
+        bits |= (vis ? 1u : 0u) << (4 * n + e);
+      }
+    return bits;
+  };
+  // the softmax of m-tile q on registers only: mask, scale, row max over the quad, the lazy reference maximum,
+  // exponentials, row sums; P as the A fragments of m-tile q for the tile's two k16 steps
+  auto softmax = [&](const float (&x)[4][4], uint32_t bits, uint32_t (&pk)[2][4], float (&alpha)[2]) -> bool {
+    float y[4][4], mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int n = 0; n < 4; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        y[n][e] = (bits >> (4 * n + e)) & 1 ? x[n][e] * scale : -INFINITY;
+        mx[e >> 1] = fmaxf(mx[e >> 1], y[n][e]);
+      }
+    bool moved = false;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+      const bool bump = mx[h] > m_ref[h] + RESCALE_SLACK;  // the same decision in the row's 4 lanes
+      alpha[h] = bump ? exp2f(m_ref[h] - mx[h]) : 1.f;
+      m_ref[h] = bump ? mx[h] : m_ref[h];
+      moved |= bump;
+    }
+    float sum[2] = {0.f, 0.f};
+#pragma unroll
+    for (int n = 0; n < 4; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float mr = m_ref[e >> 1];
+        y[n][e] = exp2f(y[n][e] - (mr == -INFINITY ? 0.f : mr));
+        sum[e >> 1] += y[n][e];
+      }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) l_part[h] = l_part[h] * alpha[h] + sum[h];
+#pragma unroll
+    for (int ks = 0; ks < 2; ++ks) {
+      pk[ks][0] = pack_bf16(y[2 * ks][0], y[2 * ks][1]);
+      pk[ks][1] = pack_bf16(y[2 * ks][2], y[2 * ks][3]);
+      pk[ks][2] = pack_bf16(y[2 * ks + 1][0], y[2 * ks + 1][1]);
+      pk[ks][3] = pack_bf16(y[2 * ks + 1][2], y[2 * ks + 1][3]);
+    }
+    return moved;
+  };
+  auto publish = [&](int t, const uint32_t (&pk)[2][4], const float (&alpha)[2], bool any_moved) {
+    const int b = t & 1;
+    if (t >= 2) mbar_wait(c.p_empty(t), ((t >> 1) + 1) & 1);  // the PV group has read P(t - 2)
+#pragma unroll
+    for (int ks = 0; ks < 2; ++ks)
+      st_shared_v4(c.base + C::O_PB + (((b * 2 + ks) * 4 + q) * 32 + lane) * 16,
+                   make_uint4(pk[ks][0], pk[ks][1], pk[ks][2], pk[ks][3]));
+    if (any_moved && t4 == 0) {
+      alpha_s[b * C::BM + 16 * q + g] = alpha[0];
+      alpha_s[b * C::BM + 16 * q + 8 + g] = alpha[1];
+    }
+    if (lane == 0) flags_s[4 * b + q] = any_moved ? 1 : 0;
+    mbar_arrive(c.p_full(t));
+  };
+  auto finish = [&](int t, const float (&x)[4][4]) {
+    uint32_t pk[2][4];
+    float alpha[2];
+    const bool moved = softmax(x, visible_bits(t), pk, alpha);
+    publish(t, pk, alpha, __any_sync(0xffffffffu, moved));
+  };
+
+  float s[2][4][4], x[4][4];
+  if constexpr (DRAFT) {
+    for (int t = 0; t < c.ntiles; ++t) {
+      mbar_wait(full(t), parity(t));
+      qk_mma(c.base + kslot(t) * C::TILE, s);
+      swap(t, s, x);
+      x_send(t, x);
+      x_recv(t, x);
+      finish(t, x);
+    }
+  } else {
+    mbar_wait(full(0), parity(0));
+    qk_mma(c.base + kslot(0) * C::TILE, s);
+    swap(0, s, x);
+    x_send(0, x);
+    for (int t = 0; t < c.ntiles; ++t) {
+      const bool more = t + 1 < c.ntiles;
+      if (more) mbar_wait(full(t + 1), parity(t + 1));
+      // tile t + 1's MMAs (the last iteration re-reads tile t, whose result is dropped), then tile t's exchange
+      qk_mma(c.base + kslot(more ? t + 1 : t) * C::TILE, s);
+      x_recv(t, x);
+      finish(t, x);
+      if (more) {
+        swap(t + 1, s, x);
+        x_send(t + 1, x);
+      }
+    }
+  }
+  // row statistics of m-tile q for the PV group's epilogue (the same in both CTAs)
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    l_part[h] += __shfl_xor_sync(0xffffffffu, l_part[h], 1);
+    l_part[h] += __shfl_xor_sync(0xffffffffu, l_part[h], 2);
+    if (t4 == 0) {
+      stats[16 * q + 8 * h + g] = m_ref[h];
+      stats[C::BM + 16 * q + 8 * h + g] = l_part[h];
+    }
+  }
+  mbar_arrive(c.mbar + 8 * C::MB_STATS);
+}
+
+template <int BM>
+__global__ void __cluster_dims__(CfgPair::CLUSTER, 1, 1) __launch_bounds__(CfgPair::THREADS, 1)
+    verify_sm120_pair_kernel(Params p) {
+  using C = CfgPair;
+  static_assert(BM == C::BM, "64-row tiles");
+  extern __shared__ __align__(128) unsigned char smem[];
+  Work w;
+  // both CTAs of a pair share the row tile, so they return (or not) together, before touching each other
+  if (!setup_work<BM, C::THREADS>(p, C::BN, w, blockIdx.x / C::CLUSTER)) return;
+  const uint32_t base = smem_u32(smem);
+  const PairCtx c{p, w, base, base + C::O_MBAR, cluster_rank(), (w.kend - w.kbeg + C::BN - 1) / C::BN,
+                  w.draft ? 1 : C::SLOTS};
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int s = 0; s < C::SLOTS; ++s) mbar_init(c.mbar + 8 * (C::MB_FULL + s), C::PV_THREADS);
+#pragma unroll
+    for (int b = 0; b < 2; ++b) {
+      mbar_init(c.mbar + 8 * (C::MB_PFULL + b), C::QK_THREADS);
+      mbar_init(c.mbar + 8 * (C::MB_PEMPTY + b), C::PV_THREADS);
+    }
+#pragma unroll
+    for (int i = 0; i < 8; ++i) mbar_init(c.mbar + 8 * (C::MB_XFULL + i), 1);  // lane 0's expect_tx arrival
+    mbar_init(c.mbar + 8 * C::MB_STATS, C::QK_THREADS);
+    fence_mbar_init_cluster();
+  }
+  cluster_sync();  // the partner's mbarriers are set up before any arrival on them
+  if (threadIdx.x >= C::QK_THREADS)
+    pair_pv(c);
+  else if (w.draft)
+    pair_qk<true>(c);
+  else
+    pair_qk<false>(c);
+  cluster_sync();  // the partner is done with our shared memory before either exits
+}
+
+constexpr ConfigEntry sm120_pair_entry() {
+  return ConfigEntry{CfgPair::BM,  CfgPair::SLOTS, CfgPair::THREADS, CfgPair::SMEM,
+                     CfgPair::BN,  "verify_sm120_pair_kernel<64>",     &verify_sm120_pair_kernel<CfgPair::BM>,
+                     ARCH_MMA_SYNC, KV_BF16_BIT,   CfgPair::CLUSTER};
+}
+
+}  // namespace kdt
