@@ -7,7 +7,8 @@
 //                runs, by rows), verify_rows32 (v3, Hopper-sized shared memory), verify_split (v1, forced only)
 //   sm90/        the sm_90a warpgroup-MMA kernels: v5 (the default on compute capability 9.x: v4 with its two
 //                warpgroups out of step) and v4 (forced, and its e4m3 variant, which fp8 pools run under v5), and
-//                the frame both use (wgmma_common.cuh: swizzle atoms, descriptors, wgmma wrappers, v4's step)
+//                the frame both use (wgmma_common.cuh: swizzle atoms, descriptors, wgmma wrappers, v4's step,
+//                the draft block, the epilogue)
 //   combine/     the kernel that merges the split partials by their log-sum-exps
 //   ceilings/    the mma.sync peak loop the benchmark measures beside the kernels
 // Work decomposition: grid = (row_tiles, nsplit + 1, bs); row tiles are the fastest grid dimension so the CTAs

@@ -37,10 +37,7 @@ __global__ void __launch_bounds__(Cfg4<STAGES>::THREADS, 1) verify_wgmma_kernel(
   Work w;
   if (!setup_work<C::BM, C::THREADS>(p, BN4, w)) return;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = warp >> 2, wq = warp & 3;
-  auto tiled = [](unsigned char* base) {
-    return [base](int r, int ch) { return reinterpret_cast<__nv_bfloat16*>(base + atom_off(r, ch)); };
-  };
-  load_q_tile<C::BM, C::THREADS>(p, w, tiled(qs));
+  load_q_tile<C::BM, C::THREADS>(p, w, atom_tile(qs));
   const uint32_t qt = smem_u32(qs), ring = smem_u32(kring), pt = smem_u32(ps);
   float o[32][4];
 #pragma unroll
@@ -104,34 +101,9 @@ __global__ void __launch_bounds__(Cfg4<STAGES>::THREADS, 1) verify_wgmma_kernel(
                 [&](int col, int) { return key0 + col < w.kend; });
         });
   } else {
-    unsigned char* ks = kring;
-    unsigned char* vs = kring + C::TILE_BYTES;
-    const DraftMask dm = draft_mask(p, w);
-    draft_pipeline<BN4, C::THREADS, true>(p, w, tiled(ks), tiled(vs), [&](int key0) {
-      step4(qt, ring, ring + C::TILE_BYTES, pt, ps, red, p.scale_draft, o, m, l, false,
-            [&](int col, int row) { return draft_visible(dm, (w.row0 + row) / p.H, key0 + col); });
-    });
+    draft_block4(p, w, kring, qt, ps, red, o, m, l);
   }
-  cp_async_wait<0>();
-  // Row sums: each warpgroup holds the sums over its own 32 keys of every step; add the two.
-  __syncthreads();
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float s = l[h];
-    s += __shfl_xor_sync(0xffffffffu, s, 1);
-    s += __shfl_xor_sync(0xffffffffu, s, 2);
-    if ((lane & 3) == 0) red[g * 64 + wq * 16 + (lane >> 2) + h * 8] = s;
-  }
-  __syncthreads();
-  const float vscale = w.draft ? 1.f : p.v_scale;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int rr = wq * 16 + (lane >> 2) + h * 8;
-    const float lsum = red[rr] + red[64 + rr];
-    const int gr = w.row0 + rr;
-    if (gr < p.R)
-      write_partial_row<32>(p, w.part0 + gr, m[h], lsum, vscale, g == 0 && (lane & 3) == 0, g * 256, o, h);
-  }
+  write_partials4(p, w, red, lane, g, wq, o, m, l);
 #else
   __trap();
 #endif

@@ -20,7 +20,8 @@
 // A barrier both warpgroups would sync on from their different code is divergent (compute-sanitizer synccheck),
 // hence one arrive / sync pair per direction; each warpgroup runs its own instantiation of the loop (v5_prefix<G>)
 // because ptxas serializes every wgmma when one loop branches on the warpgroup around them.
-// Draft-block CTAs run v4's step (the same shared-memory plan: Q, 144 KB of ring, v4's P tile, the row sums).
+// Draft-block CTAs run v4's draft block (draft_block4; the same shared-memory plan: Q, 144 KB of ring, v4's P tile,
+// the row sums), and both kernels end in the same epilogue (write_partials4).
 #pragma once
 #include "wgmma_common.cuh"
 
@@ -125,14 +126,14 @@ __device__ __forceinline__ bool adopt_ref(const float* ref, int r0, float (&m)[2
 // The prefix loop of warpgroup G (0: tiles A, 1: tiles B); its own instantiation per warpgroup so that ptxas sees
 // each warpgroup's wgmma pipeline on one path (a branch on the warpgroup inside one loop made it serialize every
 // wgmma: ptxas C7514, "non wgmma instructions reading accumulator registers ... between start and end of the
-// pipeline stage").
+// pipeline stage"). r0: this thread's rows are r0 and r0 + 8 (0..63), as the kernel computed them.
 template <int G>
 __device__ __forceinline__ void v5_prefix(const Params& p, const Work& w, uint32_t qt, uint32_t ring, float* refs,
-                                          float (&o)[32][4], float (&m)[2], float (&l)[2]) {
+                                          int r0, float (&o)[32][4], float (&m)[2], float (&l)[2]) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int g = G;
   const int lane = threadIdx.x & 31, wq = (threadIdx.x >> 5) & 3;
-  const int r0 = wq * 16 + (lane >> 2), c0 = (lane & 3) * 2;  // this thread's rows r0, r0 + 8; columns c0, c0 + 1
+  const int c0 = (lane & 3) * 2;  // this thread's rows are r0, r0 + 8; its columns c0, c0 + 1
   float(&acc)[128] = reinterpret_cast<float(&)[128]>(o);
   // This warpgroup's tiles: X(t) = tile 2t + g of the split, in slot 2 (t % 2) + g. Thread (wq, lane) loads
   // 16-byte chunks lch + 8k (k < 9) of rows wq * 8 + lane / 8 + 4i (i < 2): 8 lanes move 128 contiguous bytes.
@@ -298,10 +299,7 @@ __global__ void __launch_bounds__(Cfg5::THREADS, 1) verify_wgmma_v5_kernel(Param
   if (!setup_work<C::BM, C::THREADS>(p, BN4, w)) return;  // split boundaries as v4's (multiples of 64 keys)
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = warp >> 2, wq = warp & 3;
   const int r0 = wq * 16 + (lane >> 2);  // this thread's rows r0, r0 + 8
-  auto tiled = [](unsigned char* base) {
-    return [base](int r, int ch) { return reinterpret_cast<__nv_bfloat16*>(base + atom_off(r, ch)); };
-  };
-  load_q_tile<C::BM, C::THREADS>(p, w, tiled(qs));
+  load_q_tile<C::BM, C::THREADS>(p, w, atom_tile(qs));
   const uint32_t qt = smem_u32(qs), ring = smem_u32(kring);
   float o[32][4];
 #pragma unroll
@@ -310,39 +308,13 @@ __global__ void __launch_bounds__(Cfg5::THREADS, 1) verify_wgmma_v5_kernel(Param
 
   if (!w.draft) {
     if (g == 0)
-      v5_prefix<0>(p, w, qt, ring, refs, o, m, l);
+      v5_prefix<0>(p, w, qt, ring, refs, r0, o, m, l);
     else
-      v5_prefix<1>(p, w, qt, ring, refs, o, m, l);
+      v5_prefix<1>(p, w, qt, ring, refs, r0, o, m, l);
   } else {
-    unsigned char* ks = kring;
-    unsigned char* vs = kring + Cfg4<2>::TILE_BYTES;
-    const DraftMask dm = draft_mask(p, w);
-    const uint32_t pt = smem_u32(ps);
-    draft_pipeline<BN4, C::THREADS, true>(p, w, tiled(ks), tiled(vs), [&](int key0) {
-      step4(qt, smem_u32(ks), smem_u32(vs), pt, ps, red, p.scale_draft, o, m, l, false,
-            [&](int col, int row) { return draft_visible(dm, (w.row0 + row) / p.H, key0 + col); });
-    });
+    draft_block4(p, w, kring, qt, ps, red, o, m, l);
   }
-  cp_async_wait<0>();
-  // Row sums: each warpgroup holds the sums over its own tiles (prefix) or key halves (draft block); add the two.
-  __syncthreads();
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float s = l[h];
-    s += __shfl_xor_sync(0xffffffffu, s, 1);
-    s += __shfl_xor_sync(0xffffffffu, s, 2);
-    if ((lane & 3) == 0) red[g * 64 + r0 + h * 8] = s;
-  }
-  __syncthreads();
-  const float vscale = w.draft ? 1.f : p.v_scale;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int rr = r0 + h * 8;
-    const float lsum = red[rr] + red[64 + rr];
-    const int gr = w.row0 + rr;
-    if (gr < p.R)
-      write_partial_row<32>(p, w.part0 + gr, m[h], lsum, vscale, g == 0 && (lane & 3) == 0, g * 256, o, h);
-  }
+  write_partials4(p, w, red, lane, g, wq, o, m, l);
 #else
   __trap();
 #endif

@@ -1,7 +1,8 @@
 // The sm_90a frame both wgmma kernels use (v4, verify_wgmma.cuh, and v5, verify_wgmma_v5.cuh): the 128-byte
 // swizzle atoms and the compile-time check of their layout against the PTX canonical layouts, the shared-memory
-// matrix descriptors, the wgmma wrappers (sm_90a only; elsewhere the kernels are traps), and v4's 64-key step,
-// which v5's draft-block CTAs run too. Moved here unchanged from v4's header (SASS of every kernel identical).
+// matrix descriptors, the wgmma wrappers (sm_90a only; elsewhere the kernels are traps), v4's 64-key step, the
+// draft block (step4 under the tree mask) and the epilogue (row sums of the two warpgroups, the partial rows), which
+// both kernels run. Moved here from the kernels' headers with the SASS of every kernel unchanged.
 #pragma once
 #include "../common/frame.cuh"
 
@@ -216,6 +217,59 @@ __device__ __forceinline__ void step4(uint32_t qt, uint32_t kt, uint32_t vt, uin
 #else
   __trap();
 #endif
+}
+
+
+// Where load_q_tile and draft_pipeline put 16-byte chunk `ch` (0..71) of row `r` (0..63) of the 64-row tile at
+// `base`: its swizzle atoms (atom_off).
+__device__ __forceinline__ auto atom_tile(unsigned char* base) {
+  return [base](int r, int ch) { return reinterpret_cast<__nv_bfloat16*>(base + atom_off(r, ch)); };
+}
+
+// A draft-block CTA of either kernel: step4 over the draft keys, 64 per step, K (k_extend, bf16) loaded into the
+// 72 KB tile at kring and V (v_extend) into the next, each row seeing the keys its tree mask allows. qt: shared
+// address of the Q tile; ps: the 64 x 64 P tile; red: 2 x 64 floats; o, m, l: this thread's accumulators, reference
+// maxima (log2 units) and row sums.
+__device__ __forceinline__ void draft_block4(const Params& p, const Work& w, unsigned char* kring, uint32_t qt,
+                                             __nv_bfloat16* ps, float* red, float (&o)[32][4], float (&m)[2],
+                                             float (&l)[2]) {
+  unsigned char* ks = kring;
+  unsigned char* vs = kring + Cfg4<2>::TILE_BYTES;
+  const DraftMask dm = draft_mask(p, w);
+  const uint32_t pt = smem_u32(ps);
+  draft_pipeline<BN4, Cfg4<2>::THREADS, true>(p, w, atom_tile(ks), atom_tile(vs), [&](int key0) {
+    step4(qt, smem_u32(ks), smem_u32(vs), pt, ps, red, p.scale_draft, o, m, l, false,
+          [&](int col, int row) { return draft_visible(dm, (w.row0 + row) / p.H, key0 + col); });
+  });
+}
+
+// The end of both kernels. Each warpgroup holds the row sums over its own keys (v4 and the draft block: a half of
+// every step; v5's prefix: its tiles); the two meet in red (2 x 64 floats), and the thread (lane, warpgroup g, warp
+// wq of it) writes its rows 16 wq + lane / 4 + 8h (h < 2) of the partial: columns 256g..256g+255 of o, the reference
+// maximum m and the summed row sum; rows from p.R on are skipped. lane, g and wq come by reference: by value, nvcc
+// orders one commutative operand the other way and v4's SASS changes.
+__device__ __forceinline__ void write_partials4(const Params& p, const Work& w, float* red, const int& lane,
+                                                const int& g, const int& wq, const float (&o)[32][4],
+                                                const float (&m)[2], const float (&l)[2]) {
+  cp_async_wait<0>();
+  __syncthreads();
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float s = l[h];
+    s += __shfl_xor_sync(0xffffffffu, s, 1);
+    s += __shfl_xor_sync(0xffffffffu, s, 2);
+    if ((lane & 3) == 0) red[g * 64 + wq * 16 + (lane >> 2) + h * 8] = s;
+  }
+  __syncthreads();
+  const float vscale = w.draft ? 1.f : p.v_scale;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int rr = wq * 16 + (lane >> 2) + h * 8;
+    const float lsum = red[rr] + red[64 + rr];
+    const int gr = w.row0 + rr;
+    if (gr < p.R)
+      write_partial_row<32>(p, w.part0 + gr, m[h], lsum, vscale, g == 0 && (lane & 3) == 0, g * 256, o, h);
+  }
 }
 
 }  // namespace kdt
