@@ -16,6 +16,7 @@ from kdtree_lab.budget.calculator import compute
 from kdtree_lab.budget.inputs import GIB, MIB, BudgetInputError, BudgetInputs
 from kdtree_lab.budget.presets import gpus
 from kdtree_lab.budget.proposals import proposals, with_proposals
+from kdtree_lab.core.paths import RESULTS
 from kdtree_lab.kernels.launch_plan import plan, workspace_bytes
 from kdtree_lab.sglang import serve
 
@@ -171,14 +172,21 @@ def test_reference_decision_figures():
 
 def test_reference_workspace_lines():
     """The hook's workspace at batch 8 on the RTX PRO 6000 (the launch plan's), the same layout at 16 splits,
-    and the ~605 MB quoted: 256 splits of a 576-wide fp32 row and its LSE for 8 x 16 x 8 rows."""
+    SGLang's own split-K buffers for the same 128 tokens (as its classes allocated them on the H200), and the
+    ~605 MB quoted: 2^18 rows of 576 fp32 and an LSE, in either reading of its rows."""
     rows = scenario.workspace_lines()
     totals = {r["workspace"]: r["bytes"] for r in rows if r["line"] == "total"}
-    hook, sixteen, quoted = totals.values()
+    hook, sixteen, sglang, quoted = totals.values()
     assert hook == plan(range(1, 9), 16, 8, "bf16", gpus()["rtx-pro-6000"].device).workspace_bytes
     assert sixteen == workspace_bytes(8, 16, 8, 16)
-    assert quoted == 8 * 16 * 8 * 256 * 577 * 4 and round(quoted / 1e6) == 605
-    assert hook < quoted / 10
+    state = json.loads((RESULTS / "h200" / "2026-12-01-sglang-graph-state" / "graph-state.json").read_text())
+    measured = {t["name"]: t for t in state["phases"][0]["tensors"]}
+    assert measured["cuda_graph_attn_logits"]["shape"] == [8 * 16, 8, 256, 512]
+    assert measured["cuda_graph_attn_lse"]["shape"] == [8 * 16, 8, 256]
+    assert sglang == measured["cuda_graph_attn_logits"]["bytes"] + measured["cuda_graph_attn_lse"]["bytes"]
+    assert quoted == 2**18 * 577 * 4 == 8 * 16 * 8 * 256 * 577 * 4 == 8 * 16 * 128 * 16 * 577 * 4
+    assert round(quoted / 1e6) == 605 and round(sglang / 1e6) == 538
+    assert hook < sglang / 10 and hook < quoted / 10
     for name in totals:
         parts = [r["bytes"] for r in rows if r["workspace"] == name and r["line"] != "total"]
         assert sum(parts) == totals[name]
@@ -227,7 +235,8 @@ def test_readme_quotes_the_budgets_own_figures():
                    f"{fit.kv_tokens:,} KV tokens: {fit.max_context_per_request:,} per request for 2 at once",
                    f"({asked.max_context_per_request:,} each at 0.88)",
                    f"with graphs the largest safe fraction is {d['largest_safe_fraction']['modelled']:.3f}",
-                   f"{round(totals[0] / 1e6)} MB at 23 splits", f"splits: {round(totals[1] / 1e6)} MB"):
+                   f"{round(totals[0] / 1e6)} MB at 23 splits", f"splits: {round(totals[1] / 1e6)} MB",
+                   f"same 128 tokens: {round(totals[2] / 1e6)} MB"):
         assert quoted in text, quoted
 
 

@@ -2,8 +2,9 @@
 TP8, verify batch 8, 16 draft tokens, 200k context) ran at ``--mem-fraction-static`` 0.93-0.94 with CUDA graphs
 disabled, then at 0.88 once graphs and the verify workspace came in. For each run: what every consumer takes,
 the slack the fraction leaves, the KV tokens, whether it is safe under each activation estimate and why, and the
-largest safe fraction under each; and the workspace the kernel really needs at batch 8, line by line, against the
-~605 MB figure quoted for it."""
+largest safe fraction under each; and the workspace the kernel really needs at batch 8, line by line, against
+SGLang's own decode split-K buffers for the same rows and the ~605 MB figure quoted for a 16-split fp32 workspace
+(whose source is not known: docs/memory.md)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from .calculator import BudgetResult, compute
 from .inputs import GIB, BudgetInputs, mib
 from .prefill_activations import ACTIVATION_MODELS
 from .presets import gpus, models
-from .sglang_memory import MLA_MAX_KV_SPLITS
+from .sglang_memory import triton_graph_buffers
 
 REFERENCE = BudgetInputs(gpu="rtx-pro-6000", model="kimi-k2", tp=8, quant="int4", max_bs=8, draft_tokens=16,
                          context=200_000, concurrency=8)
@@ -24,7 +25,11 @@ REFERENCE = BudgetInputs(gpu="rtx-pro-6000", model="kimi-k2", tp=8, quant="int4"
 RUNS = (("0.93, CUDA graphs off, stock verify", 0.93, False, False),
         ("0.94, CUDA graphs off, stock verify", 0.94, False, False),
         ("0.88, CUDA graphs on, kdtree verify workspace", 0.88, True, True))
-QUOTED_WORKSPACE_MB = 605  # the figure the decision quoted for a split fp32 workspace at batch 8
+QUOTED_WORKSPACE_MB = 605  # the figure the decision quoted for a 16-split fp32 workspace at batch 8
+# 605,028,352 B = 2^18 rows x (576 + 1) x fp32; the two readings of the rows (requests, nodes, heads, splits), neither
+# settled by a source: SGLang's 256 splits at 8 local heads, or 16 splits at 128 heads (DeepSeek-V3's count)
+QUOTED_READINGS = ((8, 16, 8, 256), (8, 16, 128, 16))
+QUOTED_WIDTH = 576  # fp32 per partial row (plus one LSE); SGLang's partial rows are 512 wide
 
 
 @dataclass(frozen=True)
@@ -86,35 +91,46 @@ def verdict_rows(scenario: list[ScenarioRun]) -> list[dict]:
 
 def workspace_lines(base: BudgetInputs = REFERENCE) -> list[dict]:
     """The verify workspace at batch ``base.max_bs``, line by line: what the SGLang hook allocates (the largest
-    over batch 1..max_bs at the kernel's own split counts), the same layout at 16 splits, and the parameters that
-    give the quoted ~605 MB (SGLang's 256 decode splits of a 576-wide fp32 row plus its LSE)."""
+    over batch 1..max_bs at the kernel's own split counts), the same layout at 16 splits, SGLang's own decode
+    split-K buffers for the same tokens (``cuda_graph_attn_logits`` fp32 [bs x N, H, S, 512] and
+    ``cuda_graph_attn_lse`` fp32 [bs x N, H, S]) and the quoted ~605 MB (2^18 rows x (576 + 1) x fp32, with both
+    readings of its rows). Bytes."""
     g, m = gpus()[base.gpu], models()[base.model]
     heads, n, bs = m.heads // base.tp, base.draft_tokens, base.max_bs
     lp = plan(range(1, bs + 1), n, heads, base.kv_dtype, g.device)
     worst = max(lp.batches, key=lambda b: lp.batches[b].workspace_bytes)
     splits = lp.batches[worst].nsplit
 
-    def layout(name: str, b: int, splits: int) -> list[dict]:
-        rows = b * (splits + 1) * n * heads
-        items = [("header (status word)", "256 B", HEADER_BYTES),
-                 (f"partial outputs: {b} requests x ({splits} splits + 1 draft block) x {n} nodes x {heads} heads "
-                  f"= {rows} rows", f"rows x {D_V} x fp32", rows * D_V * 4),
-                 ("partial LSE", "rows x fp32, padded to 256 B", math.ceil(rows * 4 / 256) * 256)]
+    def block(name: str, items) -> list[dict]:
         out = [{"workspace": name, "line": a, "formula": f, "bytes": v} for a, f, v in items]
         out.append({"workspace": name, "line": "total", "formula": "", "bytes": sum(v for *_, v in items)})
         return out
 
+    def layout(name: str, b: int, splits: int) -> list[dict]:
+        rows = b * (splits + 1) * n * heads
+        return block(name, [("header (status word)", "256 B", HEADER_BYTES),
+                            (f"partial outputs: {b} requests x ({splits} splits + 1 draft block) x {n} nodes x "
+                             f"{heads} heads = {rows} rows", f"rows x {D_V} x fp32", rows * D_V * 4),
+                            ("partial LSE", "rows x fp32, padded to 256 B", math.ceil(rows * 4 / 256) * 256)])
+
     out = layout(f"what the hook allocates (batch {worst}, {splits} splits, {lp.batches[worst].config.name}; "
                  f"{g.label})", worst, splits)
     assert out[-1]["bytes"] == lp.workspace_bytes
-    out += layout("the same layout at 16 splits, batch 8", bs, 16)
-    rows = bs * n * heads * MLA_MAX_KV_SPLITS
-    quoted = [("partials: 8 requests x 16 nodes x 8 heads x 256 splits", "rows x 576 x fp32", rows * 576 * 4),
-              ("LSE", "rows x fp32", rows * 4)]
-    out += [{"workspace": f"the quoted ~{QUOTED_WORKSPACE_MB} MB", "line": a, "formula": f, "bytes": v}
-            for a, f, v in quoted]
-    out.append({"workspace": f"the quoted ~{QUOTED_WORKSPACE_MB} MB", "line": "total", "formula": "",
-                "bytes": sum(v for *_, v in quoted)})
+    out += layout(f"the same layout at 16 splits, batch {bs}", bs, 16)
+    sg = {c.sglang: c for c in triton_graph_buffers(heads, bs, n, 1, 1, base.context, g.sms)}
+    logits, lse = sg[(("target_verify", "cuda_graph_attn_logits"),)], sg[(("target_verify", "cuda_graph_attn_lse"),)]
+    s = lse.bytes // (bs * n * heads * 4)
+    out += block(f"SGLang's own decode split-K buffers for the same {bs * n} tokens (triton_backend.py "
+                 "init_cuda_graph_state)",
+                 [(f"cuda_graph_attn_logits: {bs} requests x {n} nodes x {heads} heads x {s} splits = "
+                   f"{bs * n * heads * s} rows", f"rows x {D_V} (v_head_dim) x fp32", logits.bytes),
+                  ("cuda_graph_attn_lse", "rows x fp32", lse.bytes)])
+    rows = math.prod(QUOTED_READINGS[0])
+    a, b = (" x ".join(map(str, r)) for r in QUOTED_READINGS)
+    out += block(f"the quoted ~{QUOTED_WORKSPACE_MB} MB (source not found)",
+                 [(f"partials: {rows} rows, read as {a} (requests x nodes x heads x splits) or as {b}",
+                   f"rows x {QUOTED_WIDTH} x fp32", rows * QUOTED_WIDTH * 4),
+                  ("LSE", "rows x fp32", rows * 4)])
     return out
 
 
