@@ -5,7 +5,10 @@ oracle, then, per shape and split count, the CUDA time of each kernel (the split
 PyTorch profiler, averaged over rotated inputs. Writes JSON to --out. A development tool for kernel work; the
 benchmark of record is ``kdtree-lab bench``.
 
-    python3 scripts/kernel_profile.py --out $OUT/profile.json [--configs 0,2] [--nsplit 66,132,264]
+    python3 scripts/kernel_profile.py --out $OUT/profile.json [--configs cuda_sm120_roles,cuda_sm120_pair]
+        [--nsplit 66,132,264]
+
+Configurations are named by their implementation names (``kdtree_lab.kernels.impls``).
 """
 
 from __future__ import annotations
@@ -85,15 +88,30 @@ def breakdown(index: int, shape: Shape, nsplit: int, iters: int = 10, kv_dtype: 
             "nsplit": nsplit, "kv_dtype": kv_dtype, "kernels_us": times, "total_us": round(total, 2)}
 
 
+def config_indices(spec: str, lib) -> list[int]:
+    """The library's indices of the configurations in ``spec``: "all", or a comma list of implementation names
+    (``kdtree_lab.kernels.impls``: each names one configuration; kernel names hold commas). Raises SystemExit naming
+    an unknown one."""
+    from kdtree_lab.kernels.impls import CUDA_IMPLS
+
+    if spec == "all":
+        return [c["index"] for c in lib.configs()]
+    forced = {n: k for n, k in CUDA_IMPLS.items() if k}
+    bad = [n for n in spec.split(",") if n not in forced]
+    if bad:
+        raise SystemExit(f"--configs: expected implementation names ({', '.join(forced)}), found {', '.join(bad)}")
+    return [lib.config_index(forced[n]) for n in spec.split(",")]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
-    ap.add_argument("--configs", default="all")
+    ap.add_argument("--configs", default="all", help="implementation names (comma list), or all")
     ap.add_argument("--shapes", default="headline,deploy,mem,b48,big")
     ap.add_argument("--nsplit", default="auto", help="comma list, or auto (the loader's default)")
     ap.add_argument("--waves", default="", help="instead of --nsplit: CTA waves per shape, e.g. 0.5,1,2")
     ap.add_argument("--smoke", type=int, default=40, help="random parity cases per config (0: none)")
-    ap.add_argument("--smoke-configs", default="all", help="configs to smoke-test (comma list or all)")
+    ap.add_argument("--smoke-configs", default="all", help="configs to smoke-test (names as --configs, or all)")
     ap.add_argument("--plain", type=int, default=0, help="just call the kernel this many times (for ncu)")
     ap.add_argument("--kv-dtype", default="bf16", help="bf16, fp8 or bf16,fp8: the pools smoked and timed")
     a = ap.parse_args(argv)
@@ -102,14 +120,15 @@ def main(argv=None) -> int:
         nsplit = int(a.nsplit.split(",")[0])
         b = shape_batches(s, 1)[0]
         ws = dispatch.workspace(s.batch, s.draft, s.heads, nsplit)
-        loader.force_config(int(a.configs.split(",")[0]))
+        loader.force_config(config_indices(a.configs, loader.library())[0])
         for _ in range(a.plain):
             loader.verify(b, ws, nsplit)
         torch.cuda.synchronize()
         return 0
     lib = loader.library()
     configs = lib.configs()
-    idx = [c["index"] for c in configs] if a.configs == "all" else [int(x) for x in a.configs.split(",")]
+    idx = config_indices(a.configs, lib)
+    smoked = set(config_indices(a.smoke_configs, lib))
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     optin = torch.cuda.get_device_properties(0).shared_memory_per_block_optin
     result = {"gpu": torch.cuda.get_device_name(0), "configs": configs, "ceilings": measure_ceilings().__dict__,
@@ -117,7 +136,7 @@ def main(argv=None) -> int:
     for i in idx:
         if configs[i]["dynamic_smem"] > optin:
             continue
-        if a.smoke and (a.smoke_configs == "all" or str(i) in a.smoke_configs.split(",")):
+        if a.smoke and i in smoked:
             for kv in a.kv_dtype.split(","):
                 result["smoke"][f"{i}-{kv}"] = smoke(i, a.smoke, kv)
                 print("smoke", configs[i]["kernel"], kv, result["smoke"][f"{i}-{kv}"]["failed"], "failed of",

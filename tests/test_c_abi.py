@@ -221,3 +221,21 @@ def test_the_sanitizers_every_configuration_covers_the_table(lib):
     orphan = configs + [dict(configs[0], index=len(configs), kernel="verify_new_kernel<64>", fp8_config=-1)]
     with pytest.raises(ValueError, match="configs: no implementation runs verify_new_kernel<64>"):
         every_configuration(orphan, 90, 232_448)
+
+
+def test_the_kernel_lab_names_configurations_by_name(lib, monkeypatch):
+    """scripts/kernel_profile.py takes implementation names, never table positions; an unknown name is one line
+    naming the ones it takes."""
+    import importlib
+
+    from kdtree_lab.core.paths import ROOT
+
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    profile = importlib.import_module("kernel_profile")
+    names = [c["kernel"] for c in lib.configs()]
+    got = profile.config_indices("cuda_sm120_pair,cuda_sm120,cuda_wgmma_v5", lib)
+    assert [names[i] for i in got] == ["verify_sm120_pair_kernel<64>", "verify_sm120_kernel<32,2>",
+                                       "verify_wgmma_v5_kernel<64>"]
+    assert profile.config_indices("all", lib) == list(range(len(names)))
+    with pytest.raises(SystemExit, match="--configs: expected implementation names .*cuda_sm120_roles.*, found 2"):
+        profile.config_indices("cuda_sm120,2", lib)
