@@ -24,7 +24,7 @@
 #include "combine/verify_reduce.cuh"
 #include "mma_sync/verify_rows32.cuh"
 #include "mma_sync/verify_sm120.cuh"
-#include "mma_sync/verify_sm120_pair.cuh"
+#include "mma_sync/verify_sm120_halves.cuh"
 #include "mma_sync/verify_sm120_roles.cuh"
 #include "mma_sync/verify_split.cuh"
 #include "sm90/verify_wgmma.cuh"
@@ -60,7 +60,7 @@ const Config kConfigs[] = {
     {wgmma_entry<2>(), {kWgmmaFp8, 0, 1, 0}},
     {wgmma_fp8_entry(), {nullptr, 0, 1, 0}},
     {wgmma_v5_entry(), {kWgmmaFp8, 4, 1, 0}},
-    {sm120_pair_entry(), {kSm120Fp8, 0, 33, 0}},  // forced only: not yet run on a GPU
+    {sm120_halves_entry(), {kSm120Fp8, 0, 33, 0}},  // forced only: not yet run on a GPU
 };
 #ifdef KDT_SM90A_BUILT
 constexpr bool kHasSm90a = true;
@@ -142,7 +142,7 @@ int kdtree_verify_config(int index, kdt_config* out) {
   const int variant = c.policy.fp8_variant ? index_of(c.policy.fp8_variant) : -1;
   *out = kdt_config{c.e.block_m, c.e.stages, c.e.threads, c.e.dynamic_smem, c.e.block_n, c.e.arch, c.e.kv_dtypes,
                     (c.e.kv_dtypes & KV_FP8_BIT) ? index : variant, c.policy.auto_priority, c.policy.min_rows,
-                    c.policy.max_rows};
+                    c.policy.max_rows, c.e.cluster};
   return KDT_OK;
 }
 

@@ -16,7 +16,7 @@
 extern "C" {
 #endif
 
-#define KDT_ABI_VERSION 6
+#define KDT_ABI_VERSION 7
 
 #if defined(__GNUC__)
 #define KDT_API __attribute__((visibility("default")))
@@ -80,6 +80,7 @@ typedef struct {
                         // reads fp8 pools); -1: fp8 pools are refused
   int auto_priority;    // 0: forced only; else automatic selection takes the eligible one with the highest
   int min_rows, max_rows;  // automatic selection gives it calls of min_rows <= N x H <= max_rows (0: no bound)
+  int cluster;          // CTAs per row tile, one thread-block cluster (grid x = row tiles x cluster)
 } kdt_config;
 
 KDT_API int kdtree_verify_num_configs(void);

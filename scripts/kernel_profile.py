@@ -5,7 +5,7 @@ oracle, then, per shape and split count, the CUDA time of each kernel (the split
 PyTorch profiler, averaged over rotated inputs. Writes JSON to --out. A development tool for kernel work; the
 benchmark of record is ``kdtree-lab bench``.
 
-    python3 scripts/kernel_profile.py --out $OUT/profile.json [--configs cuda_sm120_roles,cuda_sm120_pair]
+    python3 scripts/kernel_profile.py --out $OUT/profile.json [--configs cuda_sm120_roles,cuda_sm120_halves]
         [--nsplit 66,132,264]
 
 Configurations are named by their implementation names (``kdtree_lab.kernels.impls``).
@@ -143,11 +143,12 @@ def main(argv=None) -> int:
                       result["smoke"][f"{i}-{kv}"]["cases"], flush=True)
         for name in a.shapes.split(","):
             s = SHAPES[name]
-            tiles = s.batch * -(-s.draft * s.heads // configs[i]["block_m"])
+            tiles = s.batch * -(-s.draft * s.heads // configs[i]["block_m"]) * configs[i]["cluster"]
             if a.waves:
                 nsplits = sorted({max(1, round(float(x) * sms / tiles)) for x in a.waves.split(",")})
             elif a.nsplit == "auto":
-                nsplits = [default_nsplit(s.batch, s.draft, s.heads, sms, configs[i]["block_m"])]
+                nsplits = [default_nsplit(s.batch, s.draft, s.heads, sms, configs[i]["block_m"],
+                                          cluster=configs[i]["cluster"])]
             else:
                 nsplits = [int(x) for x in a.nsplit.split(",")]
             for nsplit in nsplits:

@@ -211,12 +211,12 @@ def test_the_sanitizers_every_configuration_covers_the_table(lib):
 
     configs = lib.configs()
     h200 = every_configuration(configs, 90, 232_448)
-    assert set(h200) == {"cuda_sm120", "cuda_sm120_roles", "cuda_sm120_pair", "cuda_rows32", "cuda_wgmma",
+    assert set(h200) == {"cuda_sm120", "cuda_sm120_roles", "cuda_sm120_halves", "cuda_rows32", "cuda_wgmma",
                          "cuda_wgmma_v5", "cuda_narrow"}
     reached = {loader.CUDA_IMPLS[i] for i in h200} | {loader.CUDA_IMPLS["cuda_sm120_fp8"],
                                                       loader.CUDA_IMPLS["cuda_wgmma_fp8"]}
     assert reached == {c["kernel"] for c in configs}
-    assert set(every_configuration(configs, 120, 101_376)) == {"cuda_sm120", "cuda_sm120_roles", "cuda_sm120_pair",
+    assert set(every_configuration(configs, 120, 101_376)) == {"cuda_sm120", "cuda_sm120_roles", "cuda_sm120_halves",
                                                               "cuda_narrow"}
     orphan = configs + [dict(configs[0], index=len(configs), kernel="verify_new_kernel<64>", fp8_config=-1)]
     with pytest.raises(ValueError, match="configs: no implementation runs verify_new_kernel<64>"):
@@ -233,9 +233,24 @@ def test_the_kernel_lab_names_configurations_by_name(lib, monkeypatch):
     monkeypatch.syspath_prepend(str(ROOT / "scripts"))
     profile = importlib.import_module("kernel_profile")
     names = [c["kernel"] for c in lib.configs()]
-    got = profile.config_indices("cuda_sm120_pair,cuda_sm120,cuda_wgmma_v5", lib)
-    assert [names[i] for i in got] == ["verify_sm120_pair_kernel<64>", "verify_sm120_kernel<32,2>",
+    got = profile.config_indices("cuda_sm120_halves,cuda_sm120,cuda_wgmma_v5", lib)
+    assert [names[i] for i in got] == ["verify_sm120_halves_kernel<64>", "verify_sm120_kernel<32,2>",
                                        "verify_wgmma_v5_kernel<64>"]
     assert profile.config_indices("all", lib) == list(range(len(names)))
     with pytest.raises(SystemExit, match="--configs: expected implementation names .*cuda_sm120_roles.*, found 2"):
         profile.config_indices("cuda_sm120,2", lib)
+
+
+def test_a_cluster_configuration_counts_its_ctas_in_the_split_rule(lib):
+    """A configuration whose row tile is served by a cluster of CTAs (kdt_config.cluster) launches that many CTAs
+    per tile: the split rule counts them, so the headline's 64-row tiles in 2-CTA clusters get the split count of
+    32-row tiles (one wave), and a plan forced to it carries the cluster."""
+    configs = {c["kernel"]: c for c in lib.configs()}
+    pair = loader.CUDA_IMPLS["cuda_sm120_halves"]
+    assert configs[pair]["cluster"] == 2 and all(c["cluster"] == 1 for k, c in configs.items() if k != pair)
+    assert launch_plan.default_nsplit(1, 16, 8, 132, 64, cluster=2) == launch_plan.default_nsplit(1, 16, 8, 132, 32)
+    cfg = lib.forced(pair, "bf16")
+    assert cfg == launch_plan.Config(pair, 64, 2)
+    p = launch_plan.plan([1, 8], 16, 8, "bf16", launch_plan.Device(132, 90, 232_448, True),
+                         select=launch_plan.fixed(cfg))
+    assert p.nsplit(1) == 32 and p.nsplit(8) == launch_plan.default_nsplit(8, 16, 8, 132, 64, cluster=2)

@@ -106,7 +106,7 @@ def test_out_of_pool_index_sets_flag_and_gpu_stays_usable():
     assert parity.within_tolerance(compare(out, reference(good)))
 
 
-@pytest.mark.parametrize("impl", ["cuda", "cuda_sm120", "cuda_sm120_roles", "cuda_sm120_pair", "cuda_rows32",
+@pytest.mark.parametrize("impl", ["cuda", "cuda_sm120", "cuda_sm120_roles", "cuda_sm120_halves", "cuda_rows32",
                                   "cuda_wgmma", "cuda_wgmma_v5", "cuda_narrow"])
 def test_corrupt_kv_indptr_sets_flag_in_every_configuration(impl):
     """A request whose kv_indptr end is before its start raises KDT_FLAG_KV_INDPTR (its prefix is read as empty, no
@@ -195,7 +195,7 @@ def test_verify_attention_plans_what_the_launcher_runs(kv):
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     for bs in range(1, 49):
         assert attn.config(bs).name == running["kernel"] and attn.config(bs).block_m == running["block_m"]
-        assert attn.nsplit(bs) == default_nsplit(bs, 16, 8, sms, running["block_m"])
+        assert attn.nsplit(bs) == default_nsplit(bs, 16, 8, sms, running["block_m"], cluster=running["cluster"])
 
 
 def test_verify_attention_captured_and_replayed_with_fresh_data():

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..core.dtypes import KV_DTYPES
 
-ABI_VERSION = 6  # KDT_ABI_VERSION
+ABI_VERSION = 7  # KDT_ABI_VERSION
 FLAG_INDEX_OUT_OF_POOL = 1  # KDT_FLAG_INDEX_OUT_OF_POOL: a kv_indices entry outside the pool (row 0 was read)
 FLAG_QO_INDPTR = 2  # KDT_FLAG_QO_INDPTR: qo_indptr gave a request more than num_draft rows (extra rows ignored)
 FLAG_KV_INDPTR = 4  # KDT_FLAG_KV_INDPTR: kv_indptr gave a request an end before its start (empty prefix served)
@@ -22,7 +22,7 @@ class KdtConfig(ctypes.Structure):
     _fields_ = [("block_m", ctypes.c_int), ("stages", ctypes.c_int), ("threads", ctypes.c_int),
                 ("dynamic_smem", ctypes.c_int), ("block_n", ctypes.c_int), ("arch", ctypes.c_int),
                 ("kv_dtypes", ctypes.c_uint), ("fp8_config", ctypes.c_int), ("auto_priority", ctypes.c_int),
-                ("min_rows", ctypes.c_int), ("max_rows", ctypes.c_int)]
+                ("min_rows", ctypes.c_int), ("max_rows", ctypes.c_int), ("cluster", ctypes.c_int)]
 
 
 def declare(lib: ctypes.CDLL) -> None:
@@ -82,5 +82,5 @@ def configs(lib: ctypes.CDLL) -> list[dict]:
                      "dynamic_smem": cfg.dynamic_smem, "arch": cfg.arch,
                      "kv_dtypes": tuple(n for n, d in KV_DTYPES.items() if cfg.kv_dtypes >> d.code & 1),
                      "fp8_config": cfg.fp8_config, "auto_priority": cfg.auto_priority,
-                     "min_rows": cfg.min_rows, "max_rows": cfg.max_rows})
+                     "min_rows": cfg.min_rows, "max_rows": cfg.max_rows, "cluster": cfg.cluster})
     return rows

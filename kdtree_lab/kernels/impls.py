@@ -31,7 +31,7 @@ IMPLS: dict[str, Impl] = {i.name: i for i in (
     Impl("cuda_sm120_roles", "cuda", "verify_sm120_roles_kernel<64>",
          "the sm_120 kernel's second generation (99.4 KB, 64-row CTA split by role: QK warps hold Q, PV warps "
          "hold O), forced (fp8 pools run the first kernel's e4m3 variant)", ("bf16", "fp8")),
-    Impl("cuda_sm120_pair", "cuda", "verify_sm120_pair_kernel<64>",
+    Impl("cuda_sm120_halves", "cuda", "verify_sm120_halves_kernel<64>",
          "the sm_120 kernel's third form (97.4 KB, a 2-CTA cluster per 64-row tile that splits the dims, each CTA "
          "split by role), forced; not yet run on a GPU (fp8 pools run the first kernel's e4m3 variant)",
          ("bf16", "fp8")),

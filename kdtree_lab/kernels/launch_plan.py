@@ -26,10 +26,11 @@ MAX_NSPLIT = 512  # the C ABI's largest nsplit (kernels/common/frame.cuh MAX_NSP
 
 
 def default_nsplit(bs: int, num_draft: int, num_heads: int, num_sms: int, row_tile: int = 64,
-                   cta_overhead: float = 0.002, draft_tail: float = 0.001) -> int:
+                   cta_overhead: float = 0.002, draft_tail: float = 0.001, cluster: int = 1) -> int:
     """The split count ``nsplit`` of a launch (each prefix is cut into ``nsplit`` ranges). The grid has
-    ``tiles = bs * row_tiles`` CTAs per split (``row_tile`` rows of
-    draft node x head each: the selected kernel configuration's block_m) and ``nsplit`` prefix splits plus one
+    ``tiles = bs * row_tiles * cluster`` CTAs per split (``row_tile`` rows of
+    draft node x head each: the selected kernel configuration's block_m, served by ``cluster`` CTAs that share
+    the tile's work) and ``nsplit`` prefix splits plus one
     draft-block split, over ``num_sms`` slots (every automatic configuration runs one CTA per SM). Costs are in
     units of one CTA walking a whole long prefix: a prefix CTA takes ``1 / nsplit`` of it plus ``cta_overhead``
     (its Q tile, its fp32 partial, its share of the reduce); the short draft-block CTAs (launched last) add
@@ -38,7 +39,7 @@ def default_nsplit(bs: int, num_draft: int, num_heads: int, num_sms: int, row_ti
     splits (130 prefix + 2 draft CTAs: one wave of 132), B=8 gets 8 (one wave of 128 prefix CTAs) rather than 9
     and a second wave of 12. Splits beyond about 4 waves are not considered (they grow the fp32 partials, i.e.
     the workspace, for little gain). The kernel still skips splits a short prefix does not need."""
-    tiles = max(1, bs * math.ceil(num_draft * num_heads / row_tile))
+    tiles = max(1, bs * math.ceil(num_draft * num_heads / row_tile) * cluster)
     slots = max(1, num_sms)
     top = min(MAX_NSPLIT, math.ceil(4 * slots / tiles))
 
@@ -73,10 +74,12 @@ class Device:
 @dataclass(frozen=True)
 class Config:
     """A kernel configuration as the plan needs it: its name in the library's table (``kdtree_verify_config_name``,
-    ``Impl.kernel``; ``triton`` for the Triton twin) and its row tile (rows of draft node x head per CTA)."""
+    ``Impl.kernel``; ``triton`` for the Triton twin), its row tile (rows of draft node x head) and the CTAs that
+    serve one row tile (a thread-block cluster; 1: one CTA holds the whole tile)."""
 
     name: str
     block_m: int
+    cluster: int = 1
 
 
 Select = Callable[[int, int, int, str, Device], Config]  # (bs, num_draft, num_heads, kv_dtype, device) -> Config
@@ -176,6 +179,6 @@ def plan(batch_sizes: Iterable[int], num_draft: int, num_heads: int, kv_dtype: s
     batches = {}
     for bs in sizes:
         config = select(bs, num_draft, num_heads, kv_dtype, device)
-        count = nsplit or default_nsplit(bs, num_draft, num_heads, device.sms, config.block_m)
+        count = nsplit or default_nsplit(bs, num_draft, num_heads, device.sms, config.block_m, cluster=config.cluster)
         batches[bs] = BatchPlan(config, count, workspace_bytes(bs, num_draft, num_heads, count, partial_bytes))
     return LaunchPlan(num_draft, num_heads, kv_dtype, batches, max(b.workspace_bytes for b in batches.values()))

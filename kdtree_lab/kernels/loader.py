@@ -102,7 +102,7 @@ class KernelLibrary:
         if run < 0:
             raise NoConfiguration(f"kv_dtype: {name} does not read {kv_dtype} pools ({self.strerror(-run)})")
         c = self.configs()[run]
-        return Config(c["kernel"], c["block_m"])
+        return Config(c["kernel"], c["block_m"], c["cluster"])
 
 
 _FORCED: int | None = None  # the configuration force_config set, as the library holds it

@@ -1,4 +1,4 @@
-// The sm_120 kernel, third form (impl cuda_sm120_pair): a 2-CTA cluster per 64-row tile that splits the head dims
+// The sm_120 kernel, third form (impl cuda_sm120_halves): a 2-CTA cluster per 64-row tile that splits the head dims
 // between its two CTAs, and each CTA's warps by role; mma.sync m16n8k16 within sm_120's 99 KB and 255 registers.
 // docs/performance.md ("The sm_120 kernel, third form") has the design, its prediction and the measurements.
 //
@@ -32,7 +32,7 @@
 
 namespace kdt {
 
-struct CfgPair {
+struct CfgHalves {
   static constexpr int BM = 64, BN = 32, CLUSTER = 2;        // rows per pair, keys per tile, CTAs per pair
   static constexpr int QK_WARPS = 4, PV_WARPS = 4, THREADS = (QK_WARPS + PV_WARPS) * 32;
   static constexpr int QK_THREADS = QK_WARPS * 32, PV_THREADS = PV_WARPS * 32;
@@ -41,7 +41,9 @@ struct CfgPair {
   static constexpr int LAT = BN * LAT_ROW;                   // 16,384
   static constexpr int TILE = LAT + BN * 64;                 // + the keys' rope slices (32 dims): 18,432
   static constexpr int RING = SLOTS * TILE;                  // 55,296
-  static constexpr int SWAP = 2 * 4 * 32 * 64;               // 2 buffers x 4 QK warps x 32 lanes x 16 floats
+  // the swaps: 2 buffers x 4 QK warps x 4 n-tiles x 32 lanes x 16 bytes (n-tile major: each 16-byte access of a
+  // warp covers 512 contiguous bytes, no bank conflict)
+  static constexpr int SWAP = 2 * 4 * 4 * 32 * 16;
   static constexpr int PB = 2 * 2 * 4 * 32 * 16;             // P A fragments: 2 buffers x 2 k16 steps x 4 m-tiles
   static constexpr int ALPHA = 2 * BM * 4, FLAGS = 2 * 4 * 4, STATS = 2 * BM * 4;
   // mbarriers: FULL[3] (a slot's tile landed), P_FULL[2], P_EMPTY[2], X_FULL[2][4] (the partner's partial S of
@@ -59,28 +61,28 @@ struct CfgPair {
 
 // Shared-memory offset of 16-byte chunk c (0..31) of key k's latent slice in a tile: 512-byte rows, the chunks of
 // each 128-byte group XOR-swizzled by (k & 7).
-__device__ __forceinline__ uint32_t pair_lat_offset(int k, int c) {
-  return k * CfgPair::LAT_ROW + ((c >> 3) << 7) + (((c & 7) ^ (k & 7)) << 4);
+__device__ __forceinline__ uint32_t halves_lat_offset(int k, int c) {
+  return k * CfgHalves::LAT_ROW + ((c >> 3) << 7) + (((c & 7) ^ (k & 7)) << 4);
 }
 
 // What the two roles share: the CTA's work, its rank in the pair, its shared memory, the ring's geometry.
-struct PairCtx {
+struct HalvesCtx {
   const Params& p;
   const Work& w;
   uint32_t base, mbar, rank;
   int ntiles, depth;
-  __device__ __forceinline__ int kslot(int t) const { return w.draft ? 0 : t % CfgPair::SLOTS; }
-  __device__ __forceinline__ int vslot(int t) const { return w.draft ? 1 : t % CfgPair::SLOTS; }
-  __device__ __forceinline__ uint32_t full(int t) const { return mbar + 8 * (CfgPair::MB_FULL + kslot(t)); }
+  __device__ __forceinline__ int kslot(int t) const { return w.draft ? 0 : t % CfgHalves::SLOTS; }
+  __device__ __forceinline__ int vslot(int t) const { return w.draft ? 1 : t % CfgHalves::SLOTS; }
+  __device__ __forceinline__ uint32_t full(int t) const { return mbar + 8 * (CfgHalves::MB_FULL + kslot(t)); }
   __device__ __forceinline__ uint32_t full_parity(int t) const { return (t / depth) & 1; }
-  __device__ __forceinline__ uint32_t p_full(int t) const { return mbar + 8 * (CfgPair::MB_PFULL + (t & 1)); }
-  __device__ __forceinline__ uint32_t p_empty(int t) const { return mbar + 8 * (CfgPair::MB_PEMPTY + (t & 1)); }
+  __device__ __forceinline__ uint32_t p_full(int t) const { return mbar + 8 * (CfgHalves::MB_PFULL + (t & 1)); }
+  __device__ __forceinline__ uint32_t p_empty(int t) const { return mbar + 8 * (CfgHalves::MB_PEMPTY + (t & 1)); }
 };
 
 // The PV group (warps 4..7): loads the ring (the CTA's slice of each key), multiplies P V into output columns
 // 256 rank + 64 pw .. + 63 of all 64 rows, writes those columns of the partial rows (rank 0 also the LSEs).
-__device__ __forceinline__ void pair_pv(const PairCtx& c) {
-  using C = CfgPair;
+__device__ __forceinline__ void halves_pv(const HalvesCtx& c) {
+  using C = CfgHalves;
   const Params& p = c.p;
   const Work& w = c.w;
   const int tid = threadIdx.x, lane = tid & 31, pw = (tid >> 5) - C::QK_WARPS, v = tid - C::QK_THREADS;
@@ -109,14 +111,14 @@ __device__ __forceinline__ void pair_pv(const PairCtx& c) {
         const __nv_bfloat16* vrow = p.vx + (w.tok0 + (ok ? key : 0)) * p.vx_s;
 #pragma unroll
         for (int i = 0; i < 4; ++i)
-          cp_async_16s(vd + pair_lat_offset(k, sub + 8 * i), vrow + lat0 + 8 * (sub + 8 * i), bytes);
+          cp_async_16s(vd + halves_lat_offset(k, sub + 8 * i), vrow + lat0 + 8 * (sub + 8 * i), bytes);
       } else {
         const int64_t slot = ok ? checked_slot(p, raw[pass], sub == 0) : 0;
         krow = p.kb + slot * p.kb_s;
       }
 #pragma unroll
       for (int i = 0; i < 4; ++i)
-        cp_async_16s(kd + pair_lat_offset(k, sub + 8 * i), krow + lat0 + 8 * (sub + 8 * i), bytes);
+        cp_async_16s(kd + halves_lat_offset(k, sub + 8 * i), krow + lat0 + 8 * (sub + 8 * i), bytes);
       if (sub < 4) cp_async_16s(kd + C::LAT + line_pair_offset(k, sub), krow + rope0 + 8 * sub, bytes);
     }
     cp_async_mbar_arrive(c.full(t));
@@ -205,8 +207,8 @@ __device__ __forceinline__ void pair_pv(const PairCtx& c) {
 // time; else a prefix split, masked only past its end, software-pipelined: tile t + 1's QK MMAs are issued before
 // tile t's partial S from the partner CTA is awaited, then tile t's softmax, then tile t + 1's swaps.
 template <bool DRAFT>
-__device__ __forceinline__ void pair_qk(const PairCtx& c) {
-  using C = CfgPair;
+__device__ __forceinline__ void halves_qk(const HalvesCtx& c) {
+  using C = CfgHalves;
   const Params& p = c.p;
   const Work& w = c.w;
   const int tid = threadIdx.x, lane = tid & 31, q = tid >> 5, rh = q >> 1, dh = q & 1;
@@ -241,7 +243,7 @@ __device__ __forceinline__ void pair_qk(const PairCtx& c) {
   const int key_l = (mi >> 1) * 8 + (lane & 7);
   const uint32_t kofs0 = key_l * C::LAT_ROW + (((mi & 1) ^ (sw & 1)) << 4) + ((sw >> 1) << 5);
   const uint32_t ropeofs = C::LAT + line_pair_offset(key_l, 2 * dh + (mi & 1));
-  // the ring as this instantiation knows it at compile time (PairCtx answers the same at run time)
+  // the ring as this instantiation knows it at compile time (HalvesCtx answers the same at run time)
   constexpr int DEPTH = DRAFT ? 1 : C::SLOTS;
   auto kslot = [](int t) { return DRAFT ? 0 : t % C::SLOTS; };
   auto full = [&](int t) { return c.mbar + 8 * (C::MB_FULL + kslot(t)); };
@@ -276,8 +278,8 @@ __device__ __forceinline__ void pair_qk(const PairCtx& c) {
   };
   // the swap inside the CTA: m-tile (dh ^ 1) of the row half goes to the partner warp, ours comes back, summed
   auto swap = [&](int t, const float (&s)[2][4][4], float (&x)[4][4]) {
-    const uint32_t out = c.base + C::O_SX + (((t & 1) * 4 + (q ^ 1)) * 32 + lane) * 64;
-    const uint32_t in = c.base + C::O_SX + (((t & 1) * 4 + q) * 32 + lane) * 64;
+    const uint32_t out = c.base + C::O_SX + ((t & 1) * 4 + (q ^ 1)) * 2048 + lane * 16;
+    const uint32_t in = c.base + C::O_SX + ((t & 1) * 4 + q) * 2048 + lane * 16;
 #pragma unroll
     for (int n = 0; n < 4; ++n) {
       float give[4];
@@ -286,13 +288,13 @@ __device__ __forceinline__ void pair_qk(const PairCtx& c) {
         give[e] = dh ? s[0][n][e] : s[1][n][e];
         x[n][e] = dh ? s[1][n][e] : s[0][n][e];
       }
-      st_shared_v4(out + 16 * n, make_uint4(__float_as_uint(give[0]), __float_as_uint(give[1]),
+      st_shared_v4(out + 512 * n, make_uint4(__float_as_uint(give[0]), __float_as_uint(give[1]),
                                             __float_as_uint(give[2]), __float_as_uint(give[3])));
     }
     bar_named(C::BAR_PAIR + rh, 64);
 #pragma unroll
     for (int n = 0; n < 4; ++n) {
-      const uint4 u = ld_shared_v4(in + 16 * n);
+      const uint4 u = ld_shared_v4(in + 512 * n);
       x[n][0] += __uint_as_float(u.x);
       x[n][1] += __uint_as_float(u.y);
       x[n][2] += __uint_as_float(u.z);
@@ -304,14 +306,14 @@ __device__ __forceinline__ void pair_qk(const PairCtx& c) {
   // for tile t + 2 only after this warp has waited for the partner's partial of t + 1, which the partner sends
   // after it has read ours of t (its X_FULL completes with release at cluster scope, our wait acquires): no
   // arrival back is needed.
-  const uint32_t x_slot = (q * 32 + lane) * 64;
+  const uint32_t x_slot = q * 2048 + lane * 16;
   auto x_full = [&](int t) { return c.mbar + 8 * (C::MB_XFULL + 4 * (t & 1) + q); };
   auto x_send = [&](int t, const float (&x)[4][4]) {
-    const uint32_t dst = cluster_addr(c.base + C::O_XS + (t & 1) * (4 * 32 * 64) + x_slot, other);
+    const uint32_t dst = cluster_addr(c.base + C::O_XS + (t & 1) * (4 * 2048) + x_slot, other);
     const uint32_t bar = cluster_addr(x_full(t), other);
 #pragma unroll
     for (int n = 0; n < 4; ++n)
-      st_async_v4(dst + 16 * n, make_uint4(__float_as_uint(x[n][0]), __float_as_uint(x[n][1]),
+      st_async_v4(dst + 512 * n, make_uint4(__float_as_uint(x[n][0]), __float_as_uint(x[n][1]),
                                            __float_as_uint(x[n][2]), __float_as_uint(x[n][3])), bar);
   };
   // the partner's partial of m-tile q, added (either order gives the same fp32 sum: both CTAs hold the same S);
@@ -319,10 +321,10 @@ __device__ __forceinline__ void pair_qk(const PairCtx& c) {
   auto x_recv = [&](int t, float (&x)[4][4]) {
     if (lane == 0) mbar_arrive_expect_tx(x_full(t), 32 * 64);
     mbar_wait_cluster(x_full(t), (t >> 1) & 1);
-    const uint32_t src = c.base + C::O_XS + (t & 1) * (4 * 32 * 64) + x_slot;
+    const uint32_t src = c.base + C::O_XS + (t & 1) * (4 * 2048) + x_slot;
 #pragma unroll
     for (int n = 0; n < 4; ++n) {
-      const uint4 u = ld_shared_v4(src + 16 * n);
+      const uint4 u = ld_shared_v4(src + 512 * n);
       x[n][0] += __uint_as_float(u.x);
       x[n][1] += __uint_as_float(u.y);
       x[n][2] += __uint_as_float(u.z);
@@ -448,16 +450,16 @@ __device__ __forceinline__ void pair_qk(const PairCtx& c) {
 }
 
 template <int BM>
-__global__ void __cluster_dims__(CfgPair::CLUSTER, 1, 1) __launch_bounds__(CfgPair::THREADS, 1)
-    verify_sm120_pair_kernel(Params p) {
-  using C = CfgPair;
+__global__ void __cluster_dims__(CfgHalves::CLUSTER, 1, 1) __launch_bounds__(CfgHalves::THREADS, 1)
+    verify_sm120_halves_kernel(Params p) {
+  using C = CfgHalves;
   static_assert(BM == C::BM, "64-row tiles");
   extern __shared__ __align__(128) unsigned char smem[];
   Work w;
   // both CTAs of a pair share the row tile, so they return (or not) together, before touching each other
   if (!setup_work<BM, C::THREADS>(p, C::BN, w, blockIdx.x / C::CLUSTER)) return;
   const uint32_t base = smem_u32(smem);
-  const PairCtx c{p, w, base, base + C::O_MBAR, cluster_rank(), (w.kend - w.kbeg + C::BN - 1) / C::BN,
+  const HalvesCtx c{p, w, base, base + C::O_MBAR, cluster_rank(), (w.kend - w.kbeg + C::BN - 1) / C::BN,
                   w.draft ? 1 : C::SLOTS};
   if (threadIdx.x == 0) {
 #pragma unroll
@@ -474,18 +476,18 @@ __global__ void __cluster_dims__(CfgPair::CLUSTER, 1, 1) __launch_bounds__(CfgPa
   }
   cluster_sync();  // the partner's mbarriers are set up before any arrival on them
   if (threadIdx.x >= C::QK_THREADS)
-    pair_pv(c);
+    halves_pv(c);
   else if (w.draft)
-    pair_qk<true>(c);
+    halves_qk<true>(c);
   else
-    pair_qk<false>(c);
+    halves_qk<false>(c);
   cluster_sync();  // the partner is done with our shared memory before either exits
 }
 
-constexpr ConfigEntry sm120_pair_entry() {
-  return ConfigEntry{CfgPair::BM,  CfgPair::SLOTS, CfgPair::THREADS, CfgPair::SMEM,
-                     CfgPair::BN,  "verify_sm120_pair_kernel<64>",     &verify_sm120_pair_kernel<CfgPair::BM>,
-                     ARCH_MMA_SYNC, KV_BF16_BIT,   CfgPair::CLUSTER};
+constexpr ConfigEntry sm120_halves_entry() {
+  return ConfigEntry{CfgHalves::BM,  CfgHalves::SLOTS, CfgHalves::THREADS, CfgHalves::SMEM,
+                     CfgHalves::BN,  "verify_sm120_halves_kernel<64>",     &verify_sm120_halves_kernel<CfgHalves::BM>,
+                     ARCH_MMA_SYNC, KV_BF16_BIT,   CfgHalves::CLUSTER};
 }
 
 }  // namespace kdt
