@@ -1,16 +1,19 @@
 // kdtree-lab MLA tree-verify attention: the launcher. It holds the configuration table (one entry per kernel
 // configuration, each made by its kernel's header from its own template parameters), the automatic selection per
 // device, and the C ABI of kdtree_verify.h. The kernels live by role and arch:
-//   common/      PTX wrappers (ptx.cuh) and the frame every kernel shares (frame.cuh: Params, work setup,
-//                the prefix and draft-block pipelines, the tree mask, the partial-row epilogue)
-//   mma_sync/    warp-level mma.sync kernels (sm_80..sm_120): verify_sm120 and verify_sm120_roles (what sm_120
-//                runs, by rows), verify_rows32 (v3, Hopper-sized shared memory), verify_split (v1, forced only)
+//   common/      PTX wrappers (ptx.cuh), the frame every kernel shares (frame.cuh: Params, work setup,
+//                the prefix and draft-block pipelines, the tree mask, the partial-row epilogue) and the
+//                shared-memory layouts host checks share (layout.cuh)
+//   mma_sync/    warp-level mma.sync kernels (sm_80..sm_120): verify_sm120 (what sm_120 runs), its second
+//                generation verify_sm120_roles and third form verify_sm120_halves (a 2-CTA cluster; both forced
+//                only until their gates pass), verify_rows32 (v3, Hopper-sized shared memory), verify_split (v1)
 //   sm90/        the sm_90a warpgroup-MMA kernels: v5 (the default on compute capability 9.x: v4 with its two
 //                warpgroups out of step) and v4 (forced, and its e4m3 variant, which fp8 pools run under v5), and
 //                the frame both use (wgmma_common.cuh: swizzle atoms, descriptors, wgmma wrappers, v4's step,
 //                the draft block, the epilogue)
 //   combine/     the kernel that merges the split partials by their log-sum-exps
 //   ceilings/    the mma.sync peak loop the benchmark measures beside the kernels
+//   checks/      host programs that check the kernels' tile layouts exhaustively (tests/test_kernel_layouts.py)
 // Work decomposition: grid = (row_tiles, nsplit + 1, bs); row tiles are the fastest grid dimension so the CTAs
 // sharing one prefix range run together and read the latent KV from DRAM once; split nsplit is the draft block.
 #include "kdtree_verify.h"

@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "../kdtree_verify.h"
+#include "layout.cuh"
 #include "ptx.cuh"
 
 namespace kdt {
@@ -189,12 +190,6 @@ __device__ __forceinline__ void rescale_rows(float (&acc)[MT][NT][4], const floa
         acc[m][nt][3] *= alpha[m][1];
       }
   }
-}
-
-// Byte offset of 16-byte chunk ch (0..3) of 64-byte row r in rows stored two per 128-byte line, XOR-swizzled by the
-// line, so that the eight rows an ldmatrix reads fall on eight different bank groups.
-__device__ __forceinline__ uint32_t line_pair_offset(int r, int ch) {
-  return (r >> 1) * 128 + ((((r & 1) * 4 + ch) ^ ((r >> 1) & 7)) << 4);
 }
 
 // Rows of Q and K stored unpadded (576 bf16 = 1152 B) with their 16-byte chunks XOR-swizzled by (row & 7): ldmatrix

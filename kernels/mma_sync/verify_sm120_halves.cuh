@@ -29,17 +29,16 @@
 // the first kernel's e4m3 variant (kdtree_verify.cu).
 #pragma once
 #include "../common/frame.cuh"
+#include "verify_sm120_halves_layout.cuh"
 
 namespace kdt {
 
 struct CfgHalves {
-  static constexpr int BM = 64, BN = 32, CLUSTER = 2;        // rows per pair, keys per tile, CTAs per pair
+  static constexpr int BM = 64, BN = halves::BN, CLUSTER = 2;  // rows per pair, keys per tile, CTAs per pair
   static constexpr int QK_WARPS = 4, PV_WARPS = 4, THREADS = (QK_WARPS + PV_WARPS) * 32;
   static constexpr int QK_THREADS = QK_WARPS * 32, PV_THREADS = PV_WARPS * 32;
   static constexpr int SLOTS = 3;
-  static constexpr int LAT_ROW = 512;                        // bytes of a key's latent slice (256 dims)
-  static constexpr int LAT = BN * LAT_ROW;                   // 16,384
-  static constexpr int TILE = LAT + BN * 64;                 // + the keys' rope slices (32 dims): 18,432
+  static constexpr int TILE = halves::TILE;                  // the CTA's slice of 32 keys (the layout header)
   static constexpr int RING = SLOTS * TILE;                  // 55,296
   // the swaps: 2 buffers x 4 QK warps x 4 n-tiles x 32 lanes x 16 bytes (n-tile major: each 16-byte access of a
   // warp covers 512 contiguous bytes, no bank conflict)
@@ -58,12 +57,6 @@ struct CfgHalves {
   // named barriers (0 is __syncthreads): the partner pairs' swap (1, 2), the PV group
   static constexpr int BAR_PAIR = 1, BAR_PV = 3;
 };
-
-// Shared-memory offset of 16-byte chunk c (0..31) of key k's latent slice in a tile: 512-byte rows, the chunks of
-// each 128-byte group XOR-swizzled by (k & 7).
-__device__ __forceinline__ uint32_t halves_lat_offset(int k, int c) {
-  return k * CfgHalves::LAT_ROW + ((c >> 3) << 7) + (((c & 7) ^ (k & 7)) << 4);
-}
 
 // What the two roles share: the CTA's work, its rank in the pair, its shared memory, the ring's geometry.
 struct HalvesCtx {
@@ -86,7 +79,6 @@ __device__ __forceinline__ void halves_pv(const HalvesCtx& c) {
   const Params& p = c.p;
   const Work& w = c.w;
   const int tid = threadIdx.x, lane = tid & 31, pw = (tid >> 5) - C::QK_WARPS, v = tid - C::QK_THREADS;
-  const int mi = lane >> 3, sw = lane & 7;
   const float* alpha_s = reinterpret_cast<const float*>(smem_ptr(c.base + C::O_ALPHA));
   const int* flags_s = reinterpret_cast<const int*>(smem_ptr(c.base + C::O_FLAGS));
   const float* stats = reinterpret_cast<const float*>(smem_ptr(c.base + C::O_STATS));
@@ -111,15 +103,15 @@ __device__ __forceinline__ void halves_pv(const HalvesCtx& c) {
         const __nv_bfloat16* vrow = p.vx + (w.tok0 + (ok ? key : 0)) * p.vx_s;
 #pragma unroll
         for (int i = 0; i < 4; ++i)
-          cp_async_16s(vd + halves_lat_offset(k, sub + 8 * i), vrow + lat0 + 8 * (sub + 8 * i), bytes);
+          cp_async_16s(vd + halves::lat_offset(k, sub + 8 * i), vrow + lat0 + 8 * (sub + 8 * i), bytes);
       } else {
         const int64_t slot = ok ? checked_slot(p, raw[pass], sub == 0) : 0;
         krow = p.kb + slot * p.kb_s;
       }
 #pragma unroll
       for (int i = 0; i < 4; ++i)
-        cp_async_16s(kd + halves_lat_offset(k, sub + 8 * i), krow + lat0 + 8 * (sub + 8 * i), bytes);
-      if (sub < 4) cp_async_16s(kd + C::LAT + line_pair_offset(k, sub), krow + rope0 + 8 * sub, bytes);
+        cp_async_16s(kd + halves::lat_offset(k, sub + 8 * i), krow + lat0 + 8 * (sub + 8 * i), bytes);
+      if (sub < 4) cp_async_16s(kd + halves::rope_offset(k, sub), krow + rope0 + 8 * sub, bytes);
     }
     cp_async_mbar_arrive(c.full(t));
   };
@@ -129,10 +121,7 @@ __device__ __forceinline__ void halves_pv(const HalvesCtx& c) {
   }
   int64_t pending[2] = {fetch(c.depth, 0), fetch(c.depth, 1)};
 
-  // V fragments of k16 step ks: keys 16 ks + (mi & 1) * 8 + (lane & 7), 16-byte chunk 8 pw + 2 np + (mi >> 1) at
-  // (2 np + (mi >> 1)) ^ sw within 128-byte group pw: one base XOR-ed with np << 5
-  const uint32_t vofs0 = ((mi & 1) * 8 + (lane & 7)) * C::LAT_ROW + 128 * pw + ((((mi >> 1) ^ (sw & 1))) << 4) +
-                         ((sw >> 1) << 5);
+  const uint32_t vofs0 = halves::v_base(lane, pw);  // V fragments (verify_sm120_halves_layout.cuh)
   float acc[4][8][4];
 #pragma unroll
   for (int m = 0; m < 4; ++m)
@@ -173,7 +162,7 @@ __device__ __forceinline__ void halves_pv(const HalvesCtx& c) {
 #pragma unroll
       for (int np = 0; np < 4; ++np) {
         uint32_t vb[4];
-        ldsm_x4_trans(vb, vt + 16 * C::LAT_ROW * ks + (vofs0 ^ (uint32_t)(np << 5)));
+        ldsm_x4_trans(vb, vt + halves::v_step(vofs0, ks, np));
 #pragma unroll
         for (int m = 0; m < 4; ++m) {
           mma_bf16(acc[m][2 * np], pa[m], vb[0], vb[1]);
@@ -212,7 +201,7 @@ __device__ __forceinline__ void halves_qk(const HalvesCtx& c) {
   const Params& p = c.p;
   const Work& w = c.w;
   const int tid = threadIdx.x, lane = tid & 31, q = tid >> 5, rh = q >> 1, dh = q & 1;
-  const int g = lane >> 2, t4 = lane & 3, mi = lane >> 3, sw = lane & 7;
+  const int g = lane >> 2, t4 = lane & 3;
   const uint32_t other = c.rank ^ 1;
   float* alpha_s = reinterpret_cast<float*>(smem_ptr(c.base + C::O_ALPHA));
   int* flags_s = reinterpret_cast<int*>(smem_ptr(c.base + C::O_FLAGS));
@@ -237,12 +226,8 @@ __device__ __forceinline__ void halves_qk(const HalvesCtx& c) {
       }
     }
 
-  // K fragments (keys 16 kh + (mi >> 1) * 8 + (lane & 7), chunk 2 jj + (mi & 1) of a 128-byte group at
-  // (2 jj + (mi & 1)) ^ sw): one base XOR-ed with jj << 5; the rope fragments: chunk 2 dh + (mi & 1) of the key's
-  // 64-byte rope row, 16 keys = 8 lines further for kh = 1
-  const int key_l = (mi >> 1) * 8 + (lane & 7);
-  const uint32_t kofs0 = key_l * C::LAT_ROW + (((mi & 1) ^ (sw & 1)) << 4) + ((sw >> 1) << 5);
-  const uint32_t ropeofs = C::LAT + line_pair_offset(key_l, 2 * dh + (mi & 1));
+  // K fragments (verify_sm120_halves_layout.cuh)
+  const uint32_t kofs0 = halves::k_base(lane), ropeofs = halves::rope_base(lane, dh);
   // the ring as this instantiation knows it at compile time (HalvesCtx answers the same at run time)
   constexpr int DEPTH = DRAFT ? 1 : C::SLOTS;
   auto kslot = [](int t) { return DRAFT ? 0 : t % C::SLOTS; };
@@ -265,10 +250,7 @@ __device__ __forceinline__ void halves_qk(const HalvesCtx& c) {
 #pragma unroll
       for (int kh = 0; kh < 2; ++kh) {
         uint32_t kb[4];
-        if (kk < 8)
-          ldsm_x4(kb, kt + 16 * C::LAT_ROW * kh + (kofs0 ^ (uint32_t)((kk & 3) << 5)) + 128 * (2 * dh + (kk >> 2)));
-        else
-          ldsm_x4(kb, kt + 1024 * kh + ropeofs);
+        ldsm_x4(kb, kt + (kk < 8 ? halves::k_step(kofs0, kk, kh, dh) : halves::rope_step(ropeofs, kh)));
 #pragma unroll
         for (int m = 0; m < 2; ++m) {
           mma_bf16(s[m][2 * kh], qf[kk][m], kb[0], kb[1]);
