@@ -111,12 +111,14 @@ __device__ __forceinline__ uint2 ld_shared_v2(uint32_t addr) {
 __device__ __forceinline__ void mbar_init(uint32_t addr, int count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(addr), "r"(count) : "memory");
 }
+// The spin on try_wait.parity (SEM: its semantics and scope; "" is .acquire.cta), one label per inlined copy.
+#define KDT_MBAR_WAIT_ASM(SEM)                                          \
+  "{\n .reg .pred p;\n"                                                 \
+  "KDT_MBAR_WAIT_%=:\n"                                                  \
+  " mbarrier.try_wait.parity" SEM ".shared::cta.b64 p, [%0], %1;\n"     \
+  " @!p bra KDT_MBAR_WAIT_%=;\n}\n"
 __device__ __forceinline__ void mbar_wait(uint32_t addr, uint32_t parity) {
-  asm volatile(
-      "{\n .reg .pred p;\n"
-      "KDT_MBAR_WAIT_%=:\n"
-      " mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-      " @!p bra KDT_MBAR_WAIT_%=;\n}\n" ::"r"(addr), "r"(parity) : "memory");
+  asm volatile(KDT_MBAR_WAIT_ASM("") ::"r"(addr), "r"(parity) : "memory");
 }
 // One arrival (release: this thread's earlier shared-memory writes are visible to the threads whose wait then
 // completes, which acquire).
@@ -176,11 +178,7 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t addr, uint32_t by
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(addr), "r"(bytes) : "memory");
 }
 __device__ __forceinline__ void mbar_wait_cluster(uint32_t addr, uint32_t parity) {
-  asm volatile(
-      "{\n .reg .pred p;\n"
-      "KDT_MBAR_WAIT_CL_%=:\n"
-      " mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], %1;\n"
-      " @!p bra KDT_MBAR_WAIT_CL_%=;\n}\n" ::"r"(addr), "r"(parity) : "memory");
+  asm volatile(KDT_MBAR_WAIT_ASM(".acquire.cluster") ::"r"(addr), "r"(parity) : "memory");
 }
 // Make this CTA's mbarrier initialisations visible to the cluster (before the cluster barrier that publishes them).
 __device__ __forceinline__ void fence_mbar_init_cluster() {
