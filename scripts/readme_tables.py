@@ -263,29 +263,50 @@ def sm120_targets_table() -> str:
     return _target_lines(f"From `{_rel(SM120_BENCH)}` (the sm_120 kernel, `cuda_sm120`, forced on the H200).", rows)
 
 
+def sm120_impl(key: tuple, card) -> str:
+    """The implementation an sm_120 card runs for shape ``key`` (B, L, N, H): the forced implementation of the
+    configuration ``launch_plan.select`` chooses on the card (per shape: the rows N x H pick it)."""
+    from kdtree_lab.kernels.impls import IMPLS
+    from kdtree_lab.kernels.launch_plan import select
+
+    b, _, n, h = key
+    name = select(b, n, h, "bf16", card.device).name
+    return next(i.name for i in IMPLS.values() if i.kernel == name)
+
+
 def rtx_prediction_table() -> str:
-    """Predicted times of the sm_120 kernel on RTX cards from its H200 measurement (labelled as predictions)."""
+    """Predicted times of what sm_120 runs on RTX cards (per shape, the configuration the launcher selects there)
+    from its H200 measurement (labelled as predictions)."""
     from kdtree_lab.budget.presets import gpus
 
     data, by_shape = _bench(SM120_BENCH)
     c = data["ceilings"]
     cards = [g for g in gpus().values() if g.mma_sync_tflops]
-    mem_keys = [k for k in by_shape if _long_memory_bound(k)]
-    u = max(by_shape[k]["cuda_sm120"]["GB/s"] / c["copy_gbps"] for k in mem_keys)
+    runs = {key: sm120_impl(key, cards[0]) for key in by_shape}
+    if any(sm120_impl(key, g) != runs[key] for g in cards for key in by_shape):
+        raise ValueError("cards: the RTX cards select different configurations; the table assumes one per shape")
+    missing = sorted({runs[k] for k in SM120_SHAPES} - {i for k in SM120_SHAPES for i in by_shape[k]})
+    if missing:
+        raise ValueError(f"{_rel(SM120_BENCH)}: no rows of {', '.join(missing)}, which sm_120 selects")
+    mem_keys = [k for k in by_shape if _long_memory_bound(k) and runs[k] in by_shape[k]]
+    u = max(by_shape[k][runs[k]]["GB/s"] / c["copy_gbps"] for k in mem_keys)
     lines = ["**Predictions, not measurements** (no sm_120 card has been lent). Per shape: the larger of the H200 "
              f"time scaled by the mma.sync rate ratio (H200 {c['mma_sync_tflops']:.0f} TFLOP/s measured in "
              "`bench-issue.json`, the card's from `data/presets/gpus.yaml` with its source) and the KV bytes at "
              f"{u:.0%} of the card's memory bandwidth (the best copy-bandwidth share the kernel reached on the H200 "
-             "in the same run). SM count and clock enter through the mma.sync rate. To check one on a card: "
+             "in the same run). SM count and clock enter through the mma.sync rate. Each row is the configuration "
+             "the launcher selects on these cards for that shape, forced on the H200. To check one on a card: "
              "`kdtree-lab run --profile sm120` and `kdtree-lab bench --preset issue --impl cuda,sglang_extend,"
              "sglang_decode`.", "",
-             "| B, L, N, H | H200, measured (ms) | " + " | ".join(f"{g.label}, predicted (ms)" for g in cards) + " |",
-             "|---|---:|" + "---:|" * len(cards)]
+             "| B, L, N, H | sm_120 runs | H200, measured (ms) | " +
+             " | ".join(f"{g.label}, predicted (ms)" for g in cards) + " |",
+             "|---|---|---:|" + "---:|" * len(cards)]
     for key in SM120_SHAPES:
-        s = by_shape[key]["cuda_sm120"]
+        s = by_shape[key][runs[key]]
         kv_bytes = Shape(*key).kv_bytes
         preds = [predict_ms(s["ms"], kv_bytes, c, g, u) for g in cards]
-        lines.append(f"| {', '.join(map(str, key))} | {s['ms']:.3f} | " + " | ".join(f"{p:.3f}" for p in preds) + " |")
+        lines.append(f"| {', '.join(map(str, key))} | `{runs[key]}` | {s['ms']:.3f} | " +
+                     " | ".join(f"{p:.3f}" for p in preds) + " |")
     return "\n".join(lines)
 
 

@@ -59,6 +59,27 @@ def test_the_current_defaults_table_follows_the_default():
     assert f"`{AUTO_CONFIGS[0].config.name}`" in README and grid.source in DOCS["results.md"]
 
 
+def test_the_rtx_predictions_follow_the_per_shape_choice(monkeypatch):
+    """Each row of the RTX prediction table is what the launcher selects on those cards for that shape: today the
+    first sm_120 kernel everywhere; once a configuration serves the rows above 32 (as the second generation will
+    after its gates), those rows follow it, and a table whose run lacks that configuration's rows is refused."""
+    from kdtree_lab.budget.presets import gpus
+    from kdtree_lab.kernels import launch_plan
+    from kdtree_lab.kernels.launch_plan import AutoConfig, Config
+
+    card = gpus()["rtx-pro-6000"]
+    assert {readme_tables.sm120_impl(k, card) for k in readme_tables.SM120_SHAPES} == {"cuda_sm120"}
+    first = [a for a in launch_plan.AUTO_CONFIGS if a.config.name == "verify_sm120_kernel<32,2>"][0]
+    by_rows = (AutoConfig(Config("verify_sm120_roles_kernel<64>", 64), smem=99_432, rows=(33, 1 << 30)),
+               AutoConfig(first.config, smem=first.smem, rows=(1, 33)))
+    monkeypatch.setattr(launch_plan, "AUTO_CONFIGS", tuple(a for a in launch_plan.AUTO_CONFIGS if a is not first)
+                        + by_rows)
+    assert readme_tables.sm120_impl((1, 200_000, 4, 8), card) == "cuda_sm120"
+    assert readme_tables.sm120_impl((1, 200_000, 16, 8), card) == "cuda_sm120_roles"
+    with pytest.raises(ValueError, match="no rows of cuda_sm120_roles, which sm_120 selects"):
+        readme_tables.rtx_prediction_table()
+
+
 def test_results_index_lists_every_folder():
     index = (RESULTS / "h200" / "README.md").read_text()
     listed = set(re.findall(r"(?m)^\| `([\w.-]+)/` \|", index))
