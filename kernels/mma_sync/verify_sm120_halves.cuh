@@ -26,9 +26,11 @@
 // setup and before exit: no CTA touches its partner's shared memory before it is set up or after it has exited.
 // 97,440 B of shared memory, 256 threads; every instruction is one sm_120a has (mma.sync, ldmatrix, cp.async,
 // mbarrier try_wait, mapa, st.async, barrier.cluster, named barriers). bf16 pools only: an fp8 pool runs
-// the first kernel's e4m3 variant (kdtree_verify.cu).
+// the first kernel's e4m3 variant (kdtree_verify.cu). What it shares with the second generation (the context, the
+// mbarriers, the m-tile softmax, the P hand-off, the PV MMAs, the epilogue) is in roles_common.cuh.
 #pragma once
 #include "../common/frame.cuh"
+#include "roles_common.cuh"
 #include "verify_sm120_halves_layout.cuh"
 
 namespace kdt {
@@ -37,7 +39,7 @@ struct CfgHalves {
   static constexpr int BM = 64, BN = halves::BN, CLUSTER = 2;  // rows per pair, keys per tile, CTAs per pair
   static constexpr int QK_WARPS = 4, PV_WARPS = 4, THREADS = (QK_WARPS + PV_WARPS) * 32;
   static constexpr int QK_THREADS = QK_WARPS * 32, PV_THREADS = PV_WARPS * 32;
-  static constexpr int SLOTS = 3;
+  static constexpr int SLOTS = 3, DRAFT_PAIRS = 1;          // the draft block: one (K, V) pair, not pipelined
   static constexpr int TILE = halves::TILE;                  // the CTA's slice of 32 keys (the layout header)
   static constexpr int RING = SLOTS * TILE;                  // 55,296
   // the swaps: 2 buffers x 4 QK warps x 4 n-tiles x 32 lanes x 16 bytes (n-tile major: each 16-byte access of a
@@ -58,18 +60,9 @@ struct CfgHalves {
   static constexpr int BAR_PAIR = 1, BAR_PV = 3;
 };
 
-// What the two roles share: the CTA's work, its rank in the pair, its shared memory, the ring's geometry.
-struct HalvesCtx {
-  const Params& p;
-  const Work& w;
-  uint32_t base, mbar, rank;
-  int ntiles, depth;
-  __device__ __forceinline__ int kslot(int t) const { return w.draft ? 0 : t % CfgHalves::SLOTS; }
-  __device__ __forceinline__ int vslot(int t) const { return w.draft ? 1 : t % CfgHalves::SLOTS; }
-  __device__ __forceinline__ uint32_t full(int t) const { return mbar + 8 * (CfgHalves::MB_FULL + kslot(t)); }
-  __device__ __forceinline__ uint32_t full_parity(int t) const { return (t / depth) & 1; }
-  __device__ __forceinline__ uint32_t p_full(int t) const { return mbar + 8 * (CfgHalves::MB_PFULL + (t & 1)); }
-  __device__ __forceinline__ uint32_t p_empty(int t) const { return mbar + 8 * (CfgHalves::MB_PEMPTY + (t & 1)); }
+// The CTA's work, shared memory and ring (roles_common.cuh), and its rank in the pair.
+struct HalvesCtx : RoleCtx<CfgHalves> {
+  uint32_t rank;
 };
 
 // The PV group (warps 4..7): loads the ring (the CTA's slice of each key), multiplies P V into output columns
@@ -79,9 +72,6 @@ __device__ __forceinline__ void halves_pv(const HalvesCtx& c) {
   const Params& p = c.p;
   const Work& w = c.w;
   const int tid = threadIdx.x, lane = tid & 31, pw = (tid >> 5) - C::QK_WARPS, v = tid - C::QK_THREADS;
-  const float* alpha_s = reinterpret_cast<const float*>(smem_ptr(c.base + C::O_ALPHA));
-  const int* flags_s = reinterpret_cast<const int*>(smem_ptr(c.base + C::O_FLAGS));
-  const float* stats = reinterpret_cast<const float*>(smem_ptr(c.base + C::O_STATS));
   // loads: 8 threads per key, 16 keys per pass, two passes; this thread moves latent chunks sub + 8 i (i < 4: 128
   // contiguous bytes per 8 lanes) and, for sub < 4, rope chunk sub of keys lrow and lrow + 16
   const int lrow = v >> 3, sub = v & 7;
@@ -130,44 +120,18 @@ __device__ __forceinline__ void halves_pv(const HalvesCtx& c) {
 
   for (int t = 0; t < c.ntiles; ++t) {
     const int b = t & 1;
-    mbar_wait(c.p_full(t), (t >> 1) & 1);  // P(t), its rescale factors and flags are written
-    const int4 fl = *reinterpret_cast<const int4*>(flags_s + 4 * b);
-    const int flm[4] = {fl.x, fl.y, fl.z, fl.w};
-#pragma unroll
-    for (int m = 0; m < 4; ++m)
-      if (flm[m]) {  // warp-uniform: some row of m-tile m moved its reference maximum
-        const float a0 = alpha_s[b * C::BM + 16 * m + (lane >> 2)];
-        const float a1 = alpha_s[b * C::BM + 16 * m + 8 + (lane >> 2)];
-#pragma unroll
-        for (int n = 0; n < 8; ++n) {
-          acc[m][n][0] *= a0;
-          acc[m][n][1] *= a0;
-          acc[m][n][2] *= a1;
-          acc[m][n][3] *= a1;
-        }
-      }
+    acquire_p(c, t, acc, lane);
     mbar_wait(c.full(t), c.full_parity(t));  // the tile's V (complete: the QK group waited on it)
     const uint32_t vt = c.base + c.vslot(t) * C::TILE;
 #pragma unroll
     for (int ks = 0; ks < 2; ++ks) {
       uint32_t pa[4][4];
-#pragma unroll
-      for (int m = 0; m < 4; ++m) {
-        const uint4 u = ld_shared_v4(c.base + C::O_PB + (((b * 2 + ks) * 4 + m) * 32 + lane) * 16);
-        pa[m][0] = u.x;
-        pa[m][1] = u.y;
-        pa[m][2] = u.z;
-        pa[m][3] = u.w;
-      }
+      load_p<2>(c.base + C::O_PB, b, ks, lane, pa);
 #pragma unroll
       for (int np = 0; np < 4; ++np) {
         uint32_t vb[4];
         ldsm_x4_trans(vb, vt + halves::v_step(vofs0, ks, np));
-#pragma unroll
-        for (int m = 0; m < 4; ++m) {
-          mma_bf16(acc[m][2 * np], pa[m], vb[0], vb[1]);
-          mma_bf16(acc[m][2 * np + 1], pa[m], vb[2], vb[3]);
-        }
+        pv_mma(acc, pa, vb, np);
       }
     }
     if (t + 2 < c.ntiles) mbar_arrive(c.p_empty(t));  // P buffer b may take P(t + 2)
@@ -179,17 +143,7 @@ __device__ __forceinline__ void halves_pv(const HalvesCtx& c) {
     }
   }
   cp_async_wait<0>();
-  mbar_wait(c.mbar + 8 * C::MB_STATS, 0);  // the QK group's row statistics
-  const float vscale = w.draft ? 1.f : p.v_scale;
-#pragma unroll
-  for (int m = 0; m < 4; ++m)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int rr = 16 * m + 8 * h + (lane >> 2), gr = w.row0 + rr;
-      if (gr < p.R)
-        write_partial_row<8>(p, w.part0 + gr, stats[rr], stats[C::BM + rr], vscale,
-                             c.rank == 0 && pw == 0 && (lane & 3) == 0, 256 * c.rank + 64 * pw, acc[m], h);
-    }
+  write_partial_rows(c, acc, c.rank == 0 && pw == 0 && (lane & 3) == 0, 256 * c.rank + 64 * pw, lane);
 }
 
 // The QK group (warps 0..3). DRAFT: the draft block, masked by the tree (custom_mask) or causally, one tile at a
@@ -203,9 +157,6 @@ __device__ __forceinline__ void halves_qk(const HalvesCtx& c) {
   const int tid = threadIdx.x, lane = tid & 31, q = tid >> 5, rh = q >> 1, dh = q & 1;
   const int g = lane >> 2, t4 = lane & 3;
   const uint32_t other = c.rank ^ 1;
-  float* alpha_s = reinterpret_cast<float*>(smem_ptr(c.base + C::O_ALPHA));
-  int* flags_s = reinterpret_cast<int*>(smem_ptr(c.base + C::O_FLAGS));
-  float* stats = reinterpret_cast<float*>(smem_ptr(c.base + C::O_STATS));
   // A fragments of rows 32 rh + 16 m + 8 h + g: latent dims 256 rank + 128 dh + 16 kk + 2 t4 (kk < 8), rope dims
   // 512 + 32 rank + 16 dh + 2 t4 (kk = 8), + 8 for the fragment's upper half; rows past the request's are zeros
   uint32_t qf[9][2][4];
@@ -213,9 +164,7 @@ __device__ __forceinline__ void halves_qk(const HalvesCtx& c) {
   for (int m = 0; m < 2; ++m)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int gr = w.row0 + 32 * rh + 16 * m + 8 * h + g;
-      const __nv_bfloat16* row =
-          gr < w.rows_b ? p.q + (w.tok0 + gr / p.H) * p.q_st + (int64_t)(gr % p.H) * p.q_sh : nullptr;
+      const __nv_bfloat16* row = q_row(p, w, 32 * rh + 16 * m + 8 * h + g);
       const __nv_bfloat16* lat = row ? row + 256 * c.rank + 128 * dh + 2 * t4 : nullptr;
       const __nv_bfloat16* rope = row ? row + D_V + 32 * c.rank + 16 * dh + 2 * t4 : nullptr;
 #pragma unroll
@@ -235,6 +184,7 @@ __device__ __forceinline__ void halves_qk(const HalvesCtx& c) {
   auto parity = [](int t) -> uint32_t { return (t / DEPTH) & 1; };
   const DraftMask dm = draft_mask(p, w);
   const int node0 = (w.row0 + 16 * q + g) / p.H, node1 = (w.row0 + 16 * q + 8 + g) / p.H;
+  const int span = w.kend - w.kbeg;  // keys of this split (the draft block: kbeg = 0)
   const float scale = DRAFT ? p.scale_draft : p.scale_pre;
   float m_ref[2] = {-INFINITY, -INFINITY}, l_part[2] = {0.f, 0.f};
 
@@ -313,81 +263,12 @@ __device__ __forceinline__ void halves_qk(const HalvesCtx& c) {
       x[n][3] += __uint_as_float(u.w);
     }
   };
-  // visibility of this lane's 16 scores of tile t (bit 4 n + e: row 16 q + g + 8 (e >> 1), key 8 n + 2 t4 + (e & 1))
-  const int span = w.kend - w.kbeg;  // keys of this split (the draft block: kbeg = 0)
-  auto visible_bits = [&](int t) -> uint32_t {
-    const int key0 = t * C::BN;  // relative to kbeg
-    uint32_t bits = 0;
-#pragma unroll
-    for (int n = 0; n < 4; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = key0 + 8 * n + 2 * t4 + (e & 1);
-        const bool vis = DRAFT ? draft_visible(dm, (e >> 1) ? node1 : node0, key) : key < span;
-        bits |= (vis ? 1u : 0u) << (4 * n + e);
-      }
-    return bits;
-  };
-  // the softmax of m-tile q on registers only: mask, scale, row max over the quad, the lazy reference maximum,
-  // exponentials, row sums; P as the A fragments of m-tile q for the tile's two k16 steps
-  auto softmax = [&](const float (&x)[4][4], uint32_t bits, uint32_t (&pk)[2][4], float (&alpha)[2]) -> bool {
-    float y[4][4], mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int n = 0; n < 4; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        y[n][e] = (bits >> (4 * n + e)) & 1 ? x[n][e] * scale : -INFINITY;
-        mx[e >> 1] = fmaxf(mx[e >> 1], y[n][e]);
-      }
-    bool moved = false;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
-      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
-      const bool bump = mx[h] > m_ref[h] + RESCALE_SLACK;  // the same decision in the row's 4 lanes
-      alpha[h] = bump ? exp2f(m_ref[h] - mx[h]) : 1.f;
-      m_ref[h] = bump ? mx[h] : m_ref[h];
-      moved |= bump;
-    }
-    float sum[2] = {0.f, 0.f};
-#pragma unroll
-    for (int n = 0; n < 4; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float mr = m_ref[e >> 1];
-        y[n][e] = exp2f(y[n][e] - (mr == -INFINITY ? 0.f : mr));
-        sum[e >> 1] += y[n][e];
-      }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) l_part[h] = l_part[h] * alpha[h] + sum[h];
-#pragma unroll
-    for (int ks = 0; ks < 2; ++ks) {
-      pk[ks][0] = pack_bf16(y[2 * ks][0], y[2 * ks][1]);
-      pk[ks][1] = pack_bf16(y[2 * ks][2], y[2 * ks][3]);
-      pk[ks][2] = pack_bf16(y[2 * ks + 1][0], y[2 * ks + 1][1]);
-      pk[ks][3] = pack_bf16(y[2 * ks + 1][2], y[2 * ks + 1][3]);
-    }
-    return moved;
-  };
-  auto publish = [&](int t, const uint32_t (&pk)[2][4], const float (&alpha)[2], bool any_moved) {
-    const int b = t & 1;
-    if (t >= 2) mbar_wait(c.p_empty(t), ((t >> 1) + 1) & 1);  // the PV group has read P(t - 2)
-#pragma unroll
-    for (int ks = 0; ks < 2; ++ks)
-      st_shared_v4(c.base + C::O_PB + (((b * 2 + ks) * 4 + q) * 32 + lane) * 16,
-                   make_uint4(pk[ks][0], pk[ks][1], pk[ks][2], pk[ks][3]));
-    if (any_moved && t4 == 0) {
-      alpha_s[b * C::BM + 16 * q + g] = alpha[0];
-      alpha_s[b * C::BM + 16 * q + 8 + g] = alpha[1];
-    }
-    if (lane == 0) flags_s[4 * b + q] = any_moved ? 1 : 0;
-    mbar_arrive(c.p_full(t));
-  };
   auto finish = [&](int t, const float (&x)[4][4]) {
     uint32_t pk[2][4];
     float alpha[2];
-    const bool moved = softmax(x, visible_bits(t), pk, alpha);
-    publish(t, pk, alpha, __any_sync(0xffffffffu, moved));
+    const bool moved = softmax_tile(x, visible_bits<DRAFT, 4>(t * C::BN, t4, dm, node0, node1, span), scale, m_ref,
+                                    l_part, pk, alpha);
+    publish_p(c, t, q, lane, pk, alpha, __any_sync(0xffffffffu, moved));
   };
 
   float s[2][4][4], x[4][4];
@@ -418,17 +299,8 @@ __device__ __forceinline__ void halves_qk(const HalvesCtx& c) {
       }
     }
   }
-  // row statistics of m-tile q for the PV group's epilogue (the same in both CTAs)
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    l_part[h] += __shfl_xor_sync(0xffffffffu, l_part[h], 1);
-    l_part[h] += __shfl_xor_sync(0xffffffffu, l_part[h], 2);
-    if (t4 == 0) {
-      stats[16 * q + 8 * h + g] = m_ref[h];
-      stats[C::BM + 16 * q + 8 * h + g] = l_part[h];
-    }
-  }
-  mbar_arrive(c.mbar + 8 * C::MB_STATS);
+  // the same row statistics in both CTAs
+  publish_row_stats(c, m_ref, l_part, q, lane);
 }
 
 template <int BM>
@@ -441,19 +313,13 @@ __global__ void __cluster_dims__(CfgHalves::CLUSTER, 1, 1) __launch_bounds__(Cfg
   // both CTAs of a pair share the row tile, so they return (or not) together, before touching each other
   if (!setup_work<BM, C::THREADS>(p, C::BN, w, blockIdx.x / C::CLUSTER)) return;
   const uint32_t base = smem_u32(smem);
-  const HalvesCtx c{p, w, base, base + C::O_MBAR, cluster_rank(), (w.kend - w.kbeg + C::BN - 1) / C::BN,
-                  w.draft ? 1 : C::SLOTS};
+  const HalvesCtx c{{p, w, base, base + C::O_MBAR, (w.kend - w.kbeg + C::BN - 1) / C::BN,
+                    w.draft ? C::DRAFT_PAIRS : C::SLOTS},
+                   cluster_rank()};
   if (threadIdx.x == 0) {
-#pragma unroll
-    for (int s = 0; s < C::SLOTS; ++s) mbar_init(c.mbar + 8 * (C::MB_FULL + s), C::PV_THREADS);
-#pragma unroll
-    for (int b = 0; b < 2; ++b) {
-      mbar_init(c.mbar + 8 * (C::MB_PFULL + b), C::QK_THREADS);
-      mbar_init(c.mbar + 8 * (C::MB_PEMPTY + b), C::PV_THREADS);
-    }
+    init_role_mbarriers<C>(c.mbar);
 #pragma unroll
     for (int i = 0; i < 8; ++i) mbar_init(c.mbar + 8 * (C::MB_XFULL + i), 1);  // lane 0's expect_tx arrival
-    mbar_init(c.mbar + 8 * C::MB_STATS, C::QK_THREADS);
     fence_mbar_init_cluster();
   }
   cluster_sync();  // the partner's mbarriers are set up before any arrival on them

@@ -24,9 +24,11 @@
 // allocates. The draft-block CTA uses the ring as two (K, V) slot pairs (V from v_extend).
 // 99,432 B of shared memory; every instruction is one sm_120a has (mma.sync, ldmatrix, cp.async, mbarrier
 // try_wait, setmaxnreg, named barriers), so a Hopper GPU runs it as sm_120 would. bf16 pools only: an fp8 pool
-// runs the first kernel's e4m3 variant (kdtree_verify.cu).
+// runs the first kernel's e4m3 variant (kdtree_verify.cu). What this kernel and the third form share (the context,
+// the mbarriers, the m-tile softmax, the P hand-off, the PV MMAs, the epilogue) is in roles_common.cuh.
 #pragma once
 #include "../common/frame.cuh"
+#include "roles_common.cuh"
 
 namespace kdt {
 
@@ -35,6 +37,7 @@ struct CfgRoles {
   static constexpr int QK_WARPS = 4, PV_WARPS = 8, THREADS = (QK_WARPS + PV_WARPS) * 32;
   static constexpr int QK_THREADS = QK_WARPS * 32, PV_THREADS = PV_WARPS * 32;
   static constexpr int SLOTS = 4;                            // ring slots of one 16-key tile
+  static constexpr int DRAFT_PAIRS = 2;                      // the draft block's (K, V) slot pairs
   static constexpr int ROW = D_QK * 2;                       // bytes per swizzled key row
   static constexpr int TILE = BN * ROW;                      // 18,432
   static constexpr int RING = SLOTS * TILE;                  // 73,728
@@ -67,19 +70,7 @@ struct CfgRoles {
   static constexpr int BAR_PAIR = 1, BAR_PV = 3, BAR_QK = 4;
 };
 
-// What the two roles share: the CTA's work, its shared memory, the ring's geometry.
-struct RolesCtx {
-  const Params& p;
-  const Work& w;
-  uint32_t base, mbar;
-  int ntiles, depth;
-  __device__ __forceinline__ int kslot(int t) const { return w.draft ? 2 * (t % 2) : t % CfgRoles::SLOTS; }
-  __device__ __forceinline__ int vslot(int t) const { return w.draft ? 2 * (t % 2) + 1 : t % CfgRoles::SLOTS; }
-  __device__ __forceinline__ uint32_t full(int t) const { return mbar + 8 * (CfgRoles::MB_FULL + kslot(t)); }
-  __device__ __forceinline__ uint32_t full_parity(int t) const { return (t / depth) & 1; }
-  __device__ __forceinline__ uint32_t p_full(int t) const { return mbar + 8 * (CfgRoles::MB_PFULL + (t & 1)); }
-  __device__ __forceinline__ uint32_t p_empty(int t) const { return mbar + 8 * (CfgRoles::MB_PEMPTY + (t & 1)); }
-};
+using RolesCtx = RoleCtx<CfgRoles>;  // the CTA's work, shared memory and ring (roles_common.cuh)
 
 // The PV group (warps 4..11): loads the ring, multiplies P V into the output columns 64 pw .. 64 pw + 63 of all 64
 // rows, writes the partial rows.
@@ -89,9 +80,6 @@ __device__ __forceinline__ void roles_pv(const RolesCtx& c) {
   const Work& w = c.w;
   const int tid = threadIdx.x, lane = tid & 31, pw = (tid >> 5) - C::QK_WARPS, v = tid - C::QK_THREADS;
   const int mi = lane >> 3, sw = lane & 7;
-  const float* alpha_s = reinterpret_cast<const float*>(smem_ptr(c.base + C::O_ALPHA));
-  const int* flags_s = reinterpret_cast<const int*>(smem_ptr(c.base + C::O_FLAGS));
-  const float* stats = reinterpret_cast<const float*>(smem_ptr(c.base + C::O_STATS));
   // loads: this thread moves 16-byte chunks sub + 16k of key row lrow of a tile
   const int lrow = v >> 4, sub = v & 15;
   const uint32_t ldst = lrow * C::ROW + ((sub ^ (lrow & 7)) << 4);
@@ -134,42 +122,16 @@ __device__ __forceinline__ void roles_pv(const RolesCtx& c) {
 
   for (int t = 0; t < c.ntiles; ++t) {
     const int b = t & 1;
-    mbar_wait(c.p_full(t), (t >> 1) & 1);  // P(t), its rescale factors and flags are written
-    const int4 fl = *reinterpret_cast<const int4*>(flags_s + 4 * b);
-    const int flm[4] = {fl.x, fl.y, fl.z, fl.w};
-#pragma unroll
-    for (int m = 0; m < 4; ++m)
-      if (flm[m]) {  // warp-uniform: some row of m-tile m moved its reference maximum
-        const float a0 = alpha_s[b * C::BM + 16 * m + (lane >> 2)];
-        const float a1 = alpha_s[b * C::BM + 16 * m + 8 + (lane >> 2)];
-#pragma unroll
-        for (int n = 0; n < 8; ++n) {
-          acc[m][n][0] *= a0;
-          acc[m][n][1] *= a0;
-          acc[m][n][2] *= a1;
-          acc[m][n][3] *= a1;
-        }
-      }
+    acquire_p(c, t, acc, lane);
     uint32_t pa[4][4];
-#pragma unroll
-    for (int m = 0; m < 4; ++m) {
-      const uint4 u = ld_shared_v4(c.base + C::O_PB + ((b * 4 + m) * 32 + lane) * 16);
-      pa[m][0] = u.x;
-      pa[m][1] = u.y;
-      pa[m][2] = u.z;
-      pa[m][3] = u.w;
-    }
+    load_p<1>(c.base + C::O_PB, b, 0, lane, pa);
     mbar_wait(c.full(t), c.full_parity(t));  // the tile's V (complete: the QK group waited on it)
     const uint32_t vt = c.base + c.vslot(t) * C::TILE;
 #pragma unroll
     for (int np = 0; np < 4; ++np) {
       uint32_t vb[4];
       ldsm_x4_trans(vb, vt + (vofs0 ^ (uint32_t)(np << 5)));
-#pragma unroll
-      for (int m = 0; m < 4; ++m) {
-        mma_bf16(acc[m][2 * np], pa[m], vb[0], vb[1]);
-        mma_bf16(acc[m][2 * np + 1], pa[m], vb[2], vb[3]);
-      }
+      pv_mma(acc, pa, vb, np);
     }
     if (t + 2 < c.ntiles) mbar_arrive(c.p_empty(t));  // P buffer b may take P(t + 2)
     if (t + c.depth < c.ntiles) {
@@ -179,17 +141,7 @@ __device__ __forceinline__ void roles_pv(const RolesCtx& c) {
     }
   }
   cp_async_wait<0>();
-  mbar_wait(c.mbar + 8 * C::MB_STATS, 0);  // the QK group's row statistics
-  const float vscale = w.draft ? 1.f : p.v_scale;
-#pragma unroll
-  for (int m = 0; m < 4; ++m)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int rr = 16 * m + 8 * h + (lane >> 2), gr = w.row0 + rr;
-      if (gr < p.R)
-        write_partial_row<8>(p, w.part0 + gr, stats[rr], stats[C::BM + rr], vscale, pw == 0 && (lane & 3) == 0,
-                             64 * pw, acc[m], h);
-    }
+  write_partial_rows(c, acc, pw == 0 && (lane & 3) == 0, 64 * pw, lane);
 }
 
 // The QK group (warps 0..3), software-pipelined: tile t + 1's QK MMAs are issued in the same basic block as tile
@@ -203,19 +155,11 @@ __device__ __forceinline__ void roles_qk(const RolesCtx& c) {
   const Work& w = c.w;
   const int tid = threadIdx.x, lane = tid & 31, q = tid >> 5, rh = q >> 1, dh = q & 1;
   const int g = lane >> 2, t4 = lane & 3, mi = lane >> 3, sw = lane & 7;
-  float* alpha_s = reinterpret_cast<float*>(smem_ptr(c.base + C::O_ALPHA));
-  int* flags_s = reinterpret_cast<int*>(smem_ptr(c.base + C::O_FLAGS));
-  float* stats = reinterpret_cast<float*>(smem_ptr(c.base + C::O_STATS));
   // Q's rope dims of the 64 rows -> shared memory (128-byte rows, chunk c at c ^ (row & 7)); latent A fragments of
   // this warp's rows and dims -> registers, straight from global memory. Rows past the request's are zeros.
-  auto q_row = [&](int r) -> const __nv_bfloat16* {
-    const int gr = w.row0 + r;
-    if (gr >= w.rows_b) return nullptr;
-    return p.q + (w.tok0 + gr / p.H) * p.q_st + (int64_t)(gr % p.H) * p.q_sh;
-  };
   for (int idx = tid; idx < C::BM * 8; idx += C::QK_THREADS) {
     const int r = idx >> 3, ch = idx & 7;
-    const __nv_bfloat16* src = q_row(r);
+    const __nv_bfloat16* src = q_row(p, w, r);
     cp_async_16s(c.base + C::O_ROPE + r * 128 + ((ch ^ (r & 7)) << 4), src ? src + D_V + 8 * ch : p.q,
                  src ? 16 : 0);
   }
@@ -223,7 +167,7 @@ __device__ __forceinline__ void roles_qk(const RolesCtx& c) {
   // memory, two rows per 128-byte line: row r, chunk c at line r >> 1, position ((r & 1) * 4 + c) ^ ((r >> 1) & 7)
   for (int idx = tid; idx < C::BM * 4; idx += C::QK_THREADS) {
     const int r = idx >> 2, ch = idx & 3;
-    const __nv_bfloat16* src = q_row(r);
+    const __nv_bfloat16* src = q_row(p, w, r);
     cp_async_16s(c.base + C::O_QTAIL + line_pair_offset(r, ch), src ? src + 256 * (ch >> 1) + 240 + 8 * (ch & 1) : p.q,
                  src ? 16 : 0);
   }
@@ -234,7 +178,7 @@ __device__ __forceinline__ void roles_qk(const RolesCtx& c) {
   for (int m = 0; m < 2; ++m)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const __nv_bfloat16* row = q_row(32 * rh + 16 * m + 8 * h + g);
+      const __nv_bfloat16* row = q_row(p, w, 32 * rh + 16 * m + 8 * h + g);
       const __nv_bfloat16* at = row ? row + 256 * dh + 2 * t4 : nullptr;
 #pragma unroll
       for (int kk = 0; kk < 15; ++kk)
@@ -260,6 +204,7 @@ __device__ __forceinline__ void roles_qk(const RolesCtx& c) {
   auto parity = [](int t) -> uint32_t { return (t / DEPTH) & 1; };
   const DraftMask dm = draft_mask(p, w);
   const int node0 = (w.row0 + 16 * q + g) / p.H, node1 = (w.row0 + 16 * q + 8 + g) / p.H;
+  const int span = w.kend - w.kbeg;  // keys of this split (the draft block: kbeg = 0)
   const float scale = DRAFT ? p.scale_draft : p.scale_pre;
   float m_ref[2] = {-INFINITY, -INFINITY}, l_part[2] = {0.f, 0.f};
 
@@ -326,70 +271,6 @@ __device__ __forceinline__ void roles_qk(const RolesCtx& c) {
     x[1][2] += __uint_as_float(u1.z);
     x[1][3] += __uint_as_float(u1.w);
   };
-  // visibility of this lane's 8 scores of tile t (bit 4 n + e: row 16 q + g + 8 (e >> 1), key 8 n + 2 t4 + (e & 1))
-  const int span = w.kend - w.kbeg;  // keys of this split (the draft block: kbeg = 0)
-  auto visible_bits = [&](int t) -> uint32_t {
-    const int key0 = t * C::BN;  // relative to kbeg
-    uint32_t bits = 0;
-#pragma unroll
-    for (int n = 0; n < 2; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = key0 + 8 * n + 2 * t4 + (e & 1);
-        const bool vis = DRAFT ? draft_visible(dm, (e >> 1) ? node1 : node0, key) : key < span;
-        bits |= (vis ? 1u : 0u) << (4 * n + e);
-      }
-    return bits;
-  };
-  // the softmax of m-tile q on registers only: mask, scale, row max over the quad, the lazy reference maximum,
-  // exponentials, row sums; P as the A fragment of m-tile q
-  auto softmax = [&](const float (&x)[2][4], uint32_t bits, uint32_t (&pk)[4], float (&alpha)[2]) -> bool {
-    float y[2][4], mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int n = 0; n < 2; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        y[n][e] = (bits >> (4 * n + e)) & 1 ? x[n][e] * scale : -INFINITY;
-        mx[e >> 1] = fmaxf(mx[e >> 1], y[n][e]);
-      }
-    bool moved = false;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
-      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
-      const bool bump = mx[h] > m_ref[h] + RESCALE_SLACK;  // the same decision in the row's 4 lanes
-      alpha[h] = bump ? exp2f(m_ref[h] - mx[h]) : 1.f;
-      m_ref[h] = bump ? mx[h] : m_ref[h];
-      moved |= bump;
-    }
-    float sum[2] = {0.f, 0.f};
-#pragma unroll
-    for (int n = 0; n < 2; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float mr = m_ref[e >> 1];
-        y[n][e] = exp2f(y[n][e] - (mr == -INFINITY ? 0.f : mr));
-        sum[e >> 1] += y[n][e];
-      }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) l_part[h] = l_part[h] * alpha[h] + sum[h];
-    pk[0] = pack_bf16(y[0][0], y[0][1]);
-    pk[1] = pack_bf16(y[0][2], y[0][3]);
-    pk[2] = pack_bf16(y[1][0], y[1][1]);
-    pk[3] = pack_bf16(y[1][2], y[1][3]);
-    return moved;
-  };
-  auto publish = [&](int t, const uint32_t (&pk)[4], const float (&alpha)[2], bool any_moved) {
-    const int b = t & 1;
-    if (t >= 2) mbar_wait(c.p_empty(t), ((t >> 1) + 1) & 1);  // the PV group has read P(t - 2)
-    st_shared_v4(c.base + C::O_PB + ((b * 4 + q) * 32 + lane) * 16, make_uint4(pk[0], pk[1], pk[2], pk[3]));
-    if (any_moved && t4 == 0) {
-      alpha_s[b * C::BM + 16 * q + g] = alpha[0];
-      alpha_s[b * C::BM + 16 * q + 8 + g] = alpha[1];
-    }
-    if (lane == 0) flags_s[4 * b + q] = any_moved ? 1 : 0;
-    mbar_arrive(c.p_full(t));
-  };
 
   float s[2][2][4], x[2][4];
   mbar_wait(full(0), parity(0));
@@ -399,27 +280,17 @@ __device__ __forceinline__ void roles_qk(const RolesCtx& c) {
     const bool more = t + 1 < c.ntiles;
     if (more) mbar_wait(full(t + 1), parity(t + 1));
     // the draft block's tree mask (loads) before the MMAs; a prefix tile's mask is a compare, inside the block
-    const uint32_t bits = visible_bits(t);
+    const uint32_t bits = visible_bits<DRAFT, 2>(t * C::BN, t4, dm, node0, node1, span);
     // one basic block: tile t + 1's MMAs (the last iteration re-reads tile t, whose result is dropped) beside tile
     // t's softmax
     qk_mma(c.base + kslot(more ? t + 1 : t) * C::TILE, s);
-    uint32_t pk[4];
+    uint32_t pk[1][4];
     float alpha[2];
-    const bool moved = softmax(x, bits, pk, alpha);
-    publish(t, pk, alpha, __any_sync(0xffffffffu, moved));
+    const bool moved = softmax_tile(x, bits, scale, m_ref, l_part, pk, alpha);
+    publish_p(c, t, q, lane, pk, alpha, __any_sync(0xffffffffu, moved));
     if (more) swap(t + 1, s, x);
   }
-  // row statistics of m-tile q for the PV group's epilogue
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    l_part[h] += __shfl_xor_sync(0xffffffffu, l_part[h], 1);
-    l_part[h] += __shfl_xor_sync(0xffffffffu, l_part[h], 2);
-    if (t4 == 0) {
-      stats[16 * q + 8 * h + g] = m_ref[h];
-      stats[C::BM + 16 * q + 8 * h + g] = l_part[h];
-    }
-  }
-  mbar_arrive(c.mbar + 8 * C::MB_STATS);
+  publish_row_stats(c, m_ref, l_part, q, lane);
 }
 
 template <int BM>
@@ -430,17 +301,9 @@ __global__ void __launch_bounds__(CfgRoles::THREADS, 1) verify_sm120_roles_kerne
   Work w;
   if (!setup_work<BM, C::THREADS>(p, C::BN, w)) return;
   const uint32_t base = smem_u32(smem);
-  const RolesCtx c{p, w, base, base + C::O_MBAR, (w.kend - w.kbeg + C::BN - 1) / C::BN, w.draft ? 2 : C::SLOTS};
-  if (threadIdx.x == 0) {
-#pragma unroll
-    for (int s = 0; s < C::SLOTS; ++s) mbar_init(c.mbar + 8 * (C::MB_FULL + s), C::PV_THREADS);
-#pragma unroll
-    for (int b = 0; b < 2; ++b) {
-      mbar_init(c.mbar + 8 * (C::MB_PFULL + b), C::QK_THREADS);
-      mbar_init(c.mbar + 8 * (C::MB_PEMPTY + b), C::PV_THREADS);
-    }
-    mbar_init(c.mbar + 8 * C::MB_STATS, C::QK_THREADS);
-  }
+  const RolesCtx c{p, w, base, base + C::O_MBAR, (w.kend - w.kbeg + C::BN - 1) / C::BN,
+                   w.draft ? C::DRAFT_PAIRS : C::SLOTS};
+  if (threadIdx.x == 0) init_role_mbarriers<C>(c.mbar);
   __syncthreads();
   if (threadIdx.x >= C::QK_THREADS) {
     regs_dec<C::PV_REGS>();
