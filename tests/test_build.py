@@ -99,3 +99,16 @@ def test_kernel_names_read_back_as_the_configuration_table_names_them():
     assert _short("_ZN3kdt19verify_sm120_kernelILi32ELi2ELb1EEEvNS_6ParamsE") == "verify_sm120_kernel<32,2,true>"
     assert _short("_ZN3kdt19verify_wgmma_kernelILi64ELi2ELb0EEEvNS_6ParamsE") == "verify_wgmma_kernel<64,2>"
     assert _short("_ZN3kdt15mma_peak_kernelEiPf") == "mma_peak_kernel"  # demangled, as build prints it
+
+
+def test_a_debug_waits_build_names_a_stuck_wait_and_is_its_own_library(built, monkeypatch):
+    """KDT_DEBUG_WAITS=1 builds a separate library (its own hash) whose mbarrier waits print the stuck barrier and
+    trap after 2 s; the default build has none of it; its checks still pass (the printf's stack frame allowed)."""
+    message = b"mbarrier wait stuck 2 s"
+    assert message not in built[0].library.read_bytes()
+    monkeypatch.setenv("KDT_DEBUG_WAITS", "1")
+    debug = build.build_library(("sm_120a",), progress=False)
+    assert debug.library != built[0].library and message in debug.library.read_bytes()
+    assert "-DKDT_DEBUG_WAITS" in debug.command
+    report = build.check_library(debug.library, ("sm_120a",))
+    assert report.ok, report.problems

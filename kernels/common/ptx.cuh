@@ -117,9 +117,36 @@ __device__ __forceinline__ void mbar_init(uint32_t addr, int count) {
   "KDT_MBAR_WAIT_%=:\n"                                                  \
   " mbarrier.try_wait.parity" SEM ".shared::cta.b64 p, [%0], %1;\n"     \
   " @!p bra KDT_MBAR_WAIT_%=;\n}\n"
+#ifdef KDT_DEBUG_WAITS
+#include <stdio.h>
+// Debug build (KDT_DEBUG_WAITS=1 in the environment of the build, kdtree_lab/kernels/build.py): a wait that has not
+// completed after 2 s prints its block, thread, mbarrier (shared address) and parity, then traps, so a hang in a
+// new kernel ends the call with the barrier named instead of running into the call's time limit. The trap leaves
+// the CUDA context unusable: the process must exit.
+#define KDT_MBAR_TRY_ASM(SEM)                                                             \
+  "{\n .reg .pred p;\n mbarrier.try_wait.parity" SEM ".shared::cta.b64 p, [%1], %2;\n" \
+  " selp.u32 %0, 1, 0, p;\n}\n"
+#define KDT_DEBUG_WAIT(SEM)                                                                                         \
+  do {                                                                                                             \
+    uint64_t t0 = 0, now = 0;                                                                                      \
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));                                                         \
+    for (uint32_t ok = 0;;) {                                                                                      \
+      asm volatile(KDT_MBAR_TRY_ASM(SEM) : "=r"(ok) : "r"(addr), "r"(parity) : "memory");                          \
+      if (ok) break;                                                                                               \
+      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));                                                      \
+      if (now - t0 > 2000000000ull) {                                                                              \
+        printf("kdtree-lab: mbarrier wait stuck 2 s: block (%d, %d, %d) thread %d, mbarrier at shared 0x%x, "    \
+               "parity %u\n", blockIdx.x, blockIdx.y, blockIdx.z, threadIdx.x, addr, parity);                   \
+        __trap();                                                                                                  \
+      }                                                                                                            \
+    }                                                                                                              \
+  } while (0)
+__device__ __forceinline__ void mbar_wait(uint32_t addr, uint32_t parity) { KDT_DEBUG_WAIT(""); }
+#else
 __device__ __forceinline__ void mbar_wait(uint32_t addr, uint32_t parity) {
   asm volatile(KDT_MBAR_WAIT_ASM("") ::"r"(addr), "r"(parity) : "memory");
 }
+#endif
 // One arrival (release: this thread's earlier shared-memory writes are visible to the threads whose wait then
 // completes, which acquire).
 __device__ __forceinline__ void mbar_arrive(uint32_t addr) {
@@ -178,7 +205,11 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t addr, uint32_t by
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(addr), "r"(bytes) : "memory");
 }
 __device__ __forceinline__ void mbar_wait_cluster(uint32_t addr, uint32_t parity) {
+#ifdef KDT_DEBUG_WAITS
+  KDT_DEBUG_WAIT(".acquire.cluster");
+#else
   asm volatile(KDT_MBAR_WAIT_ASM(".acquire.cluster") ::"r"(addr), "r"(parity) : "memory");
+#endif
 }
 // Make this CTA's mbarrier initialisations visible to the cluster (before the cluster barrier that publishes them).
 __device__ __forceinline__ void fence_mbar_init_cluster() {
