@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 
+from ..kernels.abi import ARCH_SM90A
 from ..kernels.impls import IMPLS
 from .parity import Case, fp8_cases, run_case
 
@@ -21,9 +22,6 @@ CASES = [
     Case("N1_H64", (257,), 1, 64, nsplit=2),
     Case("bigN", (200,), 64, 2, nsplit=2),
 ]
-
-
-ARCH_SM90A = 90  # frame.cuh's ARCH_SM90A: wgmma configurations run on compute capability 9.x only
 
 
 def every_configuration(configs: list[dict], compute_capability: int, smem_optin: int) -> tuple[str, ...]:

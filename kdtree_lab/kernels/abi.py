@@ -14,6 +14,7 @@ ABI_VERSION = 7  # KDT_ABI_VERSION
 FLAG_INDEX_OUT_OF_POOL = 1  # KDT_FLAG_INDEX_OUT_OF_POOL: a kv_indices entry outside the pool (row 0 was read)
 FLAG_QO_INDPTR = 2  # KDT_FLAG_QO_INDPTR: qo_indptr gave a request more than num_draft rows (extra rows ignored)
 FLAG_KV_INDPTR = 4  # KDT_FLAG_KV_INDPTR: kv_indptr gave a request an end before its start (empty prefix served)
+ARCH_SM90A = 90  # kdt_config.arch of a wgmma configuration: compute capability 9.x with sm_90a code (0: any arch)
 
 
 class KdtConfig(ctypes.Structure):
