@@ -67,6 +67,38 @@ def test_rtx_times_follow_the_readme_rule_at_every_grid_point(rtx):
         assert rtx["ours"].ms(r["B"], r["L"], r["N"], r["H"]) == pytest.approx(want, rel=1e-12)
 
 
+def test_the_rtx_ours_table_takes_each_shape_from_the_configuration_the_card_selects(monkeypatch):
+    """Once a configuration serves the rows above 32 on sm_120 (as the second generation will after its gates), our
+    kernel's RTX times take those shapes from its committed rows, predicted with its own run, and the rest from the
+    first kernel's; a card whose selected configuration has no committed grid is refused by name."""
+    from kdtree_lab.kernels import launch_plan
+    from kdtree_lab.kernels.launch_plan import AutoConfig, Config
+
+    first = [a for a in launch_plan.AUTO_CONFIGS if a.config.name == "verify_sm120_kernel<32,2>"][0]
+    by_rows = (AutoConfig(Config("verify_sm120_roles_kernel<64>", 64), smem=99_432, rows=(33, 1 << 30)),
+               AutoConfig(first.config, smem=first.smem, rows=(1, 33)))
+    monkeypatch.setattr(launch_plan, "AUTO_CONFIGS", tuple(a for a in launch_plan.AUTO_CONFIGS if a is not first)
+                        + by_rows)
+    with pytest.raises(kt.KernelTimeError, match="cuda_sm120_roles"):
+        kt.table("ours", GPU)
+    sm120 = kt.committed_grid("cuda_sm120")
+    roles = kt.Grid("cuda_sm120_roles", "data/results/h200/roles/bench-issue.json", sm120.date, sm120.gpu,
+                    sm120.ceilings, tuple(dict(r, impl="cuda_sm120_roles", ms=r["ms"] / 2) for r in sm120.rows))
+    real = kt.committed_grid
+    monkeypatch.setattr(kt, "committed_grid", lambda impl: roles if impl == "cuda_sm120_roles" else real(impl))
+    mixed = kt.table("ours", GPU)
+    monkeypatch.setattr(launch_plan, "AUTO_CONFIGS", tuple(a for a in launch_plan.AUTO_CONFIGS if a not in by_rows)
+                        + (first,))
+    only_first = kt.table("ours", GPU)
+    assert mixed.impl == "cuda_sm120 + cuda_sm120_roles" and "roles" in mixed.source
+    for r in sm120.rows:
+        shape = (r["B"], r["L"], r["N"], r["H"])
+        want = kt._predicted(dict(r, ms=r["ms"] / 2), roles, gpus()[GPU], kt.bandwidth_share(roles)) \
+            if r["N"] * r["H"] > 32 else only_first.ms(*shape)
+        assert mixed.ms(*shape) == pytest.approx(want, rel=1e-12)
+    assert only_first.impl == "cuda_sm120"
+
+
 def test_interpolation_is_exact_at_grid_points_between_neighbours_and_flags_extrapolation():
     h200 = kt.tables("h200")["ours"]
     rows = {(r["B"], r["L"], r["N"], r["H"]): r["ms"] for r in kt.committed_grid("cuda").rows}

@@ -5,8 +5,8 @@ H {8, 16, 64, 128}), as CUDA-graph replays of one call:
 
 - committed results: for each implementation, the newest committed ``issue`` grid under ``data/results/h200/``
   that holds its rows (``committed_grid``), so a newly committed run of a default kernel is picked up without a
-  code change. Our kernel on a GPU is the configuration the launcher selects there (``ours_impl``); every committed
-  grid ran on the H200, where the sm_120 kernel is forced to time it.
+  code change. Our kernel on a GPU is, per shape, the configuration the launcher selects there (``ours_impl``); every
+  committed grid ran on the H200, where what sm_120 runs is forced to time it.
 - sm_120 cards: predicted from the H200 rows exactly as the RTX tables of docs/results.md are (``predict_ms``) and labelled
   predictions.
 - this GPU: measured first (``measure``), through ``checks.bench.run_grid``.
@@ -40,11 +40,12 @@ class KernelTimeError(ValueError):
     """A shape or GPU the kernel times cannot answer; the message names it."""
 
 
-def ours_impl(gpu: str) -> str:
-    """The implementation whose committed rows stand for our kernel on GPU preset ``gpu``: ``cuda`` on the GPU the
-    grids ran on, else the forced implementation of the configuration the launcher selects there
-    (``launch_plan.select`` for the headline shape, B=1, N=16, H=8, over a bf16 pool): the sm_120 kernel on
-    RTX PRO 6000 and RTX 5090, timed on the H200 forced."""
+def ours_impl(gpu: str, batch: int = 1, nodes: int = 16, heads: int = 8) -> str:
+    """The implementation whose committed rows stand for our kernel on GPU preset ``gpu`` for calls of ``batch``
+    requests of ``nodes`` x ``heads`` rows (default: the headline shape): ``cuda`` on the GPU the grids ran on, else
+    the forced implementation of the configuration the launcher selects there for that shape over a bf16 pool
+    (``launch_plan.select``; the rows pick it): on RTX PRO 6000 and RTX 5090 what sm_120 runs, timed on the H200
+    forced."""
     from ..budget.presets import gpus
     from ..kernels.impls import IMPLS
     from ..kernels.launch_plan import NoConfiguration, select
@@ -52,7 +53,7 @@ def ours_impl(gpu: str) -> str:
     if gpu == MEASURED_ON:
         return "cuda"
     try:
-        config = select(1, 16, 8, "bf16", gpus()[gpu].device)
+        config = select(batch, nodes, heads, "bf16", gpus()[gpu].device)
     except NoConfiguration as exc:
         raise KernelTimeError(f"gpu {gpu}: {exc}") from None
     forced = [i.name for i in IMPLS.values() if i.kernel == config.name]
@@ -193,12 +194,34 @@ def table(kernel: str, gpu: str, measured: dict | None = None) -> KernelTable:
     if gpu == MEASURED_ON:
         return KernelTable(kernel, impl, gpu, False, grid.source, grid.ceilings,
                            _series(list(grid.rows), lambda r: r["ms"], one))
-    card, share = cards[gpu], bandwidth_share(grid)
+    card = cards[gpu]
+    if kernel != "ours":
+        share = bandwidth_share(grid)
+        return KernelTable(kernel, impl, gpu, True, grid.source, grid.ceilings,
+                           _series(list(grid.rows), lambda r: _predicted(r, grid, card, share), one))
+    # ours: each shape from the committed rows of the configuration the card selects for it (by its rows N x H),
+    # predicted with that run's ceilings and bandwidth share
+    grids, rows = {impl: grid}, []
+    for r in grid.rows:
+        mine = ours_impl(gpu, r["B"], r["N"], r["H"])
+        if mine not in grids:
+            grids[mine] = committed_grid(mine)
+        g = grids[mine]
+        match = [x for x in g.rows if (x["B"], x["L"], x["N"], x["H"]) == (r["B"], r["L"], r["N"], r["H"])]
+        if not match:
+            raise KernelTimeError(f"impl {mine}: {g.source} has no row at B, L, N, H = {r['B']}, {r['L']}, "
+                                  f"{r['N']}, {r['H']}, which {gpu} runs it for")
+        rows.append((match[0], g))
+    shares = {name: bandwidth_share(g) for name, g in grids.items() if any(g is gg for _, gg in rows)}
+    used = sorted(shares)
+    by_id = {id(r): _predicted(r, g, card, shares[g.impl]) for r, g in rows}
+    return KernelTable(kernel, " + ".join(used), gpu, True, "; ".join(grids[n].source for n in used), grid.ceilings,
+                       _series([r for r, _ in rows], lambda r: by_id[id(r)], one))
 
-    def ms_of(r: dict) -> float:
-        return predict_ms(r["ms"], Shape(r["B"], r["L"], r["N"], r["H"]).kv_bytes, grid.ceilings, card, share)
 
-    return KernelTable(kernel, impl, gpu, True, grid.source, grid.ceilings, _series(list(grid.rows), ms_of, one))
+def _predicted(r: dict, grid: Grid, card, share: float) -> float:
+    """Row ``r`` of ``grid`` (an H200 run) carried to ``card`` by ``predict_ms`` (a prediction, ms)."""
+    return predict_ms(r["ms"], Shape(r["B"], r["L"], r["N"], r["H"]).kv_bytes, grid.ceilings, card, share)
 
 
 def tables(gpu: str, measured: dict | None = None) -> dict[str, KernelTable]:
