@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Download the wheels the lent H200 needs (Python 3.12, no network there) into .whl/ (git-ignored; add
 # `/.whl/` to .git/info/exclude). The image already has torch, triton, numpy, matplotlib, pyyaml, requests, rich,
-# tqdm, aiohttp, anyio, pytest, hypothesis; these are the rest: the notebook stack, pyelftools, SGLang 0.5.23
+# tqdm, aiohttp, anyio, pytest, hypothesis; these are the rest: the notebook stack (nbconvert for the run's
+# index.html), pyelftools, SGLang 0.5.23
 # with the small packages its attention kernels import, and Dask distributed for --gpus (the fleet extra).
 #
 # --sglang-state: instead, the wheels scripts/sglang_graph_state.py needs there (SGLang's Triton attention backend
@@ -21,6 +22,7 @@ if [ "${1:-}" = "--sglang-state" ]; then
   du -sh .whl-sglang
   exit 0
 fi
+IMAGE_HAS=(torch triton numpy matplotlib pyyaml requests rich tqdm aiohttp anyio pytest hypothesis)  # the device image's
 PKGS=(papermill nbclient nbformat ipykernel ipython jupyter_client jupyter_core traitlets pyzmq tornado comm
       debugpy matplotlib-inline nest-asyncio2 jedi parso pexpect ptyprocess prompt_toolkit wcwidth stack_data
       asttokens executing pure_eval ipython_pygments_lexers fastjsonschema jsonschema jsonschema-specifications
@@ -28,6 +30,7 @@ PKGS=(papermill nbclient nbformat ipykernel ipython jupyter_client jupyter_core 
       jupyterlab_widgets
       sglang==0.5.23 orjson pybase64 starlette msgspec pydantic pydantic_core annotated_types typing_inspection
       dask distributed cloudpickle toolz partd fsspec locket msgpack sortedcontainers tblib zict click jinja2
-      markupsafe)
+      markupsafe nbconvert mistune bleach webencodings tinycss2 pandocfilters defusedxml jupyterlab_pygments
+      beautifulsoup4 soupsieve)
 python3 -m pip download -q --no-deps --only-binary=:all: "${PLATFORMS[@]}" -d .whl "${PKGS[@]}"
 du -sh .whl

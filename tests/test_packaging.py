@@ -72,3 +72,19 @@ def test_make_venv_keeps_a_configured_wheel_mirror(tmp_path):
     assert "--index-url" not in line
     assert "--index-url https://example.invalid/cpu" in _make_venv_dry_run(
         tmp_path, {"PIP_CONFIG_FILE": "/dev/null", "TORCH_INDEX": "https://example.invalid/cpu"})
+
+
+def test_the_device_wheels_cover_the_runtime_dependencies():
+    """Every runtime dependency of the package is on the lent GPU: in its image or among the wheels
+    scripts/fetch_wheels.sh downloads for it (nbconvert was missing once: the run's index.html failed there)."""
+    import re
+    import tomllib
+
+    from kdtree_lab.core.paths import ROOT
+
+    script = (ROOT / "scripts" / "fetch_wheels.sh").read_text()
+    arrays = {name: set(body.split()) for name, body in re.findall(r"^(IMAGE_HAS|PKGS)=\(([^)]*)\)", script, re.M)}
+    have = {n.split("==")[0].lower().replace("_", "-") for n in arrays["IMAGE_HAS"] | arrays["PKGS"]}
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    names = {re.split(r"[<>=;\[ ]", d, maxsplit=1)[0].lower().replace("_", "-") for d in deps}
+    assert names <= have, sorted(names - have)
