@@ -14,7 +14,7 @@ from pathlib import Path
 from kdtree_lab.checks.bench_results import fp8_speedups, streaming_fits
 from kdtree_lab.checks.roofline import Shape, row_kv
 from kdtree_lab.core.paths import RESULTS, ROOT
-from kdtree_lab.speculate.kernel_times import predict_ms  # the RTX prediction rule (notebook 07 uses it too)
+from kdtree_lab.speculate.kernel_times import ours_impl, predict_ms  # the RTX rules (notebook 07 uses them too)
 
 # The H200 results of record these tables quote (data/results/h200/README.md indexes every folder and its command).
 H200_V3 = RESULTS / "h200" / "2026-11-29-v3-kernel"  # kernel v3 (mma.sync), eager timing, every earlier version
@@ -264,14 +264,10 @@ def sm120_targets_table() -> str:
 
 
 def sm120_impl(key: tuple, card) -> str:
-    """The implementation an sm_120 card runs for shape ``key`` (B, L, N, H): the forced implementation of the
-    configuration ``launch_plan.select`` chooses on the card (per shape: the rows N x H pick it)."""
-    from kdtree_lab.kernels.impls import IMPLS
-    from kdtree_lab.kernels.launch_plan import select
-
+    """The implementation an sm_120 card runs for shape ``key`` (B, L, N, H): the step model's rule
+    (``kernel_times.ours_impl``: the configuration ``launch_plan.select`` chooses on the card for the shape's rows)."""
     b, _, n, h = key
-    name = select(b, n, h, "bf16", card.device).name
-    return next(i.name for i in IMPLS.values() if i.kernel == name)
+    return ours_impl(card.name, b, n, h)
 
 
 def rtx_prediction_table() -> str:

@@ -118,6 +118,12 @@ def _nvcc_version(nvcc: str) -> str:
     return m.group(2) if m else out.strip().splitlines()[-1]
 
 
+def debug_waits() -> bool:
+    """KDT_DEBUG_WAITS=1 in the environment: build the debug library, whose every mbarrier wait traps after 2 s,
+    naming itself (kernels/common/ptx.cuh)."""
+    return os.environ.get("KDT_DEBUG_WAITS") == "1"
+
+
 def build_library(archs: tuple[str, ...] | list[str] = DEFAULT_ARCHS, out_dir: Path = BUILD, force: bool = False,
                   progress: bool = True) -> BuildResult:
     """Compile kernels/kdtree_verify.cu for ``archs`` into ``build/libkdtree_verify-<hash>.so`` (cached)."""
@@ -133,8 +139,7 @@ def build_library(archs: tuple[str, ...] | list[str] = DEFAULT_ARCHS, out_dir: P
     for path in kernel_sources():
         h.update(str(path.relative_to(KERNELS)).encode())
         h.update(path.read_bytes())
-    # KDT_DEBUG_WAITS=1: every mbarrier wait traps after 2 s, naming itself (kernels/common/ptx.cuh; a debug build)
-    debug = ("-DKDT_DEBUG_WAITS",) if os.environ.get("KDT_DEBUG_WAITS") == "1" else ()
+    debug = ("-DKDT_DEBUG_WAITS",) if debug_waits() else ()
     h.update(" ".join(NVCC_FLAGS + debug + archs + (version,)).encode())
     digest = h.hexdigest()[:16]
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -298,7 +303,7 @@ def resource_problems(resources: list[KernelResources], configs: list[dict],
                 problems.append(f"{a} {r.kernel}: {r.gmma_waits} wgmma waits for {r.hgmma} HGMMA (ptxas serialized "
                                 f"the wgmma pipeline: its C7514 warning in the ptxas log says why)")
             # a KDT_DEBUG_WAITS build's stuck-wait printf takes a stack frame; spills (local memory) still count
-            if r.local_bytes or (r.stack and os.environ.get("KDT_DEBUG_WAITS") != "1"):
+            if r.local_bytes or (r.stack and not debug_waits()):
                 problems.append(f"{a} {r.kernel}: {r.local_bytes} B local memory / {r.stack} B stack per thread "
                                 f"(limit 0: spills)")
             if r.registers * threads > limits.regs_per_sm:

@@ -201,22 +201,27 @@ def table(kernel: str, gpu: str, measured: dict | None = None) -> KernelTable:
                            _series(list(grid.rows), lambda r: _predicted(r, grid, card, share), one))
     # ours: each shape from the committed rows of the configuration the card selects for it (by its rows N x H),
     # predicted with that run's ceilings and bandwidth share
-    grids, rows = {impl: grid}, []
+    runs: dict[str, tuple[Grid, dict]] = {}
+
+    def run_of(name: str) -> tuple[Grid, dict]:
+        if name not in runs:
+            g = grid if name == impl else committed_grid(name)
+            runs[name] = (g, {(x["B"], x["L"], x["N"], x["H"]): x for x in g.rows})
+        return runs[name]
+
+    picked = []
     for r in grid.rows:
-        mine = ours_impl(gpu, r["B"], r["N"], r["H"])
-        if mine not in grids:
-            grids[mine] = committed_grid(mine)
-        g = grids[mine]
-        match = [x for x in g.rows if (x["B"], x["L"], x["N"], x["H"]) == (r["B"], r["L"], r["N"], r["H"])]
-        if not match:
-            raise KernelTimeError(f"impl {mine}: {g.source} has no row at B, L, N, H = {r['B']}, {r['L']}, "
-                                  f"{r['N']}, {r['H']}, which {gpu} runs it for")
-        rows.append((match[0], g))
-    shares = {name: bandwidth_share(g) for name, g in grids.items() if any(g is gg for _, gg in rows)}
-    used = sorted(shares)
-    by_id = {id(r): _predicted(r, g, card, shares[g.impl]) for r, g in rows}
-    return KernelTable(kernel, " + ".join(used), gpu, True, "; ".join(grids[n].source for n in used), grid.ceilings,
-                       _series([r for r, _ in rows], lambda r: by_id[id(r)], one))
+        mine, key = ours_impl(gpu, r["B"], r["N"], r["H"]), (r["B"], r["L"], r["N"], r["H"])
+        g, at = run_of(mine)
+        if key not in at:
+            raise KernelTimeError(f"impl {mine}: {g.source} has no row at B, L, N, H = {', '.join(map(str, key))}, "
+                                  f"which {gpu} runs it for")
+        picked.append((mine, at[key]))
+    used = sorted({name for name, _ in picked})
+    shares = {name: bandwidth_share(runs[name][0]) for name in used}
+    rows = [dict(x, ms=_predicted(x, runs[name][0], card, shares[name])) for name, x in picked]
+    return KernelTable(kernel, " + ".join(used), gpu, True, "; ".join(runs[n][0].source for n in used), grid.ceilings,
+                       _series(rows, lambda r: r["ms"], one))
 
 
 def _predicted(r: dict, grid: Grid, card, share: float) -> float:
