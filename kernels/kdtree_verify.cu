@@ -43,9 +43,10 @@ namespace {
 // (N x H) automatic selection gives it. Selection, the pool mapping and the arch check read these fields only, and
 // Python names a configuration by its kernel name (kdtree_verify_config_name), never by its position here.
 //   v5 (sm_90a) on compute capability 9.x; v3 (rows32) elsewhere with Hopper-sized shared memory; on 99 KB GPUs the
-//   sm_120 kernel for rows <= 32 and its second generation (roles) above, where 64-row tiles halve the KV reads
-//   per row (docs/performance.md, "Per-shape choice"). v4, v1 and the e4m3 variants are forced only (an fp8 pool
-//   reaches the variants through fp8_variant).
+//   sm_120 kernel's second generation (roles) above 32 rows, where 64-row tiles halve the KV reads per row, and the
+//   first sm_120 kernel for the rest (32 rows and fewer, where half a 64-row tile would be empty, or less shared
+//   memory than roles' 99,432 B; docs/performance.md, "Per-shape choice"). v4, v1, the third form (halves) and the
+//   e4m3 variants are forced only (an fp8 pool reaches the variants through fp8_variant).
 struct Policy {
   const char* fp8_variant;  // kernel name of the configuration an fp8 pool runs; nullptr: itself or none
   int auto_priority, min_rows, max_rows;
@@ -58,14 +59,14 @@ constexpr const char* kSm120Fp8 = "verify_sm120_kernel<32,2,true>";
 constexpr const char* kWgmmaFp8 = "verify_wgmma_kernel<64,2,true>";
 const Config kConfigs[] = {
     {rows32_entry<2>(), {nullptr, 3, 1, 0}},
-    {sm120_entry<2>(), {kSm120Fp8, 2, 1, 0}},
-    {sm120_roles_entry(), {kSm120Fp8, 0, 33, 0}},  // forced only until its gates pass
+    {sm120_entry<2>(), {kSm120Fp8, 1, 1, 0}},
+    {sm120_roles_entry(), {kSm120Fp8, 2, 33, 0}},
     {split_entry<32, 2>(), {nullptr, 0, 1, 0}},
     {sm120_fp8_entry(), {nullptr, 0, 1, 0}},
     {wgmma_entry<2>(), {kWgmmaFp8, 0, 1, 0}},
     {wgmma_fp8_entry(), {nullptr, 0, 1, 0}},
     {wgmma_v5_entry(), {kWgmmaFp8, 4, 1, 0}},
-    {sm120_halves_entry(), {kSm120Fp8, 0, 33, 0}},  // forced only: slower than the second generation
+    {sm120_halves_entry(), {kSm120Fp8, 0, 33, 0}},  // slower than the second generation
 };
 #ifdef KDT_SM90A_BUILT
 constexpr bool kHasSm90a = true;

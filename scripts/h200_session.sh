@@ -4,6 +4,8 @@
 # Usage (from the repo root on the device machine): bash scripts/h200_session.sh [pytest -k expression]
 # Switches: SKIP_GPU_TESTS=1, GPU_TESTS="tests/...", SANITIZERS="memcheck racecheck synccheck initcheck" ("" for none),
 # SANITIZE_IMPLS=cuda,cuda_sm120 (all: every configuration this GPU launches), SANITIZE_TIMEOUT=240 (seconds per tool), SKIP_NOTEBOOKS=1, NOTEBOOKS=00,05 (a subset),
+# NB_PARAMS='key=value;key=value' (notebook parameters passed to `kdtree_lab run -p`, ';'-separated: a value may hold
+# commas, e.g. NB_PARAMS='impls=["cuda_sm120_roles","triton"];impl=cuda_sm120_roles'),
 # BENCH=quick|issue, BENCH_IMPLS=cuda,..., BENCH_TIMING=graph|eager,
 # EXTRA='command' (run after the benchmark, before packing; write under $OUT/work), WHEELS=.whl (the carried wheel
 # folder; without notebooks a smaller set does: sglang and what kdtree_lab imports, no Jupyter stack).
@@ -32,7 +34,11 @@ step "compute-sanitizer on small cases"
 run_sanitizers "${SANITIZERS-memcheck racecheck synccheck initcheck}" "${SANITIZE_IMPLS:-}" "$OUT/work"
 
 step "notebooks under the h200 profile"
-[ -n "${SKIP_NOTEBOOKS:-}" ] || python3 -m kdtree_lab run --profile h200 ${NOTEBOOKS:+--only "$NOTEBOOKS"} --out "$OUT/work/run" --no-progress; echo "run rc=$?"
+nb_params=()
+IFS=';' read -ra nb_pairs <<< "${NB_PARAMS:-}"
+for pair in "${nb_pairs[@]}"; do [ -n "$pair" ] && nb_params+=(-p "$pair"); done
+[ -n "${SKIP_NOTEBOOKS:-}" ] || python3 -m kdtree_lab run --profile h200 ${NOTEBOOKS:+--only "$NOTEBOOKS"} "${nb_params[@]}" \
+  --out "$OUT/work/run" --no-progress; echo "run rc=$?"
 
 if [ -n "${BENCH:-}" ]; then
   step "benchmark preset $BENCH"

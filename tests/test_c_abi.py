@@ -67,7 +67,10 @@ def test_config_selection(lib):
     for cc in (120, 90):  # sm_120's 99 KB; a 9.x part with too little shared memory for v4 gets a portable one
         idx = sel(101_376, cc, sms=188)
         assert idx >= 0 and cfgs[idx]["dynamic_smem"] <= 101_376
-        assert cfgs[idx]["kernel"] == loader.CUDA_IMPLS["cuda_sm120"]
+        assert cfgs[idx]["kernel"] == loader.CUDA_IMPLS["cuda_sm120"]  # 32 rows: the first sm_120 kernel
+        for bs, n, h in ((1, 16, 8), (8, 33, 1), (48, 64, 128)):  # above 32 rows: its second generation
+            assert cfgs[sel(101_376, cc, 188, bs, n, h)]["kernel"] == loader.CUDA_IMPLS["cuda_sm120_roles"]
+    assert cfgs[sel(99_431, 120, 188, 1, 16, 8)]["kernel"] == loader.CUDA_IMPLS["cuda_sm120"]  # it does not fit
     assert sel(1000, 120) == -1
 
 
@@ -128,11 +131,12 @@ def _choice(select, *args):
 
 
 # A grid of devices (compute capability x opt-in shared memory, around every configuration's size) and of shapes
-# (batch x N x H, rows N x H from 1 to 8192) over both pools. A per-shape choice (a configuration for a row range or
-# a batch range) is checked by the same grid; add the sizes around its thresholds here when it comes.
+# (batch x N x H, rows N x H from 1 to 8192) over both pools. The per-shape choice on 99 KB (the sm_120 kernel up to
+# 32 rows, its second generation above) is checked by the same grid: rows 32 and 33 and the shared memory around
+# the second generation's 99,432 B are in it.
 DEVICES = [launch_plan.Device(132, cc, smem) for cc in (80, 86, 89, 90, 100, 103, 120, 121)
-           for smem in (1000, 86_911, 86_912, 101_376, 167_936, 231_423, 231_424, 232_448)]
-SHAPES = [(bs, n, h) for bs in (1, 2, 8, 48, 160) for n in (1, 4, 16, 64) for h in (1, 8, 16, 64, 128)]
+           for smem in (1000, 86_911, 86_912, 99_431, 99_432, 101_376, 167_936, 231_423, 231_424, 232_448)]
+SHAPES = [(bs, n, h) for bs in (1, 2, 8, 48, 160) for n in (1, 4, 16, 33, 64) for h in (1, 8, 16, 64, 128)]
 
 
 def test_the_python_rule_is_the_librarys_choice_over_a_grid(lib):
@@ -144,7 +148,7 @@ def test_the_python_rule_is_the_librarys_choice_over_a_grid(lib):
               if (ours := _choice(launch_plan.select, *shape, kv, dev)) != (theirs := _choice(lib.select, *shape, kv, dev))]
     assert not differ, differ[:5]
     chosen = {_choice(lib.select, *shape, kv, dev) for dev in DEVICES for shape in SHAPES for kv in KV_DTYPES}
-    assert "refused" in chosen and len(chosen) >= 5  # the grid reaches every automatic configuration and a refusal
+    assert "refused" in chosen and len(chosen) >= 6  # the grid reaches every automatic configuration and a refusal
 
 
 def test_the_budget_plans_each_gpu_preset_as_the_library_would(lib):

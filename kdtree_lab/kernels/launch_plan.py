@@ -100,13 +100,17 @@ class AutoConfig:
 
 
 # The launcher's automatic choice (kdtree_verify_select_config, then kdtree_verify_config_for_pool for the pool),
-# in priority order: v5 on 9.x with sm_90a code, v3 where Hopper-sized shared memory is, the sm_120 kernel on 99 KB.
+# in priority order: v5 on 9.x with sm_90a code, v3 where Hopper-sized shared memory is, on 99 KB the sm_120
+# kernel's second generation (64-row tiles split by role) above 32 rows and the first sm_120 kernel for the rest
+# (docs/performance.md, "Per-shape choice"); an fp8 pool runs the first kernel's e4m3 variant on both.
 # Stated here for planning without the library (the memory budget on a CPU); tests/test_c_abi.py holds select() to
 # the library's answer over a grid, so a configuration the launcher adds to its choice is added here too.
 AUTO_CONFIGS = (
     AutoConfig(Config("verify_wgmma_v5_kernel<64>", 64), smem=231_424, cc=(90, 100), sm90a=True,
                fp8=Config("verify_wgmma_kernel<64,2,true>", 64)),
     AutoConfig(Config("verify_rows32_kernel<64,2>", 64), smem=231_424),
+    AutoConfig(Config("verify_sm120_roles_kernel<64>", 64), smem=99_432, rows=(33, 1 << 30),
+               fp8=Config("verify_sm120_kernel<32,2,true>", 32)),
     AutoConfig(Config("verify_sm120_kernel<32,2>", 32), smem=86_912, fp8=Config("verify_sm120_kernel<32,2,true>", 32)),
 )
 
