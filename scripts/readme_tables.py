@@ -270,37 +270,159 @@ def sm120_impl(key: tuple, card) -> str:
     return ours_impl(card.name, b, n, h)
 
 
-def rtx_prediction_table() -> str:
-    """Predicted times of what sm_120 runs on RTX cards (per shape, the configuration the launcher selects there)
-    from its H200 measurement (labelled as predictions)."""
+# Issue 28's run of record: the issue grid with v5 (`cuda`), v4, both sm_120 configurations forced and SGLang, one run.
+SM120_RUN = RESULTS / "h200" / "2026-12-01-sm120-per-shape" / "call2-bench-issue" / "bench-issue.json"
+NCU_ROLES = RESULTS / "h200" / "2026-12-01-halves-and-gates" / "call6-ncu" / "ncu-roles.txt"  # the second generation
+SM120_FIRST, SM120_ROLES = "cuda_sm120", "cuda_sm120_roles"
+
+
+def _sm120_cards() -> tuple[list, dict]:
+    """The RTX presets (those with an mma.sync rate) and, per shape of SM120_RUN, what they run (one answer for all
+    of them, else ValueError)."""
     from kdtree_lab.budget.presets import gpus
 
-    data, by_shape = _bench(SM120_BENCH)
-    c = data["ceilings"]
+    _, by_shape = _bench(SM120_RUN)
     cards = [g for g in gpus().values() if g.mma_sync_tflops]
     runs = {key: sm120_impl(key, cards[0]) for key in by_shape}
     if any(sm120_impl(key, g) != runs[key] for g in cards for key in by_shape):
-        raise ValueError("cards: the RTX cards select different configurations; the table assumes one per shape")
-    missing = sorted({runs[k] for k in SM120_SHAPES} - {i for k in SM120_SHAPES for i in by_shape[k]})
+        raise ValueError("cards: the RTX cards select different configurations; the tables assume one per shape")
+    missing = sorted({i for i in runs.values()} - {i for d in by_shape.values() for i in d})
     if missing:
-        raise ValueError(f"{_rel(SM120_BENCH)}: no rows of {', '.join(missing)}, which sm_120 selects")
-    mem_keys = [k for k in by_shape if _long_memory_bound(k) and runs[k] in by_shape[k]]
-    u = max(by_shape[k][runs[k]]["GB/s"] / c["copy_gbps"] for k in mem_keys)
+        raise ValueError(f"{_rel(SM120_RUN)}: no rows of {', '.join(missing)}, which sm_120 selects")
+    return cards, runs
+
+
+def sm120_per_shape_table() -> str:
+    """What an sm_120 card runs per shape (the launcher's choice there), forced on the H200 beside the first sm_120
+    kernel, its second generation, v5 and SGLang's one-token decode, one run."""
+    data, by_shape = _bench(SM120_RUN)
+    c, p = data["ceilings"], data["provenance"]
+    _, runs = _sm120_cards()
+    lines = [f"From `{_rel(SM120_RUN)}`: {p['gpu']} (driver {p['driver']}, torch {p['torch']}), {p['date_utc'][:10]}; "
+             f"{_timing_words(data)}, medians over inputs rotated past L2, combine included; ceilings in the same "
+             f"run: copy {c['copy_gbps']:.0f} GB/s, mma.sync m16n8k16 loop {c['mma_sync_tflops']:.0f} TFLOP/s. "
+             "Times in ms; H200 runs of both sm_120 kernels forced, not sm_120 runs. \"sm_120 runs\": the "
+             "configuration the launcher selects on RTX PRO 6000 and RTX 5090 for the shape's rows "
+             "(`launch_plan.select`).", "",
+             f"| B, L, N, H | first sm_120 kernel (`{SM120_FIRST}`) | second generation (`{SM120_ROLES}`) | sm_120 runs "
+             "| its share of mma.sync peak / copy | v5 (`cuda`, sm_90a) | SGLang decode, 1 token |",
+             "|---|---:|---:|---|---:|---:|---:|"]
+    for key in SM120_SHAPES:
+        d = by_shape[key]
+        chosen = d[runs[key]]
+        dec = f"{d['sglang_decode_1tok']['ms']:.3f}" if "sglang_decode_1tok" in d else "-"
+        lines.append(f"| {', '.join(map(str, key))} | {d[SM120_FIRST]['ms']:.3f} | {d[SM120_ROLES]['ms']:.3f} | "
+                     f"`{runs[key]}` | {chosen['TFLOP/s'] / c['mma_sync_tflops']:.0%} / "
+                     f"{chosen['GB/s'] / c['copy_gbps']:.0%} | {d['cuda']['ms']:.3f} | {dec} |")
+    return "\n".join(lines)
+
+
+def _ncu_metric(path: Path, name: str) -> float:
+    """One metric's value from an Nsight Compute text report (the first line that names it)."""
+    for line in path.read_text().splitlines():
+        if line.strip().startswith(name):
+            return float(line.split()[-1])
+    raise ValueError(f"{_rel(path)}: no line names {name!r}")
+
+
+def _stream_words(data: dict, runs: dict, rows: int) -> str:
+    """The streaming fit of what sm_120 runs on the memory-bound series (B >= 8) of N x H = ``rows``, in words."""
+    impls = {runs[k] for k in runs if k[2] * k[3] == rows}
+    if len(impls) != 1:
+        raise ValueError(f"rows {rows}: sm_120 runs {sorted(impls)}; the sentence assumes one configuration")
+    impl = impls.pop()
+    fits = [f for f in streaming_fits(data["rows"], data["ceilings"], impl=impl) if f["N"] * f["H"] == rows
+            and f["B"] >= 8]
+    return (f"N x H = {rows} (`{impl}`) streams at {_span([f['of_copy'] for f in fits], '.0%')} of the copy rate "
+            f"with {_span([f['fixed_us'] for f in fits], '.0f')} us fixed per call")
+
+
+def sm120_gen2_targets_table() -> str:
+    """Issue 28's targets for what sm_120 runs (the per-shape choice, forced on the H200), each with the measured
+    gap, what bounds it and the peer's figure (XQA MLA, NVIDIA's 99 KB MLA kernel, on its one shape family)."""
+    data, by_shape = _bench(SM120_RUN)
+    c = data["ceilings"]
+    _, runs = _sm120_cards()
+    peer = json.loads(XQA_PEER.read_text())
+    xqa = {(r["B"], r["L"]): r for r in peer["rows"] if r["peer"] == "xqa_mla" and r.get("sub_seqs_rule")
+           and r["kv"] == "bf16"}
+    comp, mem, slower = [], [], []
+    for key, d in by_shape.items():
+        s = d[runs[key]]
+        if _long_compute_bound(key):
+            comp.append((s["TFLOP/s"] / c["mma_sync_tflops"], key))
+        if _long_memory_bound(key, min_batch=8):
+            mem.append((s["GB/s"] / c["copy_gbps"], key))
+        slower.append((s["ms"] / d[SM120_FIRST]["ms"], key))
+    head = by_shape[HEADLINE]
+    s, v5 = head[runs[HEADLINE]], head["cuda"]
+    issue, warp = _ncu_metric(NCU_ROLES, "Issue Slots Busy"), _ncu_metric(NCU_ROLES, "Issued Warp Per Scheduler")
+    active = _ncu_metric(NCU_ROLES, "Active Warps Per Scheduler")
+    bound = (f"the QK warps' instruction issue (Nsight Compute on the second generation, `{_rel(NCU_ROLES)}`: "
+             f"{warp:.2f} instructions issued per cycle per scheduler, issue slots {issue:.0f}% busy, {active:.1f} "
+             "warps per scheduler), not bytes or the MMA rate (docs/performance.md, \"The sm_120 kernel, second "
+             "generation\")")
+    x_head = xqa[(1, 200_000)]
+    x_comp = [r["of_mma_sync"] for (b, length), r in xqa.items() if length >= 32_768]
+    met = lambda ok: "met" if ok else "**not met**"  # noqa: E731
+    n_comp, n_mem = sum(x >= 0.55 for x, _ in comp), sum(x >= 0.80 for x, _ in mem)
+    worse = sorted((x, k) for x, k in slower if x > 1.03)
+    mem_short = [(x, k) for x, k in mem if x < 0.80]
+    mem_rows = sorted({k[2] * k[3] for _, k in mem_short})
+    rows = [
+        ("B=1, L=200k, N=16, H=8 in <= 0.15 ms (v5's time)",
+         f"{s['ms']:.3f} ms (`{runs[HEADLINE]}`; v5 {v5['ms']:.3f} ms in the same run): {s['ms'] / 0.15:.2f}x the "
+         f"target. Bound: {bound}. Peer: XQA MLA {x_head['ms']:.3f} ms on its proxy of the same 128 rows (one token "
+         f"x 128 heads, `{_rel(XQA_PEER)}`)", met(s["ms"] <= 0.15)),
+        ("compute-bound shapes (H x N >= 128, L >= 32k): >= 55% of the mma.sync peak",
+         f"{_span([x for x, _ in comp], '.0%')} over {len(comp)} shapes ({n_comp} at or above 55%); the gap is "
+         f"{0.55 / max(x for x, _ in comp):.2f}-{0.55 / min(x for x, _ in comp):.2f}x. Bound: the same issue rate. "
+         f"Peer: XQA MLA {_span(x_comp, '.0%')} of the peak on its rows at L >= 32k", met(n_comp == len(comp))),
+        ("memory-bound shapes (H x N <= 64, L >= 32k, B >= 8): >= 80% of the copy bandwidth",
+         f"{_span([x for x, _ in mem], '.0%')} over {len(mem)} shapes ({n_mem} at or above 80%); below it: "
+         + ", ".join(f"N x H = {r} ({_span([x for x, k in mem_short if k[2] * k[3] == r], '.0%')})" for r in mem_rows)
+         + f". Bound, from each series' streaming fit (t = fixed + KV bytes / rate over L = 4k, 32k, 200k): "
+         + "; ".join(_stream_words(data, runs, r) for r in mem_rows)
+         + ". Peer: none (XQA MLA serves 128 heads only)",
+         met(n_mem == len(mem))),
+        ("no shape of the issue grid slower than the first sm_120 kernel",
+         f"time / first kernel's {_span([x for x, _ in slower], '.2f')} over {len(slower)} shapes ({len(worse)} more "
+         "than 3% slower: " + ", ".join(f"{', '.join(map(str, k))} ({x:.2f})" for x, k in worse) + "). Bound: the "
+         "choice is a function of (B, N, H, SMs), not of L (a captured graph serves every prefix length), so a "
+         "(B, N, H) that wins at 200k keeps the second generation at 4k too, where a short prefix gives each "
+         "64-row CTA few tiles to spread its fixed cost over and the 128-token split floor leaves at most 32 CTAs "
+         "per row tile (half the SMs at B = 1 and 128 rows). Peer: XQA MLA is "
+         f"{xqa[(1, 4096)]['ms']:.3f} ms at B = 1, L = 4096", met(not worse)),
+    ]
+    return _target_lines(f"From `{_rel(SM120_RUN)}` (per shape, what sm_120 selects, forced on the H200) and "
+                         f"`{_rel(XQA_PEER)}` (the peer); ceilings in the grid's run: mma.sync "
+                         f"{c['mma_sync_tflops']:.0f} TFLOP/s, copy {c['copy_gbps']:.0f} GB/s.", rows)
+
+
+def rtx_prediction_table() -> str:
+    """Predicted times of what sm_120 runs on RTX cards (per shape, the configuration the launcher selects there)
+    from its H200 measurement (labelled as predictions)."""
+    data, by_shape = _bench(SM120_RUN)
+    c = data["ceilings"]
+    cards, runs = _sm120_cards()
+    share = {i: max(d[i]["GB/s"] / c["copy_gbps"] for k, d in by_shape.items() if _long_memory_bound(k) and i in d)
+             for i in set(runs.values())}  # kernel_times.bandwidth_share's rule, per configuration
     lines = ["**Predictions, not measurements** (no sm_120 card has been lent). Per shape: the larger of the H200 "
              f"time scaled by the mma.sync rate ratio (H200 {c['mma_sync_tflops']:.0f} TFLOP/s measured in "
-             "`bench-issue.json`, the card's from `data/presets/gpus.yaml` with its source) and the KV bytes at "
-             f"{u:.0%} of the card's memory bandwidth (the best copy-bandwidth share the kernel reached on the H200 "
-             "in the same run). SM count and clock enter through the mma.sync rate. Each row is the configuration "
-             "the launcher selects on these cards for that shape, forced on the H200. To check one on a card: "
-             "`kdtree-lab run --profile sm120` and `kdtree-lab bench --preset issue --impl cuda,sglang_extend,"
-             "sglang_decode`.", "",
+             f"`{_rel(SM120_RUN)}`, the card's from `data/presets/gpus.yaml` with its source) and the KV bytes at "
+             "the best share of the memory bandwidth the configuration reached on the H200's long memory-bound "
+             "shapes in the same run (" + ", ".join(f"`{i}` {u:.0%}" for i, u in sorted(share.items())) + "; the "
+             "step model of docs/speculation.md uses the same rule). SM count and clock enter through the mma.sync "
+             "rate. Each row is the configuration the launcher selects on these cards for that shape, forced on the "
+             "H200. To check one on a card: `kdtree-lab run --profile sm120` and `kdtree-lab bench --preset issue "
+             "--impl cuda,sglang_extend,sglang_decode`.", "",
              "| B, L, N, H | sm_120 runs | H200, measured (ms) | " +
              " | ".join(f"{g.label}, predicted (ms)" for g in cards) + " |",
              "|---|---|---:|" + "---:|" * len(cards)]
     for key in SM120_SHAPES:
         s = by_shape[key][runs[key]]
         kv_bytes = Shape(*key).kv_bytes
-        preds = [predict_ms(s["ms"], kv_bytes, c, g, u) for g in cards]
+        preds = [predict_ms(s["ms"], kv_bytes, c, g, share[runs[key]]) for g in cards]
         lines.append(f"| {', '.join(map(str, key))} | `{runs[key]}` | {s['ms']:.3f} | " +
                      " | ".join(f"{p:.3f}" for p in preds) + " |")
     return "\n".join(lines)
@@ -557,7 +679,7 @@ def speculation_check_table() -> str:
     return "\n".join(lines).rstrip()
 
 
-BUILD_OF_RECORD = RESULTS / "h200" / "2026-12-01-layout-gpu-suite" / "call5-gpu-suite" / "build.json"
+BUILD_OF_RECORD = RESULTS / "h200" / "2026-12-01-sm120-per-shape" / "call1-notebooks" / "build.json"
 
 
 def configs_table() -> str:
@@ -577,7 +699,7 @@ def configs_table() -> str:
             cc = (f"compute capability {a.cc[0] // 10}.x" if a.cc[1] - a.cc[0] == 10 else "any compute capability")
             rule = [cc + (" with sm_90a code" if a.sm90a else ""), f"{a.smem:,} B of shared memory or more"]
             if a.rows != (1, 1 << 30):
-                rule.append(f"N x H in [{a.rows[0]}, {a.rows[1]})")
+                rule.append(f"N x H >= {a.rows[0]}" if a.rows[1] == 1 << 30 else f"N x H in [{a.rows[0]}, {a.rows[1]})")
             return f"**automatic**, tried {('first', 'second', 'third', 'fourth')[n]}: " + ", ".join(rule)
         if kernel in fp8_of:
             return f"an fp8 pool under `{fp8_of[kernel]}`"
@@ -613,11 +735,14 @@ def current_table() -> str:
     named = "; ".join(f"`{f}` ({', '.join(i for i, g in src.items() if g == f)})" for f in files)
     lines = [f"Each implementation from its newest committed run of the issue grid on the H200: {named}. "
              f"{_timing_words(res)[0].upper() + _timing_words(res)[1:]}; medians over inputs rotated past L2, combine included. `cuda` is v5 "
-             "(the sm_90a default), `cuda_wgmma` v4 in the same run, `cuda_sm120` the sm_120 kernel forced on the H200 "
-             "(what RTX PRO 6000 and RTX 5090 run; not an sm_120 measurement). Speed-ups over SGLang's verify divide "
-             "times of two runs on the same GPU. Times in ms.", "",
-             "| B, L, N, H | v5 (`cuda`) | of roofline | v4 (`cuda_wgmma`) | sm_120 kernel (`cuda_sm120`) | SGLang verify "
+             "(the sm_90a default), `cuda_wgmma` v4, and \"sm_120 runs\" what RTX PRO 6000 and RTX 5090 select for "
+             "the shape (the first sm_120 kernel, `s1`, or its second generation, `s2`), forced on the H200 (not an "
+             "sm_120 measurement). Speed-ups over SGLang's verify divide times of two runs on the same GPU. Times "
+             "in ms.", "",
+             "| B, L, N, H | v5 (`cuda`) | of roofline | v4 (`cuda_wgmma`) | sm_120 runs | SGLang verify "
              "| v5 vs SGLang verify | SGLang decode, 1 token |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    _, runs = _sm120_cards()
+    short = {SM120_FIRST: "s1", SM120_ROLES: "s2"}
     for key in CURRENT_SHAPES:
         d = by[key]
         v5, ext, dec = d["cuda"], d.get("sglang_extend"), d.get("sglang_decode_1tok")
@@ -626,7 +751,7 @@ def current_table() -> str:
         dec_ms = f"{dec['ms']:.3f}" if dec else "-"
         shape = ", ".join(f"{x:,}" for x in key)
         lines.append(f"| {shape} | {v5['ms']:.3f} | {v5['of_roofline']:.0%} | {d['cuda_wgmma']['ms']:.3f} | "
-                     f"{d['cuda_sm120']['ms']:.3f} | {ext_ms} | {speedup} | {dec_ms} |")
+                     f"{d[runs[key]]['ms']:.3f} ({short[runs[key]]}) | {ext_ms} | {speedup} | {dec_ms} |")
     return "\n".join(lines)
 
 
@@ -647,6 +772,7 @@ BLOCKS = {"headline": headline_sentence, "configs": configs_table, "current": cu
           "xqa_peer": xqa_peer_table, "rtx_fp8_prediction": rtx_fp8_prediction_table, "bench": bench_table, "versions": versions_table,
           "targets": targets_table, "floors": floors_table,
           "sm120": sm120_table, "sm120_targets": sm120_targets_table, "rtx_prediction": rtx_prediction_table,
+          "sm120_per_shape": sm120_per_shape_table, "sm120_gen2_targets": sm120_gen2_targets_table,
           "speculation": speculation_table, "speculation_check": speculation_check_table}
 FILES = (ROOT / "README.md", *(ROOT / "docs" / f"{name}.md" for name in ("kernels", "results", "performance",
                                                                          "memory", "sglang", "speculation")))

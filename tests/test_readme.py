@@ -60,22 +60,18 @@ def test_the_current_defaults_table_follows_the_default():
 
 
 def test_the_rtx_predictions_follow_the_per_shape_choice(monkeypatch):
-    """Each row of the RTX prediction table is what the launcher selects on those cards for that shape: today the
-    first sm_120 kernel everywhere; once a configuration serves the rows above 32 (as the second generation will
-    after its gates), those rows follow it, and a table whose run lacks that configuration's rows is refused."""
+    """Each row of the RTX prediction table is what the launcher selects on those cards for that shape (the first
+    sm_120 kernel at 32 rows and fewer, the second generation above), timed in the run of record; a table whose run
+    lacks the rows of a configuration sm_120 selects is refused."""
     from kdtree_lab.budget.presets import gpus
-    from kdtree_lab.kernels import launch_plan
-    from kdtree_lab.kernels.launch_plan import AutoConfig, Config
 
     card = gpus()["rtx-pro-6000"]
-    assert {readme_tables.sm120_impl(k, card) for k in readme_tables.SM120_SHAPES} == {"cuda_sm120"}
-    first = [a for a in launch_plan.AUTO_CONFIGS if a.config.name == "verify_sm120_kernel<32,2>"][0]
-    by_rows = (AutoConfig(Config("verify_sm120_roles_kernel<64>", 64), smem=99_432, rows=(33, 1 << 30)),
-               AutoConfig(first.config, smem=first.smem, rows=(1, 33)))
-    monkeypatch.setattr(launch_plan, "AUTO_CONFIGS", tuple(a for a in launch_plan.AUTO_CONFIGS if a is not first)
-                        + by_rows)
-    assert readme_tables.sm120_impl((1, 200_000, 4, 8), card) == "cuda_sm120"
-    assert readme_tables.sm120_impl((1, 200_000, 16, 8), card) == "cuda_sm120_roles"
+    runs = {k: readme_tables.sm120_impl(k, card) for k in readme_tables.SM120_SHAPES}
+    assert runs == {k: "cuda_sm120" if k[2] * k[3] <= 32 else "cuda_sm120_roles" for k in runs}
+    table = readme_tables.rtx_prediction_table()
+    for (b, length, n, h), impl in runs.items():
+        assert re.search(rf"(?m)^\| {b}, {length}, {n}, {h} \| `{impl}` \|", table), (b, length, n, h)
+    monkeypatch.setattr(readme_tables, "SM120_RUN", readme_tables.SM120_BENCH)  # issue 15's run: no roles rows
     with pytest.raises(ValueError, match="no rows of cuda_sm120_roles, which sm_120 selects"):
         readme_tables.rtx_prediction_table()
 

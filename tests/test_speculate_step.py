@@ -52,44 +52,44 @@ def test_the_newest_committed_grid_of_an_implementation_wins(tmp_path, monkeypat
 def test_committed_tables_are_the_current_defaults_and_say_how_they_were_made(rtx):
     h200 = kt.tables("h200")
     assert h200["ours"].impl == "cuda" and not h200["ours"].predicted
-    assert rtx["ours"].impl == "cuda_sm120" and rtx["ours"].predicted and "predicted" in rtx["ours"].label
+    assert rtx["ours"].impl == "cuda_sm120 + cuda_sm120_roles"  # what sm_120 selects: by rows (N x H)
+    assert rtx["ours"].predicted and "predicted" in rtx["ours"].label
     assert rtx["sglang"].impl == kt.SGLANG_VERIFY and rtx["decode"].impl == kt.SGLANG_DECODE
     for tab in rtx.values():
         assert tab.source.startswith("data/results/h200/")
 
 
 def test_rtx_times_follow_the_readme_rule_at_every_grid_point(rtx):
-    grid, card = kt.committed_grid("cuda_sm120"), gpus()[GPU]
-    share, c = kt.bandwidth_share(grid), grid.ceilings
-    for r in grid.rows:
-        want = max(r["ms"] * c["mma_sync_tflops"] / card.mma_sync_tflops,
-                   Shape(r["B"], r["L"], r["N"], r["H"]).kv_bytes / (share * card.bandwidth_gbps * 1e9) * 1e3)
-        assert rtx["ours"].ms(r["B"], r["L"], r["N"], r["H"]) == pytest.approx(want, rel=1e-12)
+    """Each grid point: the configuration the card selects for its rows, its committed row carried to the card by
+    the rule of docs/results.md (its own run's ceilings and bandwidth share)."""
+    card = gpus()[GPU]
+    for impl in ("cuda_sm120", "cuda_sm120_roles"):
+        grid = kt.committed_grid(impl)
+        share, c = kt.bandwidth_share(grid), grid.ceilings
+        for r in grid.rows:
+            if kt.ours_impl(GPU, r["B"], r["N"], r["H"]) != impl:
+                continue
+            want = max(r["ms"] * c["mma_sync_tflops"] / card.mma_sync_tflops,
+                       Shape(r["B"], r["L"], r["N"], r["H"]).kv_bytes / (share * card.bandwidth_gbps * 1e9) * 1e3)
+            assert rtx["ours"].ms(r["B"], r["L"], r["N"], r["H"]) == pytest.approx(want, rel=1e-12)
 
 
 def test_the_rtx_ours_table_takes_each_shape_from_the_configuration_the_card_selects(monkeypatch):
-    """Once a configuration serves the rows above 32 on sm_120 (as the second generation will after its gates), our
-    kernel's RTX times take those shapes from its committed rows, predicted with its own run, and the rest from the
-    first kernel's; a card whose selected configuration has no committed grid is refused by name."""
+    """On sm_120 the second generation serves the rows above 32: our kernel's RTX times take those shapes from its
+    committed rows, predicted with its own run, and the rest from the first kernel's; a card whose selected
+    configuration has no committed grid is refused by name."""
     from kdtree_lab.kernels import launch_plan
-    from kdtree_lab.kernels.launch_plan import AutoConfig, Config
 
-    first = [a for a in launch_plan.AUTO_CONFIGS if a.config.name == "verify_sm120_kernel<32,2>"][0]
-    by_rows = (AutoConfig(Config("verify_sm120_roles_kernel<64>", 64), smem=99_432, rows=(33, 1 << 30)),
-               AutoConfig(first.config, smem=first.smem, rows=(1, 33)))
-    monkeypatch.setattr(launch_plan, "AUTO_CONFIGS", tuple(a for a in launch_plan.AUTO_CONFIGS if a is not first)
-                        + by_rows)
-    with pytest.raises(kt.KernelTimeError, match="cuda_sm120_roles"):
-        kt.table("ours", GPU)
     sm120 = kt.committed_grid("cuda_sm120")
     roles = kt.Grid("cuda_sm120_roles", "data/results/h200/roles/bench-issue.json", sm120.date, sm120.gpu,
                     sm120.ceilings, tuple(dict(r, impl="cuda_sm120_roles", ms=r["ms"] / 2) for r in sm120.rows))
     real = kt.committed_grid
     monkeypatch.setattr(kt, "committed_grid", lambda impl: roles if impl == "cuda_sm120_roles" else real(impl))
     mixed = kt.table("ours", GPU)
-    monkeypatch.setattr(launch_plan, "AUTO_CONFIGS", tuple(a for a in launch_plan.AUTO_CONFIGS if a not in by_rows)
-                        + (first,))
-    only_first = kt.table("ours", GPU)
+    first_only = tuple(a for a in launch_plan.AUTO_CONFIGS if a.config.name != "verify_sm120_roles_kernel<64>")
+    with monkeypatch.context() as m:
+        m.setattr(launch_plan, "AUTO_CONFIGS", first_only)
+        only_first = kt.table("ours", GPU)
     assert mixed.impl == "cuda_sm120 + cuda_sm120_roles" and "roles" in mixed.source
     for r in sm120.rows:
         shape = (r["B"], r["L"], r["N"], r["H"])
@@ -97,6 +97,15 @@ def test_the_rtx_ours_table_takes_each_shape_from_the_configuration_the_card_sel
             if r["N"] * r["H"] > 32 else only_first.ms(*shape)
         assert mixed.ms(*shape) == pytest.approx(want, rel=1e-12)
     assert only_first.impl == "cuda_sm120"
+
+    def no_roles(impl):
+        if impl == "cuda_sm120_roles":
+            raise kt.KernelTimeError("impl cuda_sm120_roles: no committed issue grid holds its rows")
+        return real(impl)
+
+    monkeypatch.setattr(kt, "committed_grid", no_roles)
+    with pytest.raises(kt.KernelTimeError, match="cuda_sm120_roles"):
+        kt.table("ours", GPU)
 
 
 def test_interpolation_is_exact_at_grid_points_between_neighbours_and_flags_extrapolation():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..kernels.impls import IMPLS
 from ..lab.record import emit
 from .args import bounded_int, positive_int, positive_ints
 
@@ -46,7 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
     p.add_argument("--draft", type=positive_int, default=16, help="N draft tokens per request")
     p.add_argument("--heads", type=positive_int, default=8, help="H local heads")
     p.add_argument("--ctx", type=bounded_int(1, 1 << 22), default=1024, help="longest prefix per request (tokens)")
-    p.add_argument("--impl", choices=["cuda", "triton"], default="cuda", help="kernel held by the graphs")
+    p.add_argument("--impl", choices=list(IMPLS), default="cuda",
+                   help="kernel held by the graphs (cuda: the one this GPU selects; a cuda_* name forces one)")
     p.add_argument("--mask", choices=["tree", "causal"], default="tree", help="the draft mask of the batches")
     p.add_argument("--kv-dtype", choices=["bf16", "fp8"], default="bf16",
                    help="KV pool held by the graphs (fp8: e4m3 with k_scale / v_scale other than 1)")

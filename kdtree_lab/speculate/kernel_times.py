@@ -220,7 +220,8 @@ def table(kernel: str, gpu: str, measured: dict | None = None) -> KernelTable:
     used = sorted({name for name, _ in picked})
     shares = {name: bandwidth_share(runs[name][0]) for name in used}
     rows = [dict(x, ms=_predicted(x, runs[name][0], card, shares[name])) for name, x in picked]
-    return KernelTable(kernel, " + ".join(used), gpu, True, "; ".join(runs[n][0].source for n in used), grid.ceilings,
+    return KernelTable(kernel, " + ".join(used), gpu, True, "; ".join(dict.fromkeys(runs[n][0].source for n in used)),
+                       grid.ceilings,
                        _series(rows, lambda r: r["ms"], one))
 
 
