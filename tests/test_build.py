@@ -27,6 +27,21 @@ def test_build_passes_checks(built):
     assert any(f["sm_120a"] for f in fits.values()), "a configuration must fit sm_120's 99 KB"
 
 
+def test_what_sm_120_selects_fits_it_in_the_sm_120a_build(built):
+    """Every configuration the launcher may select on a 99 KB GPU (both sm_120 kernels, per shape) is in the sm_120a
+    cubin with tensor-core MMAs, no local memory and within sm_120's shared memory and registers."""
+    from kdtree_lab.kernels.launch_plan import AUTO_CONFIGS
+
+    _, report = built
+    sm120 = {a.config.name for a in AUTO_CONFIGS if not a.sm90a and a.smem <= 101_376}
+    assert {"verify_sm120_kernel<32,2>", "verify_sm120_roles_kernel<64>"} <= sm120
+    configs = {c["kernel"]: c for c in report.configs}
+    for name in sm120:
+        assert configs[name]["fits"]["sm_120a"], name
+        res = [r for r in report.resources if r.arch == "sm_120a" and r.kernel == name]
+        assert len(res) == 1 and res[0].hmma > 0 and res[0].local_bytes == 0, (name, res)
+
+
 def test_build_is_cached(built):
     again = build.build_library(("sm_120a", "sm_90a"), progress=False)
     assert again.cached and again.library == built[0].library
