@@ -274,6 +274,30 @@ def sm120_impl(key: tuple, card) -> str:
 SM120_RUN = RESULTS / "h200" / "2026-12-01-sm120-per-shape" / "call2-bench-issue" / "bench-issue.json"
 NCU_ROLES = RESULTS / "h200" / "2026-12-01-halves-and-gates" / "call6-ncu" / "ncu-roles.txt"  # the second generation
 SM120_FIRST, SM120_ROLES = "cuda_sm120", "cuda_sm120_roles"
+SPLIT_FLOOR = RESULTS / "h200" / "2026-12-01-split-floor"  # split kernel and combine at short prefixes, two floors
+
+
+def _short_prefix_words() -> str:
+    """What the profiles of SPLIT_FLOOR show at B = 1, L = 4096, 128 rows: split kernel and combine (us) of both
+    configurations at the committed split floor, and the second generation's at the 64-token floor tried."""
+    def at(name: str) -> dict:
+        data = json.loads((SPLIT_FLOOR / f"{name}.json").read_text())
+        kernels = {c["index"]: c["kernel"] for c in data["configs"]}
+        out = {}
+        for r in data["rows"]:
+            if r["shape"] == "short":
+                split = sum(us for k, us in r["kernels_us"].items() if "reduce" not in k)
+                out[kernels[r["config"]]] = (split, r["total_us"] - split, r["nsplit"])
+        return out
+
+    now, tried = at("profile-floor128"), at("profile-floor64")
+    first, roles = now["verify_sm120_kernel<32,2>"], now["verify_sm120_roles_kernel<64>"]
+    floor = tried["verify_sm120_roles_kernel<64>"]
+    return (f"profiled at B = 1, L = 4096, 128 rows (`{_rel(SPLIT_FLOOR)}`): the second generation's split kernel "
+            f"takes {roles[0]:.1f} us against the first kernel's {first[0]:.1f} and its combine over {roles[2]} splits "
+            f"{roles[1]:.1f} us against {first[1]:.1f} over {first[2]}; a 64-token split floor (twice its CTAs) "
+            f"gives {floor[0]:.1f} + {floor[1]:.1f} us, {roles[0] + roles[1] - floor[0] - floor[1]:.1f} us less: "
+            "the gap is its fixed cost per CTA and per split, not the floor")
 
 
 def _sm120_cards() -> tuple[list, dict]:
@@ -389,10 +413,9 @@ def sm120_gen2_targets_table() -> str:
          f"time / first kernel's {_span([x for x, _ in slower], '.2f')} over {len(slower)} shapes ({len(worse)} more "
          "than 3% slower: " + ", ".join(f"{', '.join(map(str, k))} ({x:.2f})" for x, k in worse) + "). Bound: the "
          "choice is a function of (B, N, H, SMs), not of L (a captured graph serves every prefix length), so a "
-         "(B, N, H) that wins at 200k keeps the second generation at 4k too, where a short prefix gives each "
-         "64-row CTA few tiles to spread its fixed cost over and the 128-token split floor leaves at most 32 CTAs "
-         "per row tile (half the SMs at B = 1 and 128 rows). Peer: XQA MLA is "
-         f"{xqa[(1, 4096)]['ms']:.3f} ms at B = 1, L = 4096", met(not worse)),
+         "(B, N, H) that wins at 200k keeps the second generation at 4k too; " + _short_prefix_words()
+         + ". Peer: XQA MLA is "
+f"{xqa[(1, 4096)]['ms']:.3f} ms at B = 1, L = 4096", met(not worse)),
     ]
     return _target_lines(f"From `{_rel(SM120_RUN)}` (per shape, what sm_120 selects, forced on the H200) and "
                          f"`{_rel(XQA_PEER)}` (the peer); ceilings in the grid's run: mma.sync "
