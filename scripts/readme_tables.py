@@ -667,8 +667,9 @@ def speculation_table() -> str:
     lines = [f"**A model, not a measurement**: Kimi K2.6 (int4) on 8 x RTX PRO 6000, TP8, one request, DFlash drafts "
              f"(acceptance preset `dflash-gsm8k`: {s.draft.chain[1]} tokens per step for its chain of {chain}), "
              f"tokens per second per request. Attention per layer: ours `{tabs['ours'].impl}`, SGLang's verify and "
-             f"decode, each predicted for the card from the H200 rows of `{tabs['ours'].source}` and "
-             f"`{tabs['sglang'].source}` by the rule of the RTX prediction table of docs/results.md; the rest of the step from the model's "
+             f"decode, each predicted for the card from the H200 rows of "
+             + " and ".join(f"`{src}`" for src in dict.fromkeys(t.source for t in (tabs['ours'], tabs['sglang'])))
+             + " by the rule of the RTX prediction table of docs/results.md; the rest of the step from the model's "
              f"architecture; the step's fixed part ({s.fixed.ms:.2f} ms) from the published one-token step "
              "(`data/presets/speculation.yaml`). Inputs and their sources: notebook 07, `docs/speculation.md`.", "",
              f"| context | no speculation | chain of {chain}, ours / SGLang's | best tree, ours | best tree, SGLang's |",
