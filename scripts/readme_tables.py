@@ -310,7 +310,7 @@ def _sm120_cards() -> tuple[list, dict]:
     runs = {key: sm120_impl(key, cards[0]) for key in by_shape}
     if any(sm120_impl(key, g) != runs[key] for g in cards for key in by_shape):
         raise ValueError("cards: the RTX cards select different configurations; the tables assume one per shape")
-    missing = sorted({i for i in runs.values()} - {i for d in by_shape.values() for i in d})
+    missing = sorted({runs[k] for k, d in by_shape.items() if runs[k] not in d})  # each shape has its rows
     if missing:
         raise ValueError(f"{_rel(SM120_RUN)}: no rows of {', '.join(missing)}, which sm_120 selects")
     return cards, runs
@@ -382,9 +382,10 @@ def sm120_gen2_targets_table() -> str:
     s, v5 = head[runs[HEADLINE]], head["cuda"]
     issue, warp = _ncu_metric(NCU_ROLES, "Issue Slots Busy"), _ncu_metric(NCU_ROLES, "Issued Warp Per Scheduler")
     active = _ncu_metric(NCU_ROLES, "Active Warps Per Scheduler")
-    bound = (f"the QK warps' instruction issue (Nsight Compute on the second generation, `{_rel(NCU_ROLES)}`: "
+    bound = (f"instruction issue (Nsight Compute on the second generation, kernel-wide, `{_rel(NCU_ROLES)}`: "
              f"{warp:.2f} instructions issued per cycle per scheduler, issue slots {issue:.0f}% busy, {active:.1f} "
-             "warps per scheduler), not bytes or the MMA rate (docs/performance.md, \"The sm_120 kernel, second "
+             "warps per scheduler), not bytes or the MMA rate: a 16-key tile takes the same time whether KV comes "
+             "from DRAM or L2, and the QK warps' chain sets it (docs/performance.md, \"The sm_120 kernel, second "
              "generation\")")
     x_head = xqa[(1, 200_000)]
     x_comp = [r["of_mma_sync"] for (b, length), r in xqa.items() if length >= 32_768]
@@ -401,10 +402,11 @@ def sm120_gen2_targets_table() -> str:
         ("compute-bound shapes (H x N >= 128, L >= 32k): >= 55% of the mma.sync peak",
          f"{_span([x for x, _ in comp], '.0%')} over {len(comp)} shapes ({n_comp} at or above 55%); the gap is "
          f"{0.55 / max(x for x, _ in comp):.2f}-{0.55 / min(x for x, _ in comp):.2f}x. Bound: the same issue rate. "
-         f"Peer: XQA MLA {_span(x_comp, '.0%')} of the peak on its rows at L >= 32k", met(n_comp == len(comp))),
+         f"Peer: XQA MLA {_span(x_comp, '.0%')} of its own run's mma.sync peak on its rows at L >= 32k",
+         met(n_comp == len(comp))),
         ("memory-bound shapes (H x N <= 64, L >= 32k, B >= 8): >= 80% of the copy bandwidth",
-         f"{_span([x for x, _ in mem], '.0%')} over {len(mem)} shapes ({n_mem} at or above 80%); below it: "
-         + ", ".join(f"N x H = {r} ({_span([x for x, k in mem_short if k[2] * k[3] == r], '.0%')})" for r in mem_rows)
+         f"{_span([x for x, _ in mem], '.1%')} over {len(mem)} shapes ({n_mem} at or above 80%); below it: "
+         + ", ".join(f"N x H = {r} ({_span([x for x, k in mem_short if k[2] * k[3] == r], '.1%')})" for r in mem_rows)
          + f". Bound, from each series' streaming fit (t = fixed + KV bytes / rate over L = 4k, 32k, 200k): "
          + "; ".join(_stream_words(data, runs, r) for r in mem_rows)
          + ". Peer: none (XQA MLA serves 128 heads only)",
@@ -434,8 +436,9 @@ def rtx_prediction_table() -> str:
              f"time scaled by the mma.sync rate ratio (H200 {c['mma_sync_tflops']:.0f} TFLOP/s measured in "
              f"`{_rel(SM120_RUN)}`, the card's from `data/presets/gpus.yaml` with its source) and the KV bytes at "
              "the best share of the memory bandwidth the configuration reached on the H200's long memory-bound "
-             "shapes in the same run (" + ", ".join(f"`{i}` {u:.0%}" for i, u in sorted(share.items())) + "; the "
-             "step model of docs/speculation.md uses the same rule). SM count and clock enter through the mma.sync "
+             "shapes in the same run, those it is not selected for included (" + ", ".join(
+                 f"`{i}` {u:.1%}" for i, u in sorted(share.items())) + "; the step model of docs/speculation.md uses "
+             "the same rule). SM count and clock enter through the mma.sync "
              "rate. Each row is the configuration the launcher selects on these cards for that shape, forced on the "
              "H200. To check one on a card: `kdtree-lab run --profile sm120` and `kdtree-lab bench --preset issue "
              "--impl cuda,sglang_extend,sglang_decode`.", "",
@@ -746,8 +749,8 @@ CURRENT_SHAPES = [(1, 200_000, 16, 8), (1, 200_000, 4, 8), (8, 200_000, 16, 8), 
 
 
 def current_table() -> str:
-    """Our current defaults (v5 on sm_90a, the sm_120 kernel forced) beside SGLang's verify and one-token decode,
-    each from its newest committed issue grid (``bench_results.committed_current``)."""
+    """Our current defaults (v5 on sm_90a; what sm_120 selects per shape, forced on the H200) beside SGLang's verify
+    and one-token decode, each from its newest committed issue grid (``bench_results.committed_current``)."""
     from kdtree_lab.checks.bench_results import committed_current
 
     res = committed_current()
