@@ -1,0 +1,68 @@
+"""Where a kernel's warps spend their time, by phase: Nsight Compute's per-SASS warp-stall samples (``ncu -i REP
+--page source --csv --print-source sass``, gzipped or not) grouped by how often each instruction ran.
+
+Instructions that ran the same number of times belong to the same phase of the kernel (a prologue every warp runs
+once, a loop, an epilogue one role runs); the table gives each count's share of the samples and its top stall
+reasons. Prints a markdown table; a development tool for kernel work (docs/performance.md quotes its output).
+
+    python3 scripts/ncu_phases.py data/results/h200/2026-12-01-split-floor/call2-ncu-short/roles-short-sass.csv.gz
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import csv
+import gzip
+import io
+import sys
+from pathlib import Path
+
+
+def phases(text: str, top: int = 8) -> list[dict]:
+    """Per execution count (instructions executed per instruction), its instructions, samples, share of all
+    samples and the three largest stall reasons, largest share first; at most ``top`` rows."""
+    rows = list(csv.reader(io.StringIO(text)))
+    head = next(i for i, r in enumerate(rows) if "Warp Stall Sampling (All Samples)" in r)
+    hdr, data = rows[head], rows[head + 1:]
+    i_s, i_e = hdr.index("Warp Stall Sampling (All Samples)"), hdr.index("Instructions Executed")
+    stalls = [(h[len("stall_"):], i) for i, h in enumerate(hdr) if h.startswith("stall_") and "Not Issued" not in h]
+    by: dict[int, dict] = {}
+    for r in data:
+        if len(r) <= max(i_s, i_e) or not r[i_e].strip().isdigit():
+            continue
+        d = by.setdefault(int(r[i_e]), {"instructions": 0, "samples": 0, "stalls": collections.Counter()})
+        d["instructions"] += 1
+        d["samples"] += int(r[i_s] or 0)
+        for name, i in stalls:
+            d["stalls"][name] += int(r[i] or 0) if r[i].strip().isdigit() else 0
+    total = sum(d["samples"] for d in by.values()) or 1
+    out = [{"executed": e, "instructions": d["instructions"], "samples": d["samples"], "share": d["samples"] / total,
+            "top_stalls": ", ".join(f"{n} {c}" for n, c in d["stalls"].most_common(3) if c)}
+           for e, d in by.items()]
+    return sorted(out, key=lambda x: -x["samples"])[:top]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("csv", type=Path, help="the --page source --csv export (.csv or .csv.gz)")
+    ap.add_argument("--top", type=int, default=8)
+    a = ap.parse_args(argv)
+    if not a.csv.is_file():
+        print(f"csv: expected an ncu source-page export, found no file at {a.csv}", file=sys.stderr)
+        return 2
+    raw = a.csv.read_bytes()
+    text = gzip.decompress(raw).decode() if raw[:2] == b"\x1f\x8b" else raw.decode()
+    rows = phases(text, a.top)
+    if not rows:
+        print(f"csv: {a.csv} holds no per-instruction warp-stall samples", file=sys.stderr)
+        return 2
+    print("| instructions executed (each) | instructions | samples | share | top stalls |")
+    print("|---:|---:|---:|---:|---|")
+    for r in rows:
+        print(f"| {r['executed']:,} | {r['instructions']:,} | {r['samples']:,} | {r['share']:.0%} | {r['top_stalls']} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
