@@ -45,8 +45,8 @@ namespace {
 //   v5 (sm_90a) on compute capability 9.x; v3 (rows32) elsewhere with Hopper-sized shared memory; on 99 KB GPUs the
 //   sm_120 kernel's second generation (roles) above 32 rows, where 64-row tiles halve the KV reads per row, and the
 //   first sm_120 kernel for the rest (32 rows and fewer, where half a 64-row tile would be empty, or less shared
-//   memory than roles' 99,432 B; docs/performance.md, "Per-shape choice"). v4, v1, the third form (halves) and the
-//   e4m3 variants are forced only (an fp8 pool reaches the variants through fp8_variant).
+//   memory than roles' 99,432 B; docs/performance.md, "Per-shape choice on sm_120"). v4, v1, the third form
+//   (halves) and the e4m3 variants are forced only (an fp8 pool reaches the variants through fp8_variant).
 struct Policy {
   const char* fp8_variant;  // kernel name of the configuration an fp8 pool runs; nullptr: itself or none
   int auto_priority, min_rows, max_rows;
@@ -159,7 +159,7 @@ const char* kdtree_verify_config_name(int index) {
 int kdtree_verify_select_config(int smem_optin_bytes, int compute_capability, int num_sms, int bs, int num_draft,
                                 int num_heads) {
   (void)num_sms;
-  (void)bs;  // part of the contract: a later rule may use them (docs/performance.md, "Per-shape choice")
+  (void)bs;  // part of the contract: a later rule may use them (docs/performance.md, "Per-shape choice on sm_120")
   const int64_t rows = (int64_t)num_draft * num_heads;
   int best = -1;
   for (int i = 0; i < kNumConfigs; ++i) {

@@ -102,7 +102,7 @@ class AutoConfig:
 # The launcher's automatic choice (kdtree_verify_select_config, then kdtree_verify_config_for_pool for the pool),
 # in priority order: v5 on 9.x with sm_90a code, v3 where Hopper-sized shared memory is, on 99 KB the sm_120
 # kernel's second generation (64-row tiles split by role) above 32 rows and the first sm_120 kernel for the rest
-# (docs/performance.md, "Per-shape choice"); an fp8 pool runs the first kernel's e4m3 variant on both.
+# (docs/performance.md, "Per-shape choice on sm_120"); an fp8 pool runs the first kernel's e4m3 variant on both.
 # Stated here for planning without the library (the memory budget on a CPU); tests/test_c_abi.py holds select() to
 # the library's answer over a grid, so a configuration the launcher adds to its choice is added here too.
 AUTO_CONFIGS = (
