@@ -11,10 +11,10 @@ import json
 import re
 from pathlib import Path
 
-from kdtree_lab.checks.bench_results import fp8_speedups, streaming_fits
+from kdtree_lab.checks.bench_results import Grid, fp8_speedups, streaming_fits
 from kdtree_lab.checks.roofline import Shape, row_kv
 from kdtree_lab.core.paths import RESULTS, ROOT
-from kdtree_lab.speculate.kernel_times import ours_impl, predict_ms  # the RTX rules (notebook 07 uses them too)
+from kdtree_lab.speculate.kernel_times import bandwidth_share, ours_impl, predict_ms  # the RTX rules (notebook 07's)
 
 # The H200 results of record these tables quote (data/results/h200/README.md indexes every folder and its command).
 H200_V3 = RESULTS / "h200" / "2026-11-29-v3-kernel"  # kernel v3 (mma.sync), eager timing, every earlier version
@@ -300,19 +300,19 @@ def _short_prefix_words() -> str:
             "the gap is its fixed cost per CTA and per split, not the floor")
 
 
-def _sm120_cards() -> tuple[list, dict]:
-    """The RTX presets (those with an mma.sync rate) and, per shape of SM120_RUN, what they run (one answer for all
-    of them, else ValueError)."""
+def _sm120_cards(by_shape: dict, source: str) -> tuple[list, dict]:
+    """The RTX presets (those with an mma.sync rate) and, per shape of ``by_shape`` ((B, L, N, H) -> impl -> row,
+    read from ``source``), what they run: one answer for all of them, else ValueError; a shape without the row of
+    the implementation it selects is refused."""
     from kdtree_lab.budget.presets import gpus
 
-    _, by_shape = _bench(SM120_RUN)
     cards = [g for g in gpus().values() if g.mma_sync_tflops]
     runs = {key: sm120_impl(key, cards[0]) for key in by_shape}
     if any(sm120_impl(key, g) != runs[key] for g in cards for key in by_shape):
         raise ValueError("cards: the RTX cards select different configurations; the tables assume one per shape")
     missing = sorted({runs[k] for k, d in by_shape.items() if runs[k] not in d})  # each shape has its rows
     if missing:
-        raise ValueError(f"{_rel(SM120_RUN)}: no rows of {', '.join(missing)}, which sm_120 selects")
+        raise ValueError(f"{source}: no rows of {', '.join(missing)}, which sm_120 selects")
     return cards, runs
 
 
@@ -321,7 +321,7 @@ def sm120_per_shape_table() -> str:
     kernel, its second generation, v5 and SGLang's one-token decode, one run."""
     data, by_shape = _bench(SM120_RUN)
     c, p = data["ceilings"], data["provenance"]
-    _, runs = _sm120_cards()
+    _, runs = _sm120_cards(by_shape, _rel(SM120_RUN))
     lines = [f"From `{_rel(SM120_RUN)}`: {p['gpu']} (driver {p['driver']}, torch {p['torch']}), {p['date_utc'][:10]}; "
              f"{_timing_words(data)}, medians over inputs rotated past L2, combine included; ceilings in the same "
              f"run: copy {c['copy_gbps']:.0f} GB/s, mma.sync m16n8k16 loop {c['mma_sync_tflops']:.0f} TFLOP/s. "
@@ -366,7 +366,7 @@ def sm120_gen2_targets_table() -> str:
     gap, what bounds it and the peer's figure (XQA MLA, NVIDIA's 99 KB MLA kernel, on its one shape family)."""
     data, by_shape = _bench(SM120_RUN)
     c = data["ceilings"]
-    _, runs = _sm120_cards()
+    _, runs = _sm120_cards(by_shape, _rel(SM120_RUN))
     peer = json.loads(XQA_PEER.read_text())
     xqa = {(r["B"], r["L"]): r for r in peer["rows"] if r["peer"] == "xqa_mla" and r.get("sub_seqs_rule")
            and r["kv"] == "bf16"}
@@ -417,7 +417,7 @@ def sm120_gen2_targets_table() -> str:
          "choice is a function of (B, N, H, SMs), not of L (a captured graph serves every prefix length), so a "
          "(B, N, H) that wins at 200k keeps the second generation at 4k too; " + _short_prefix_words()
          + ". Peer: XQA MLA is "
-f"{xqa[(1, 4096)]['ms']:.3f} ms at B = 1, L = 4096", met(not worse)),
+         f"{xqa[(1, 4096)]['ms']:.3f} ms at B = 1, L = 4096", met(not worse)),
     ]
     return _target_lines(f"From `{_rel(SM120_RUN)}` (per shape, what sm_120 selects, forced on the H200) and "
                          f"`{_rel(XQA_PEER)}` (the peer); ceilings in the grid's run: mma.sync "
@@ -429,9 +429,11 @@ def rtx_prediction_table() -> str:
     from its H200 measurement (labelled as predictions)."""
     data, by_shape = _bench(SM120_RUN)
     c = data["ceilings"]
-    cards, runs = _sm120_cards()
-    share = {i: max(d[i]["GB/s"] / c["copy_gbps"] for k, d in by_shape.items() if _long_memory_bound(k) and i in d)
-             for i in set(runs.values())}  # kernel_times.bandwidth_share's rule, per configuration
+    cards, runs = _sm120_cards(by_shape, _rel(SM120_RUN))
+    p = data["provenance"]
+    share = {i: bandwidth_share(Grid(i, _rel(SM120_RUN), p["date_utc"], p["gpu"], c,
+                                     tuple(r for r in data["rows"] if r["impl"] == i and row_kv(r) == "bf16")))
+             for i in set(runs.values())}  # the step model's rule, per configuration
     lines = ["**Predictions, not measurements** (no sm_120 card has been lent). Per shape: the larger of the H200 "
              f"time scaled by the mma.sync rate ratio (H200 {c['mma_sync_tflops']:.0f} TFLOP/s measured in "
              f"`{_rel(SM120_RUN)}`, the card's from `data/presets/gpus.yaml` with its source) and the KV bytes at "
@@ -768,7 +770,7 @@ def current_table() -> str:
              "in ms.", "",
              "| B, L, N, H | v5 (`cuda`) | of roofline | v4 (`cuda_wgmma`) | sm_120 runs | SGLang verify "
              "| v5 vs SGLang verify | SGLang decode, 1 token |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    _, runs = _sm120_cards()
+    _, runs = _sm120_cards(by, ", ".join(files))
     short = {SM120_FIRST: "s1", SM120_ROLES: "s2"}
     for key in CURRENT_SHAPES:
         d = by[key]
