@@ -4,11 +4,11 @@
 //   common/      PTX wrappers (ptx.cuh), the frame every kernel shares (frame.cuh: Params, work setup,
 //                the prefix and draft-block pipelines, the tree mask, the partial-row epilogue) and the
 //                shared-memory layouts host checks share (layout.cuh)
-//   mma_sync/    warp-level mma.sync kernels (sm_80..sm_120): verify_sm120 (what sm_120 runs), its second
-//                generation verify_sm120_roles and third form verify_sm120_halves (a 2-CTA cluster; both forced
-//                only until their gates pass) and what those two share (roles_common.cuh: the context, the
-//                m-tile softmax, the P hand-off, the epilogue), verify_rows32 (v3, Hopper-sized shared memory),
-//                verify_split (v1)
+//   mma_sync/    warp-level mma.sync kernels (sm_80..sm_120): what sm_120 runs, verify_sm120 (32 rows and fewer)
+//                and its second generation verify_sm120_roles (above 32 rows); the third form
+//                verify_sm120_halves (a 2-CTA cluster, forced only) and what roles and halves share
+//                (roles_common.cuh: the context, the m-tile softmax, the P hand-off, the epilogue), verify_rows32
+//                (v3, Hopper-sized shared memory), verify_split (v1)
 //   sm90/        the sm_90a warpgroup-MMA kernels: v5 (the default on compute capability 9.x: v4 with its two
 //                warpgroups out of step) and v4 (forced, and its e4m3 variant, which fp8 pools run under v5), and
 //                the frame both use (wgmma_common.cuh: swizzle atoms, descriptors, wgmma wrappers, v4's step,
