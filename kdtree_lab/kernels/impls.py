@@ -21,8 +21,9 @@ class Impl:
 
 
 IMPLS: dict[str, Impl] = {i.name: i for i in (
-    Impl("cuda", "cuda", None, "the configuration this GPU selects (v5 on sm_90a, the sm_120 kernel on 99 KB GPUs; "
-         "both read fp8 pools, v3 refuses them)", ("bf16", "fp8")),
+    Impl("cuda", "cuda", None, "the configuration this GPU selects (v5 on sm_90a; on 99 KB GPUs per shape, the sm_120 "
+         "kernel's second generation above 32 rows, the first below; all read fp8 pools, v3 refuses them)",
+         ("bf16", "fp8")),
     Impl("cuda_sm120", "cuda", "verify_sm120_kernel<32,2>", "the sm_120 kernel (86.9 KB, Q in registers), forced",
          ("bf16", "fp8")),
     Impl("cuda_sm120_fp8", "cuda", "verify_sm120_kernel<32,2,true>",
