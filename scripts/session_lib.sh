@@ -21,7 +21,9 @@ step() { pack 2>/dev/null; echo; echo "=== $(date -u +%H:%M:%S) $*"; }
 install_wheels() {
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
     "${WHEELS:-.whl}"/*.whl || { echo "wheel install failed"; return 1; }
-  export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH
+  # pip --target puts the wheels' data files (nbconvert's HTML templates, which the run's index.html pages need) in
+  # /tmp/site/share/jupyter, where Jupyter looks only when JUPYTER_PATH names it
+  export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH JUPYTER_PATH=/tmp/site/share/jupyter${JUPYTER_PATH:+:$JUPYTER_PATH}
 }
 
 write_provenance() {
