@@ -285,9 +285,16 @@ int kdtree_verify_attn_flash_paged_cg(
   return launch_combine(p, d.cc >= 90 && !no_pdl, s) ? KDT_OK : KDT_ERR_LAUNCH;
 }
 
-int kdtree_verify_mma_ceiling(int blocks, int iters, float* sink, void* stream) {
-  if (blocks < 1 || iters < 1 || sink == nullptr) return KDT_ERR_BAD_SHAPE;
-  mma_peak_kernel<<<blocks, MMA_PEAK_THREADS, 0, static_cast<cudaStream_t>(stream)>>>(iters, sink);
+int kdtree_verify_mma_ceiling(int blocks, int iters, int kind, float* sink, void* stream) {
+  if (blocks < 1 || iters < 1 || sink == nullptr || kind < MMA_PEAK_BF16 || kind > MMA_PEAK_E4M3)
+    return KDT_ERR_BAD_SHAPE;
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  if (kind == MMA_PEAK_BF16)
+    mma_peak_kernel<MMA_PEAK_BF16><<<blocks, MMA_PEAK_THREADS, 0, s>>>(iters, sink);
+  else if (kind == MMA_PEAK_F16)
+    mma_peak_kernel<MMA_PEAK_F16><<<blocks, MMA_PEAK_THREADS, 0, s>>>(iters, sink);
+  else
+    mma_peak_kernel<MMA_PEAK_E4M3><<<blocks, MMA_PEAK_THREADS, 0, s>>>(iters, sink);
   return cudaGetLastError() == cudaSuccess ? KDT_OK : KDT_ERR_LAUNCH;
 }
 

@@ -16,7 +16,7 @@
 extern "C" {
 #endif
 
-#define KDT_ABI_VERSION 7
+#define KDT_ABI_VERSION 8
 
 #if defined(__GNUC__)
 #define KDT_API __attribute__((visibility("default")))
@@ -101,9 +101,10 @@ KDT_API const char* kdtree_verify_strerror(int status);
 // Tests and benchmarks: force config `index` for every later call in this process (-1 = automatic again).
 KDT_API int kdtree_verify_force_config(int index);
 KDT_API int kdtree_verify_abi_version(void);
-// Benchmarks: `blocks` CTAs of 256 threads each issue iters x 8 mma.sync m16n8k16 (bf16, fp32 accumulate) per warp,
-// i.e. blocks * 8 * iters * 8 * 4096 FLOP; one float per warp is written to sink (device, >= blocks * 8 floats).
-KDT_API int kdtree_verify_mma_ceiling(int blocks, int iters, float* sink, void* stream);
+// Benchmarks: `blocks` CTAs of 256 threads each issue iters x 8 mma.sync per warp with fp32 accumulation, of kind
+// 0: bf16 m16n8k16, 1: f16 m16n8k16 (4,096 FLOP each), 2: e4m3 m16n8k32 (8,192 FLOP each), i.e.
+// blocks * 8 * iters * 8 * FLOP per instruction; one float per warp is written to sink (device, >= blocks * 8 floats).
+KDT_API int kdtree_verify_mma_ceiling(int blocks, int iters, int kind, float* sink, void* stream);
 
 #ifdef __cplusplus
 }

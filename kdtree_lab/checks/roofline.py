@@ -17,6 +17,7 @@ class Ceilings:
     copy_gbps: float  # device-to-device copy, bytes read + written per second / 1e9
     gemm_tflops: float  # bf16 matmul 8192^3
     mma_sync_tflops: float | None = None  # bf16 mma.sync m16n8k16 loop (the instruction sm_120 has); None: not run
+    mma_e4m3_tflops: float | None = None  # e4m3 mma.sync m16n8k32 loop, fp32 accumulate; None: not run
 
 
 @dataclass(frozen=True)

@@ -61,7 +61,8 @@ def timed(fn: Callable[[int], None], copies: int, method: str = "graph", warmup:
 
 
 def measure_ceilings(copy_bytes: int = 2 << 30, gemm_n: int = 8192) -> Ceilings:
-    """Copy bandwidth (read + write) and bf16 GEMM rate on this GPU, medians of event-timed runs."""
+    """Copy bandwidth (read + write), bf16 GEMM rate and the bf16 and e4m3 mma.sync rates on this GPU, medians of
+    event-timed runs."""
     src = torch.empty(copy_bytes // 4, dtype=torch.float32, device="cuda").normal_()
     dst = torch.empty_like(src)
     copy_ms, _ = median_ms(lambda i: dst.copy_(src), 1, warmup=3, iters=10)
@@ -70,22 +71,25 @@ def measure_ceilings(copy_bytes: int = 2 << 30, gemm_n: int = 8192) -> Ceilings:
     b = torch.randn(gemm_n, gemm_n, device="cuda", dtype=torch.bfloat16)
     gemm_ms, _ = median_ms(lambda i: a @ b, 1, warmup=3, iters=10)
     return Ceilings(copy_gbps=2 * copy_bytes / (copy_ms * 1e-3) / 1e9,
-                    gemm_tflops=2 * gemm_n ** 3 / (gemm_ms * 1e-3) / 1e12, mma_sync_tflops=mma_sync_tflops())
+                    gemm_tflops=2 * gemm_n ** 3 / (gemm_ms * 1e-3) / 1e12, mma_sync_tflops=mma_sync_tflops(),
+                    mma_e4m3_tflops=mma_sync_tflops(kind="e4m3"))
 
 
-def mma_sync_tflops(iters: int = 4096) -> float:
-    """The bf16 mma.sync m16n8k16 rate (fp32 accumulate) of this GPU, TFLOP/s: the library's ceiling loop on 8
-    CTAs per SM, median of event-timed launches."""
-    from ..kernels import loader
+def mma_sync_tflops(iters: int = 4096, kind: str = "bf16") -> float:
+    """The mma.sync rate (fp32 accumulate) of this GPU, TFLOP/s, for ``kind`` (abi.MMA_KINDS: bf16 or f16
+    m16n8k16, e4m3 m16n8k32): the library's ceiling loop on 8 CTAs per SM, median of event-timed launches."""
+    from ..kernels import abi, loader
 
+    code, flops = abi.MMA_KINDS[kind]
     lib = loader.library().lib
     blocks = 8 * torch.cuda.get_device_properties(0).multi_processor_count
     sink = torch.empty(blocks * 8, dtype=torch.float32, device="cuda")
 
     def run(_: int) -> None:
-        status = lib.kdtree_verify_mma_ceiling(blocks, iters, sink.data_ptr(), torch.cuda.current_stream().cuda_stream)
+        status = lib.kdtree_verify_mma_ceiling(blocks, iters, code, sink.data_ptr(),
+                                               torch.cuda.current_stream().cuda_stream)
         if status != 0:
             raise loader.KernelCallError(f"kdtree_verify_mma_ceiling returned {status}")
 
     ms, _ = median_ms(run, 1, warmup=3, iters=10)
-    return blocks * 8 * iters * 8 * 4096 / (ms * 1e-3) / 1e12
+    return blocks * 8 * iters * 8 * flops / (ms * 1e-3) / 1e12

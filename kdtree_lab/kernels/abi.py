@@ -10,10 +10,11 @@ from pathlib import Path
 
 from ..core.dtypes import KV_DTYPES
 
-ABI_VERSION = 7  # KDT_ABI_VERSION
+ABI_VERSION = 8  # KDT_ABI_VERSION
 FLAG_INDEX_OUT_OF_POOL = 1  # KDT_FLAG_INDEX_OUT_OF_POOL: a kv_indices entry outside the pool (row 0 was read)
 FLAG_QO_INDPTR = 2  # KDT_FLAG_QO_INDPTR: qo_indptr gave a request more than num_draft rows (extra rows ignored)
 FLAG_KV_INDPTR = 4  # KDT_FLAG_KV_INDPTR: kv_indptr gave a request an end before its start (empty prefix served)
+MMA_KINDS = {"bf16": (0, 4096), "f16": (1, 4096), "e4m3": (2, 8192)}  # kdtree_verify_mma_ceiling: kind, FLOP/instr
 ARCH_SM90A = 90  # kdt_config.arch of a wgmma configuration: compute capability 9.x with sm_90a code (0: any arch)
 
 
@@ -46,7 +47,7 @@ def declare(lib: ctypes.CDLL) -> None:
     lib.kdtree_verify_force_config.restype = c_int
     lib.kdtree_verify_force_config.argtypes = [c_int]
     lib.kdtree_verify_mma_ceiling.restype = c_int
-    lib.kdtree_verify_mma_ceiling.argtypes = [c_int, c_int, c_void, c_void]
+    lib.kdtree_verify_mma_ceiling.argtypes = [c_int, c_int, c_int, c_void, c_void]
     lib.kdtree_verify_attn_flash_paged_cg.restype = c_int
     lib.kdtree_verify_attn_flash_paged_cg.argtypes = [
         c_void, c_i64, c_i64,  # q

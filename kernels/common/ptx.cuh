@@ -50,6 +50,22 @@ __device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], u
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+// e4m3 x e4m3 -> fp32 (sm_89 and later, sm_120a and sm_90a included). A: 16 x 32 row-major, register i holds 4
+// consecutive k (bytes, low first): rows g (i = 0, 2) / g + 8 (i = 1, 3), k 4 t4 .. + 3 (i < 2) / 16 + 4 t4 .. (i >= 2);
+// B: 32 x 8 col-major, register j holds k 16 j + 4 t4 .. + 3 of column g; D as m16n8k16 (g = lane / 4, t4 = lane % 4).
+__device__ __forceinline__ void mma_e4m3(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+               "{%0,%1,%2,%3};\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// Four floats -> four e4m3 bytes (x0 the low byte), round to nearest even, saturated to +-448 (NaN stays NaN).
+__device__ __forceinline__ uint32_t pack_e4m3x4(float x0, float x1, float x2, float x3) {
+  uint16_t lo, hi;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(lo) : "f"(x1), "f"(x0));
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(hi) : "f"(x3), "f"(x2));
+  return (uint32_t)lo | ((uint32_t)hi << 16);
+}
 __device__ __forceinline__ uint32_t pack_f16(float lo, float hi) {
   __half2 v = __floats2half2_rn(lo, hi);
   return *reinterpret_cast<uint32_t*>(&v);
@@ -97,6 +113,13 @@ __device__ __forceinline__ uint32_t e4m3x2_to_bf16x2(uint32_t two) {
 __device__ __forceinline__ uint32_t prmt0(uint32_t a, uint32_t sel) {
   uint32_t d;
   asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(0u), "r"(sel));
+  return d;
+}
+// Bytes of the pair (a, b) picked by selector (prmt.b32: nibble k of sel names result byte k; bytes 0-3 are a's,
+// 4-7 b's).
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
+  uint32_t d;
+  asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
   return d;
 }
 __device__ __forceinline__ uint2 ld_shared_v2(uint32_t addr) {
