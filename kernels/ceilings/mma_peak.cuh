@@ -16,29 +16,33 @@ constexpr int mma_peak_flops(int kind) { return kind == MMA_PEAK_E4M3 ? 2 * 16 *
 
 template <int KIND>
 __global__ void __launch_bounds__(MMA_PEAK_THREADS) mma_peak_kernel(int iters, float* sink) {
-  uint32_t a[4], b0 = threadIdx.x, b1 = threadIdx.x * 3u;
-  // bf16 / f16 pairs near 1.0; e4m3: bytes 0x38 (1.0) with low bits from the thread (finite values near 1)
+  uint32_t a[4], b[MMA_PEAK_CHAINS][2];
+  // bf16 / f16 pairs near 1.0; e4m3: bytes 0x38 (1.0) with low bits from the thread and the chain (finite values
+  // near 1). Each chain has its own B, so no compiler can share one product among chains (ptxas did, for emulated
+  // e4m3 chains with one B on sm_90).
   const uint32_t one = KIND == MMA_PEAK_BF16 ? 0x3f803f80u : KIND == MMA_PEAK_F16 ? 0x3c003c00u : 0x38383838u;
 #pragma unroll
   for (int i = 0; i < 4; ++i) a[i] = one ^ ((threadIdx.x << i) & 0x03030303u);
-  if (KIND == MMA_PEAK_E4M3) {
-    b0 = one ^ (b0 & 0x03030303u);
-    b1 = one ^ (b1 & 0x03030303u);
+#pragma unroll
+  for (int c = 0; c < MMA_PEAK_CHAINS; ++c) {
+    b[c][0] = one ^ ((threadIdx.x + c) & 0x03030303u);
+    b[c][1] = one ^ ((threadIdx.x * 3u + (c << 8)) & 0x03030303u);
   }
   float d[MMA_PEAK_CHAINS][4] = {};
   for (int it = 0; it < iters; ++it) {
     // the operands look new to the compiler every iteration (no instruction is emitted): where e4m3 mma.sync is
-    // emulated (sm_90: each m16n8k32 becomes e4m3 -> f16 conversions and two f16 m16n8k16), the conversions stay in
-    // the loop, once per iteration for the 8 chains, as a kernel converts each fragment once for its MMAs
-    asm volatile("" : "+r"(a[0]), "+r"(a[1]), "+r"(a[2]), "+r"(a[3]), "+r"(b0), "+r"(b1));
+    // emulated (sm_90: each m16n8k32 becomes e4m3 -> f16 conversions and two f16 m16n8k16), the conversions stay
+    // in the loop: A's once per iteration for the 8 chains (as a kernel reuses one fragment), each chain's B
+    asm volatile("" : "+r"(a[0]), "+r"(a[1]), "+r"(a[2]), "+r"(a[3]));
 #pragma unroll
     for (int c = 0; c < MMA_PEAK_CHAINS; ++c) {
+      asm volatile("" : "+r"(b[c][0]), "+r"(b[c][1]));
       if constexpr (KIND == MMA_PEAK_BF16)
-        mma_bf16(d[c], a, b0, b1);
+        mma_bf16(d[c], a, b[c][0], b[c][1]);
       else if constexpr (KIND == MMA_PEAK_F16)
-        mma_f16(d[c], a, b0, b1);
+        mma_f16(d[c], a, b[c][0], b[c][1]);
       else
-        mma_e4m3(d[c], a, b0, b1);
+        mma_e4m3(d[c], a, b[c][0], b[c][1]);
     }
   }
   float s = 0.f;
