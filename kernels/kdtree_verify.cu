@@ -29,6 +29,7 @@
 #include "combine/verify_reduce.cuh"
 #include "mma_sync/verify_rows32.cuh"
 #include "mma_sync/verify_sm120.cuh"
+#include "mma_sync/verify_sm120_e4m3.cuh"
 #include "mma_sync/verify_sm120_halves.cuh"
 #include "mma_sync/verify_sm120_roles.cuh"
 #include "mma_sync/verify_split.cuh"
@@ -67,6 +68,7 @@ const Config kConfigs[] = {
     {wgmma_fp8_entry(), {nullptr, 0, 1, 0}},
     {wgmma_v5_entry(), {kWgmmaFp8, 4, 1, 0}},
     {sm120_halves_entry(), {kSm120Fp8, 0, 33, 0}},  // slower than the second generation
+    {sm120_e4m3_entry(), {nullptr, 0, 1, 0}},
 };
 #ifdef KDT_SM90A_BUILT
 constexpr bool kHasSm90a = true;

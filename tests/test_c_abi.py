@@ -209,19 +209,19 @@ def test_default_nsplit_is_a_pure_function_of_host_ints():
 
 def test_the_sanitizers_every_configuration_covers_the_table(lib):
     """``sanitize_cases --impl all``: on the H200 every configuration of the table runs (the e4m3 variants through
-    the fp8 cases of the sm_120 kernel and v4); on a 99 KB sm_120 GPU the mma.sync ones within 99 KB; a table entry
+    the fp8 cases of the sm_120 kernel and v4, the e4m3 tensor-core configuration by its own name); on a 99 KB sm_120 GPU the mma.sync ones within 99 KB; a table entry
     no implementation reaches is named."""
     from kdtree_lab.checks.sanitize_cases import every_configuration
 
     configs = lib.configs()
     h200 = every_configuration(configs, 90, 232_448)
     assert set(h200) == {"cuda_sm120", "cuda_sm120_roles", "cuda_sm120_halves", "cuda_rows32", "cuda_wgmma",
-                         "cuda_wgmma_v5", "cuda_narrow"}
+                         "cuda_wgmma_v5", "cuda_narrow", "cuda_sm120_e4m3"}
     reached = {loader.CUDA_IMPLS[i] for i in h200} | {loader.CUDA_IMPLS["cuda_sm120_fp8"],
                                                       loader.CUDA_IMPLS["cuda_wgmma_fp8"]}
     assert reached == {c["kernel"] for c in configs}
     assert set(every_configuration(configs, 120, 101_376)) == {"cuda_sm120", "cuda_sm120_roles", "cuda_sm120_halves",
-                                                              "cuda_narrow"}
+                                                              "cuda_narrow", "cuda_sm120_e4m3"}
     orphan = configs + [dict(configs[0], index=len(configs), kernel="verify_new_kernel<64>", fp8_config=-1)]
     with pytest.raises(ValueError, match="configs: no implementation runs verify_new_kernel<64>"):
         every_configuration(orphan, 90, 232_448)

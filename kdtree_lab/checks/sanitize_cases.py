@@ -40,6 +40,10 @@ def every_configuration(configs: list[dict], compute_capability: int, smem_optin
             fp8 = runs[impl.kernel]["fp8_config"]
             if "fp8" in impl.kv_dtypes and fp8 >= 0:
                 reached.add(configs[fp8]["kernel"])
+    for impl in IMPLS.values():  # a configuration only a forced fp8 implementation runs (the e4m3 tensor-core one)
+        if impl.family == "cuda" and impl.kernel in runs and impl.kernel not in reached and "bf16" not in impl.kv_dtypes:
+            chosen.append(impl.name)
+            reached.add(impl.kernel)
     missing = sorted(set(runs) - reached)
     if missing:
         raise ValueError(f"configs: no implementation runs {', '.join(missing)}")

@@ -84,8 +84,9 @@ class KernelResources:
     static_smem: int
     local_bytes: int  # local memory per thread (spills and stack arrays)
     stack: int
-    hmma: int = 0  # tensor-core MMA instructions in this kernel's SASS (HMMA: mma.sync; HGMMA: wgmma)
+    hmma: int = 0  # tensor-core MMA instructions in this kernel's SASS (HMMA, QMMA: mma.sync; HGMMA: wgmma)
     hgmma: int = 0  # of which wgmma (HGMMA)
+    qmma: int = 0  # of which e4m3 mma.sync (QMMA; QMMA.SF: the block-scaled form sm_120a runs at twice the rate)
     gmma_waits: int = 0  # WARPGROUP.DEPBAR (wgmma waits): one after every HGMMA means ptxas serialized them
 
 
@@ -124,6 +125,20 @@ def debug_waits() -> bool:
     return os.environ.get("KDT_DEBUG_WAITS") == "1"
 
 
+def e4m3_timing_proxy() -> bool:
+    """KDT_E4M3_TIMING=1 in the environment: build the timing library, whose e4m3 MMAs are each one f16 m16n8k16 on
+    the same registers (wrong results: for timing only). A GPU without e4m3 tensor cores (the H200) then issues what
+    sm_120a issues, one MMA of one MMA's cost per e4m3 MMA, instead of its emulation (docs/performance.md, "e4m3
+    tensor cores on sm_120"). Its own library file; parity refuses to run on it."""
+    return os.environ.get("KDT_E4M3_TIMING") == "1"
+
+
+# Configurations whose arithmetic an arch lacks and the library emulates there (kernels/common/ptx.cuh, mma_e4m3):
+# they run on that arch for correctness, so their spills are reported there, not refused; on the arch they are for
+# every rule holds.
+EMULATED = {"sm_90a": ("verify_sm120_e4m3_kernel<64>",)}
+
+
 def build_library(archs: tuple[str, ...] | list[str] = DEFAULT_ARCHS, out_dir: Path = BUILD, force: bool = False,
                   progress: bool = True) -> BuildResult:
     """Compile kernels/kdtree_verify.cu for ``archs`` into ``build/libkdtree_verify-<hash>.so`` (cached)."""
@@ -139,7 +154,8 @@ def build_library(archs: tuple[str, ...] | list[str] = DEFAULT_ARCHS, out_dir: P
     for path in kernel_sources():
         h.update(str(path.relative_to(KERNELS)).encode())
         h.update(path.read_bytes())
-    debug = ("-DKDT_DEBUG_WAITS",) if debug_waits() else ()
+    debug = (("-DKDT_DEBUG_WAITS",) if debug_waits() else ()) + (("-DKDT_E4M3_TIMING_PROXY",)
+                                                                  if e4m3_timing_proxy() else ())
     h.update(" ".join(NVCC_FLAGS + debug + archs + (version,)).encode())
     digest = h.hexdigest()[:16]
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -241,20 +257,21 @@ def kernel_resources(library: Path) -> list[KernelResources]:
     for arch_name in sorted({r.arch for r in res}):
         sass = _cuobjdump(["--dump-sass", "-arch", arch_name, str(library)])
         current = None
-        counts: dict[str, list[int]] = {}  # kernel -> [HMMA or HGMMA, HGMMA, WARPGROUP.DEPBAR]
+        counts: dict[str, list[int]] = {}  # kernel -> [HMMA, QMMA or HGMMA, HGMMA, WARPGROUP.DEPBAR, QMMA]
         for line in sass.splitlines():
             m = re.match(r"\s*Function : (\S+)", line)
             if m:
                 current = _short(m.group(1))
-                counts.setdefault(current, [0, 0, 0])
+                counts.setdefault(current, [0, 0, 0, 0])
             elif current:
                 c = counts[current]
-                c[0] += "HMMA" in line or "HGMMA" in line
+                c[0] += "HMMA" in line or "HGMMA" in line or "QMMA" in line
                 c[1] += "HGMMA" in line
                 c[2] += "WARPGROUP.DEPBAR" in line
+                c[3] += "QMMA" in line
         for r in res:
             if r.arch == arch_name:
-                r.hmma, r.hgmma, r.gmma_waits = counts.get(r.kernel, [0, 0, 0])
+                r.hmma, r.hgmma, r.gmma_waits, r.qmma = counts.get(r.kernel, [0, 0, 0, 0])
     return res
 
 
@@ -302,8 +319,9 @@ def resource_problems(resources: list[KernelResources], configs: list[dict],
             if r.hgmma >= 8 and 2 * r.gmma_waits >= r.hgmma:
                 problems.append(f"{a} {r.kernel}: {r.gmma_waits} wgmma waits for {r.hgmma} HGMMA (ptxas serialized "
                                 f"the wgmma pipeline: its C7514 warning in the ptxas log says why)")
-            # a KDT_DEBUG_WAITS build's stuck-wait printf takes a stack frame; spills (local memory) still count
-            if r.local_bytes or (r.stack and not debug_waits()):
+            # a KDT_DEBUG_WAITS build's stuck-wait printf takes a stack frame; spills (local memory) still count,
+            # except where the arch emulates the kernel's arithmetic (EMULATED)
+            if (r.local_bytes or (r.stack and not debug_waits())) and r.kernel not in EMULATED.get(a, ()):
                 problems.append(f"{a} {r.kernel}: {r.local_bytes} B local memory / {r.stack} B stack per thread "
                                 f"(limit 0: spills)")
             if r.registers * threads > limits.regs_per_sm:

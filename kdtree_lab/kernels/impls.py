@@ -36,6 +36,9 @@ IMPLS: dict[str, Impl] = {i.name: i for i in (
          "the sm_120 kernel's third form (97.4 KB, a 2-CTA cluster per 64-row tile that splits the dims, each CTA "
          "split by role), forced; correct, 0.86-0.88x the second generation (fp8 pools run the first kernel's e4m3 variant)",
          ("bf16", "fp8")),
+    Impl("cuda_sm120_e4m3", "cuda", "verify_sm120_e4m3_kernel<64>",
+         "the second generation over e4m3 pools on e4m3 tensor cores (Q and P rounded to e4m3 per row, fp32 "
+         "accumulation; the draft block exact in bf16), forced", ("fp8",)),
     Impl("cuda_rows32", "cuda", "verify_rows32_kernel<64,2>", "v3, the 231 KB mma.sync kernel, forced"),
     Impl("cuda_wgmma", "cuda", "verify_wgmma_kernel<64,2>", "v4, the sm_90a wgmma kernel, forced (9.x only)",
          ("bf16", "fp8")),

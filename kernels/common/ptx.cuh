@@ -50,15 +50,6 @@ __device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], u
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
-// e4m3 x e4m3 -> fp32 (sm_89 and later, sm_120a and sm_90a included). A: 16 x 32 row-major, register i holds 4
-// consecutive k (bytes, low first): rows g (i = 0, 2) / g + 8 (i = 1, 3), k 4 t4 .. + 3 (i < 2) / 16 + 4 t4 .. (i >= 2);
-// B: 32 x 8 col-major, register j holds k 16 j + 4 t4 .. + 3 of column g; D as m16n8k16 (g = lane / 4, t4 = lane % 4).
-__device__ __forceinline__ void mma_e4m3(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-               "{%0,%1,%2,%3};\n"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 // Four floats -> four e4m3 bytes (x0 the low byte), round to nearest even, saturated to +-448 (NaN stays NaN).
 __device__ __forceinline__ uint32_t pack_e4m3x4(float x0, float x1, float x2, float x3) {
   uint16_t lo, hi;
@@ -109,6 +100,40 @@ __device__ __forceinline__ uint32_t e4m3x2_to_bf16x2(uint32_t two) {
   return pack_bf16(f.x, f.y);
 }
 
+// e4m3 x e4m3 -> fp32, m16n8k32 (sm_89 and later). A: 16 x 32 row-major, register i holds 4 consecutive k (bytes,
+// low first): rows g (i = 0, 2) / g + 8 (i = 1, 3), k 4 t4 .. + 3 (i < 2) / 16 + 4 t4 .. (i >= 2); B: 32 x 8
+// col-major, register j holds k 16 j + 4 t4 .. + 3 of column g; D as m16n8k16 (g = lane / 4, t4 = lane % 4).
+// On sm_120a it is issued as the block-scaled form (kind::mxf8f6f4, scale 2^0 for A and B: the same products and
+// sums): on GB202, with fp32 accumulation, the plain form runs at the bf16 rate and the block-scaled form at twice
+// it (RTX 5090: 370.0 and 737.1 TFLOP/s, main-horse.github.io/posts/5090-mm-perf). Elsewhere the plain form (sm_90
+// has no e4m3 tensor-core MMA: ptxas emulates it with e4m3 -> f16 conversions and f16 MMAs).
+// KDT_E4M3_EMULATED: this compilation emulates e4m3 MMAs (no e4m3 tensor cores, not the timing library); kernels
+// shape their register use for the emulation there.
+#if !defined(KDT_E4M3_TIMING_PROXY) && !defined(__CUDA_ARCH_FEAT_SM120_ALL) && !defined(__CUDA_ARCH_FEAT_SM121_ALL)
+#define KDT_E4M3_EMULATED 1
+#endif
+// KDT_E4M3_TIMING_PROXY (the timing library, kdtree_lab.kernels.build.e4m3_timing_proxy): one f16 m16n8k16 on the
+// same registers instead, wrong values, sm_120a's instruction stream on a GPU that emulates e4m3 (timing only).
+__device__ __forceinline__ void mma_e4m3(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#if defined(KDT_E4M3_TIMING_PROXY)
+  mma_f16(d, a, b0, b1);
+#elif defined(__CUDA_ARCH_FEAT_SM120_ALL) || defined(__CUDA_ARCH_FEAT_SM121_ALL)
+  asm volatile("mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X.f32.e4m3.e4m3.f32.ue8m0 "
+               "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3}, %10, {0, 0}, %10, {0, 0};\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(0x7f7f7f7fu));
+#else
+  // no e4m3 tensor-core MMA here: exact e4m3 -> f16 conversions and two f16 m16n8k16 MMAs accumulating in place,
+  // the k order permuted alike in A and B (f16 k 2 t4, + 1 / 8 + 2 t4, + 1 are e4m3 k 4 t4, + 1 / 4 t4 + 2, + 3 of
+  // each 16-k half); cheaper in registers than ptxas's own emulation of the e4m3 form
+  const uint32_t lo[4] = {e4m3x2_to_f16x2(a[0]), e4m3x2_to_f16x2(a[1]), e4m3x2_to_f16x2(a[0] >> 16),
+                          e4m3x2_to_f16x2(a[1] >> 16)};
+  mma_f16(d, lo, e4m3x2_to_f16x2(b0), e4m3x2_to_f16x2(b0 >> 16));
+  const uint32_t hi[4] = {e4m3x2_to_f16x2(a[2]), e4m3x2_to_f16x2(a[3]), e4m3x2_to_f16x2(a[2] >> 16),
+                          e4m3x2_to_f16x2(a[3] >> 16)};
+  mma_f16(d, hi, e4m3x2_to_f16x2(b1), e4m3x2_to_f16x2(b1 >> 16));
+#endif
+}
 // Bytes of a picked by selector (prmt.b32 with a zero second operand: nibble k of sel names result byte k).
 __device__ __forceinline__ uint32_t prmt0(uint32_t a, uint32_t sel) {
   uint32_t d;

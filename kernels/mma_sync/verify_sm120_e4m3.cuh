@@ -1,0 +1,329 @@
+// The sm_120 kernel for fp8 pools on e4m3 tensor cores (impl cuda_sm120_e4m3): the second generation's 64-row CTA
+// split by role (verify_sm120_roles.cuh), its prefix splits multiplied in e4m3 with mma.sync m16n8k32 and fp32
+// accumulation. docs/performance.md ("e4m3 tensor cores on sm_120") has the design, its prediction and the
+// measurements; docs/kernels.md the accuracy it trades.
+//
+// What is rounded: Q to e4m3 once per CTA, each (token, head) row scaled by 448 / max|row| (the scale goes into the
+// row's logit scale); K and V are the pool's e4m3 bytes as stored (k_scale, v_scale as for the exact paths); P to
+// e4m3 with its reference 4 (log2) below the row maximum it was set from, so a row's largest P lies in [16, 256]
+// and values down to 2^-10 of it stay normal (an unscaled P in [0, 1], as SGLang's Triton kernel rounds it, keeps
+// 2^-6). Sums, the softmax state and
+// the output accumulate in fp32. The draft block (bf16 k_extend / v_extend) runs the second generation's exact
+// bf16 path in the same CTA layout.
+//
+// Prefix tiles are 32 keys of 576 e4m3 bytes (18,432 B, the second generation's slot size), rows at 576 r with
+// their 16-byte chunk c at c ^ ((r >> 1) & 3) (conflict-free ldmatrix), in the same four-slot ring.
+//   QK group, warps 0-3: warp q holds the A fragments of m-tile q (rows 16 q .. + 15) over all 576 dims (72
+//     registers, no partner swap): per tile 36 ldmatrix.x4 (each the B fragments of two 8-key n-tiles of one
+//     32-dim step) and 72 MMAs; the softmax of its 16 rows x 32 keys; P packed as one m16n8k32 A fragment whose k
+//     order is the accumulator's (k 4 t4 + i is key 2 t4 + (i & 1) + 8 (i >> 1) of each 16-key half), published
+//     through the second generation's P buffers and mbarriers.
+//   PV group, warps 4-11: warp p owns output columns 64 p .. + 63 of the 64 rows; per tile and 16-column chunk one
+//     ldmatrix.x4.trans (keys 0-7, 8-15, 16-23, 24-31 as byte pairs) and four prmt give the B fragments of the even
+//     and odd columns in P's key order; 32 MMAs per tile. The epilogue writes the interleaved columns back in order.
+// 99,432 B of shared memory (the second generation's layout; the prefix uses the ring, the P buffers and the row
+// statistics). sm_120a issues the e4m3 MMAs in their block-scaled form (ptx.cuh, mma_e4m3); a Hopper GPU runs
+// this kernel with ptxas's emulation of the plain form, so its H200 times are not a card's (docs/performance.md).
+#pragma once
+#include "../common/frame.cuh"
+#include "roles_common.cuh"
+#include "verify_sm120_roles.cuh"
+
+namespace kdt {
+
+struct CfgE4m3 {
+  static constexpr int BN = 32;                  // keys per prefix tile
+  static constexpr int ROW8 = D_QK;              // bytes per e4m3 key row
+  static constexpr float Q_MAX = 448.f;          // e4m3's largest finite value: a Q row's max |value| maps to it
+  static constexpr float P_LOG2_MAX = 8.f;       // the reference moves before a P would pass 2^8 (e4m3: <= 448)
+  static constexpr float P_HEADROOM = 4.f;       // log2: a new reference sits this far below the row maximum
+  static_assert(BN * ROW8 == CfgRoles::TILE, "a 32-key e4m3 tile fills one slot of the second generation's ring");
+  static_assert(P_HEADROOM < P_LOG2_MAX, "a moved reference leaves room before the next move");
+};
+
+// Offset of 16-byte chunk c of e4m3 key row r within a tile.
+__device__ __forceinline__ uint32_t e4m3_tile_offset(int r, int c) {
+  return r * CfgE4m3::ROW8 + ((c ^ ((r >> 1) & 3)) << 4);
+}
+
+// The softmax of one 32-key tile of m-tile q (NT = 4 n-tiles) for e4m3 P: as softmax_tile, with a logit scale per
+// row (scale[h]: Q's row scale folded in); the reference moves when a row's maximum passes it by P_LOG2_MAX, to
+// P_HEADROOM below that maximum (so P <= 2^8 and a row's largest P is at least 2^4 once set); P packed as the m16n8k32 A fragment (pk[0]: row g keys 2 t4,
+// + 1, 8 + 2 t4, + 1; pk[1] the same for row g + 8; pk[2], pk[3] the second 16 keys).
+__device__ __forceinline__ bool softmax_tile_e4m3(const float (&x)[4][4], uint32_t bits, const float (&scale)[2],
+                                                  float (&m_ref)[2], float (&l_part)[2], uint32_t (&pk)[1][4],
+                                                  float (&alpha)[2]) {
+  float y[4][4], mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int n = 0; n < 4; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      y[n][e] = (bits >> (4 * n + e)) & 1 ? x[n][e] * scale[e >> 1] : -INFINITY;
+      mx[e >> 1] = fmaxf(mx[e >> 1], y[n][e]);
+    }
+  bool moved = false;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+    const bool bump = mx[h] > m_ref[h] + CfgE4m3::P_LOG2_MAX;  // the same decision in the row's 4 lanes
+    const float next = mx[h] - CfgE4m3::P_HEADROOM;
+    alpha[h] = bump ? exp2f(m_ref[h] - next) : 1.f;
+    m_ref[h] = bump ? next : m_ref[h];
+    moved |= bump;
+  }
+  float sum[2] = {0.f, 0.f};
+#pragma unroll
+  for (int n = 0; n < 4; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float mr = m_ref[e >> 1];
+      y[n][e] = exp2f(y[n][e] - (mr == -INFINITY ? 0.f : mr));
+      sum[e >> 1] += y[n][e];
+    }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) l_part[h] = l_part[h] * alpha[h] + sum[h];
+  pk[0][0] = pack_e4m3x4(y[0][0], y[0][1], y[1][0], y[1][1]);
+  pk[0][1] = pack_e4m3x4(y[0][2], y[0][3], y[1][2], y[1][3]);
+  pk[0][2] = pack_e4m3x4(y[2][0], y[2][1], y[3][0], y[3][1]);
+  pk[0][3] = pack_e4m3x4(y[2][2], y[2][3], y[3][2], y[3][3]);
+  return moved;
+}
+
+// The QK group of a prefix split (warps 0..3): Q of m-tile q to e4m3 in registers, then per tile the scores of its
+// 16 rows x 32 keys over 576 dims, software-pipelined as in roles_qk (tile t + 1's MMAs beside tile t's softmax).
+__device__ __forceinline__ void e4m3_qk(const RolesCtx& c) {
+  using C = CfgRoles;
+  using E = CfgE4m3;
+  const Params& p = c.p;
+  const Work& w = c.w;
+  const int lane = threadIdx.x & 31, q = threadIdx.x >> 5, g = lane >> 2, t4 = lane & 3;
+  // Q rows 16 q + g (h = 0) and + 8 (h = 1): this lane holds dims 32 j + 4 t4 .. + 3 and 32 j + 16 + 4 t4 .. + 3
+  const __nv_bfloat16* qrow[2] = {q_row(p, w, 16 * q + g), q_row(p, w, 16 * q + 8 + g)};
+  auto ld4 = [&](int h, int dim) -> uint2 {  // 4 bf16 of row h at dim (8-byte aligned), zeros past the rows
+    if (!qrow[h]) return make_uint2(0u, 0u);
+    uint2 v;
+    asm volatile("ld.global.nc.v2.u32 {%0,%1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "l"(qrow[h] + dim));
+    return v;
+  };
+  auto lo = [](uint32_t two) { return __uint_as_float(two << 16); };
+  auto hi = [](uint32_t two) { return __uint_as_float(two & 0xffff0000u); };
+  float amax[2] = {0.f, 0.f};
+#pragma unroll 6
+  for (int j = 0; j < 18; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const uint2 v = ld4(h, 32 * j + 16 * half + 4 * t4);
+        amax[h] = fmaxf(amax[h], fmaxf(fmaxf(fabsf(lo(v.x)), fabsf(hi(v.x))), fmaxf(fabsf(lo(v.y)), fabsf(hi(v.y)))));
+      }
+  float qs[2], scale[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    amax[h] = fmaxf(amax[h], __shfl_xor_sync(0xffffffffu, amax[h], 1));
+    amax[h] = fmaxf(amax[h], __shfl_xor_sync(0xffffffffu, amax[h], 2));
+    qs[h] = amax[h] > 0.f && isfinite(amax[h]) ? E::Q_MAX / amax[h] : 1.f;
+    scale[h] = p.scale_pre / qs[h];
+  }
+  uint32_t qf[18][4];  // [32-dim step][A register]: rows g / g + 8, dims 4 t4 .. / 16 + 4 t4 ..
+#pragma unroll
+  for (int j = 0; j < 18; ++j)
+#pragma unroll
+    for (int half = 0; half < 2; ++half)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const uint2 v = ld4(h, 32 * j + 16 * half + 4 * t4);
+        qf[j][2 * half + h] = pack_e4m3x4(lo(v.x) * qs[h], hi(v.x) * qs[h], lo(v.y) * qs[h], hi(v.y) * qs[h]);
+      }
+
+  // K fragments: matrix mi = lane >> 3 is keys 8 (mi >> 1) + (lane & 7) of a 16-key half, chunk 2 j + (mi & 1); the
+  // row swizzle (key >> 1) & 3 is (lane >> 1) & 3 for every matrix, so chunk 2 j + b sits at 64 (j >> 1) +
+  // 16 ((2 (j & 1) + b) ^ s): two bases, the rest immediates.
+  const int mi = lane >> 3, key = 8 * (mi >> 1) + (lane & 7), s = (lane >> 1) & 3;
+  const uint32_t kofs[2] = {(uint32_t)(key * E::ROW8 + 16 * ((mi & 1) ^ s)),
+                            (uint32_t)(key * E::ROW8 + 16 * ((2 + (mi & 1)) ^ s))};
+  constexpr int DEPTH = C::SLOTS;
+  auto kslot = [](int t) { return t & (C::SLOTS - 1); };
+  auto full = [&](int t) { return c.mbar + 8 * (C::MB_FULL + kslot(t)); };
+  auto parity = [](int t) -> uint32_t { return (t / DEPTH) & 1; };
+  const DraftMask dm = draft_mask(p, w);
+  const int span = w.kend - w.kbeg;
+  float m_ref[2] = {-INFINITY, -INFINITY}, l_part[2] = {0.f, 0.f};
+
+  auto qk_mma = [&](uint32_t kt, float (&sc)[4][4]) {
+#pragma unroll
+    for (int n = 0; n < 4; ++n) sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.f;
+#if defined(KDT_E4M3_EMULATED)
+    // where e4m3 MMAs are emulated (sm_90), Q must stay e4m3 in registers: an f16 copy hoisted out of the tile loop
+    // would need 144 registers and spill (no instruction is emitted)
+#pragma unroll
+    for (int j = 0; j < 18; ++j) asm volatile("" : "+r"(qf[j][0]), "+r"(qf[j][1]), "+r"(qf[j][2]), "+r"(qf[j][3]));
+#endif
+#pragma unroll
+    for (int half = 0; half < 2; ++half)
+#pragma unroll
+      for (int j = 0; j < 18; ++j) {
+        uint32_t kb[4];
+        ldsm_x4(kb, kt + kofs[j & 1] + 64 * (j >> 1) + 16 * E::ROW8 * half);
+        mma_e4m3(sc[2 * half], qf[j], kb[0], kb[1]);
+        mma_e4m3(sc[2 * half + 1], qf[j], kb[2], kb[3]);
+      }
+  };
+
+  float sc[4][4], x[4][4];
+  mbar_wait(full(0), parity(0));
+  qk_mma(c.base + kslot(0) * C::TILE, sc);
+  for (int t = 0; t < c.ntiles; ++t) {
+    const bool more = t + 1 < c.ntiles;
+#pragma unroll
+    for (int n = 0; n < 4; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) x[n][e] = sc[n][e];
+    if (more) mbar_wait(full(t + 1), parity(t + 1));
+    const uint32_t bits = visible_bits<false, 4>(t * E::BN, t4, dm, 0, 0, span);
+    // one basic block: tile t + 1's MMAs (the last iteration re-reads tile t, whose result is dropped) beside tile
+    // t's softmax
+    qk_mma(c.base + kslot(more ? t + 1 : t) * C::TILE, sc);
+    uint32_t pk[1][4];
+    float alpha[2];
+    const bool moved = softmax_tile_e4m3(x, bits, scale, m_ref, l_part, pk, alpha);
+    publish_p<C, 1>(c, t, q, lane, pk, alpha, __any_sync(0xffffffffu, moved));
+  }
+  publish_row_stats(c, m_ref, l_part, q, lane);
+}
+
+// The PV group of a prefix split (warps 4..11): loads the ring with e4m3 tiles, multiplies P V on e4m3 tensor cores
+// into output columns 64 pw .. + 63 of the 64 rows, writes the partial rows in column order.
+__device__ __forceinline__ void e4m3_pv(const RolesCtx& c) {
+  using C = CfgRoles;
+  using E = CfgE4m3;
+  const Params& p = c.p;
+  const Work& w = c.w;
+  const int tid = threadIdx.x, lane = tid & 31, pw = (tid >> 5) - C::QK_WARPS, v = tid - C::QK_THREADS;
+  // loads: this thread moves 16-byte chunks lch + 8 k (k < 5, chunk < 36) of key row lrow of a tile
+  const int lrow = v >> 3, lch = v & 7;
+  const unsigned char* kb8 = reinterpret_cast<const unsigned char*>(p.kb);
+  auto fetch = [&](int t) -> int64_t {
+    const int key = w.kbeg + t * E::BN + lrow;
+    return key < w.kend ? p.kv_indices[w.kv0 + key] : 0;
+  };
+  auto load_tile = [&](int t, int64_t raw) {
+    const bool ok = w.kbeg + t * E::BN + lrow < w.kend;
+    const int64_t slot = ok ? checked_slot(p, raw, lch == 0) : 0;
+    const unsigned char* src = kb8 + slot * p.kb_s;
+    const uint32_t d = c.base + c.kslot(t) * C::TILE;
+#pragma unroll
+    for (int k = 0; k < 5; ++k) {
+      const int ch = lch + 8 * k;
+      if (k < 4 || lch < 4) cp_async_16s(d + e4m3_tile_offset(lrow, ch), src + 16 * ch, ok ? 16 : 0);
+    }
+    cp_async_mbar_arrive(c.full(t));
+  };
+  for (int t = 0; t < c.depth && t < c.ntiles; ++t) load_tile(t, fetch(t));
+  int64_t pending = fetch(c.depth);
+
+  // V fragments: matrix mi is keys 8 mi + (lane & 7), chunk 4 pw + cc at 4 pw + (cc ^ s), s = (lane >> 1) & 3
+  const int s = (lane >> 1) & 3;
+  const uint32_t vrow = (8 * (lane >> 3) + (lane & 7)) * E::ROW8 + 64 * pw;
+  float acc[4][8][4];  // [m-tile][n-tile 2 cc (even columns of chunk cc) / 2 cc + 1 (odd)][4]
+#pragma unroll
+  for (int m = 0; m < 4; ++m)
+#pragma unroll
+    for (int n = 0; n < 8; ++n) acc[m][n][0] = acc[m][n][1] = acc[m][n][2] = acc[m][n][3] = 0.f;
+
+  for (int t = 0; t < c.ntiles; ++t) {
+    const int b = t & 1;
+    acquire_p(c, t, acc, lane);
+#if !defined(KDT_E4M3_EMULATED)
+    uint32_t pa[4][4];
+    load_p<1>(c.base + C::O_PB, b, 0, lane, pa);
+#endif
+    mbar_wait(c.full(t), c.full_parity(t));  // the tile's V (complete: the QK group waited on it)
+    const uint32_t vt = c.base + c.kslot(t) * C::TILE + vrow;
+#pragma unroll
+    for (int cc = 0; cc < 4; ++cc) {
+      uint32_t r[4];  // keys 2 t4, 2 t4 + 1 of 8-key group i, columns 2 g, 2 g + 1 of the chunk (byte pairs)
+      ldsm_x4_trans(r, vt + 16 * (cc ^ s));
+      const uint32_t e0 = prmt(r[0], r[1], 0x6420u), e1 = prmt(r[2], r[3], 0x6420u);  // column 2 g
+      const uint32_t o0 = prmt(r[0], r[1], 0x7531u), o1 = prmt(r[2], r[3], 0x7531u);  // column 2 g + 1
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {
+#if defined(KDT_E4M3_EMULATED)
+        // emulated e4m3 MMAs (sm_90): P read per chunk and m-tile, so its f16 copies live one m-tile at a time
+        // beside the 128 accumulators (the copies of all four spill)
+        const uint4 u = ld_shared_v4(c.base + C::O_PB + p_frag<1>(b, 0, m, lane));
+        const uint32_t pm[4] = {u.x, u.y, u.z, u.w};
+#else
+        const uint32_t(&pm)[4] = pa[m];
+#endif
+        mma_e4m3(acc[m][2 * cc], pm, e0, e1);
+        mma_e4m3(acc[m][2 * cc + 1], pm, o0, o1);
+      }
+    }
+    if (t + 2 < c.ntiles) mbar_arrive(c.p_empty(t));  // P buffer b may take P(t + 2)
+    if (t + c.depth < c.ntiles) {
+      bar_named(C::BAR_PV, C::PV_THREADS);  // all PV warps are done with this tile's slot
+      load_tile(t + c.depth, pending);
+      pending = fetch(t + c.depth + 1);
+    }
+  }
+  cp_async_wait<0>();
+
+  // the epilogue: row rr's columns 64 pw + 16 cc + 4 t4 .. + 3 are (even, odd, even, odd) elements 2 h, 2 h + 1
+  const float* stats = c.stats();
+  mbar_wait(c.stats_bar(), 0);  // the QK group's row statistics
+  pdl_launch_dependents();
+  const int g = lane >> 2, t4 = lane & 3;
+#pragma unroll
+  for (int m = 0; m < 4; ++m)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int rr = 16 * m + 8 * h + g, gr = w.row0 + rr;
+      if (gr >= p.R) continue;
+      const float l = stats[C::BM + rr], inv = l > 0.f ? p.v_scale / l : 0.f;
+      const int64_t prow = w.part0 + gr;
+      if (pw == 0 && t4 == 0) p.lse_part[prow] = l > 0.f ? stats[rr] + log2f(l) : -INFINITY;
+      float* dst = p.o_part + prow * D_V + 64 * pw + 4 * t4;
+#pragma unroll
+      for (int cc = 0; cc < 4; ++cc)
+        *reinterpret_cast<float4*>(dst + 16 * cc) =
+            make_float4(acc[m][2 * cc][2 * h] * inv, acc[m][2 * cc + 1][2 * h] * inv,
+                        acc[m][2 * cc][2 * h + 1] * inv, acc[m][2 * cc + 1][2 * h + 1] * inv);
+    }
+}
+
+template <int BM>
+__global__ void __launch_bounds__(CfgRoles::THREADS, 1) verify_sm120_e4m3_kernel(Params p) {
+  using C = CfgRoles;
+  static_assert(BM == C::BM, "64-row tiles");
+  extern __shared__ __align__(128) unsigned char smem[];
+  Work w;
+  if (!setup_work<BM, C::THREADS>(p, CfgE4m3::BN, w)) return;
+  const uint32_t base = smem_u32(smem);
+  const int bn = w.draft ? C::BN : CfgE4m3::BN;  // the draft block runs the second generation's 16-key bf16 tiles
+  const RolesCtx c{p, w, base, base + C::O_MBAR, (w.kend - w.kbeg + bn - 1) / bn, w.draft ? C::DRAFT_PAIRS : C::SLOTS};
+  if (threadIdx.x == 0) init_role_mbarriers<C>(c.mbar);
+  __syncthreads();
+  if (threadIdx.x >= C::QK_THREADS) {
+    regs_dec<C::PV_REGS>();
+    if (w.draft)
+      roles_pv(c);
+    else
+      e4m3_pv(c);
+  } else {
+    regs_inc<C::QK_REGS>();
+    if (w.draft)
+      roles_qk<true>(c);
+    else
+      e4m3_qk(c);
+  }
+}
+
+constexpr ConfigEntry sm120_e4m3_entry() {
+  return ConfigEntry{CfgRoles::BM, CfgRoles::SLOTS, CfgRoles::THREADS, CfgRoles::SMEM, CfgE4m3::BN,
+                     "verify_sm120_e4m3_kernel<64>", &verify_sm120_e4m3_kernel<CfgRoles::BM>, ARCH_MMA_SYNC,
+                     KV_FP8_BIT};
+}
+
+}  // namespace kdt
