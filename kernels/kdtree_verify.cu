@@ -49,8 +49,10 @@ namespace {
 //   memory than roles' 99,432 B; docs/performance.md, "Per-shape choice on sm_120"). v4, v1, the third form
 //   (halves) and the e4m3 variants are forced only (an fp8 pool reaches the variants through fp8_variant).
 struct Policy {
-  const char* fp8_variant;  // kernel name of the configuration an fp8 pool runs; nullptr: itself or none
+  const char* fp8_variant;  // kernel name of the configuration an fp8 pool runs (exact math); nullptr: itself or none
   int auto_priority, min_rows, max_rows;
+  const char* fp8_e4m3 = nullptr;  // the configuration an fp8 pool runs on e4m3 tensor cores; nullptr: none
+  bool e4m3_default = false;       // automatic fp8 math takes fp8_e4m3
 };
 struct Config {
   ConfigEntry e;
@@ -58,16 +60,17 @@ struct Config {
 };
 constexpr const char* kSm120Fp8 = "verify_sm120_kernel<32,2,true>";
 constexpr const char* kWgmmaFp8 = "verify_wgmma_kernel<64,2,true>";
+constexpr const char* kSm120E4m3 = "verify_sm120_e4m3_kernel<64>";
 const Config kConfigs[] = {
     {rows32_entry<2>(), {nullptr, 3, 1, 0}},
-    {sm120_entry<2>(), {kSm120Fp8, 1, 1, 0}},
-    {sm120_roles_entry(), {kSm120Fp8, 2, 33, 0}},
+    {sm120_entry<2>(), {kSm120Fp8, 1, 1, 0, kSm120E4m3, true}},
+    {sm120_roles_entry(), {kSm120Fp8, 2, 33, 0, kSm120E4m3, true}},
     {split_entry<32, 2>(), {nullptr, 0, 1, 0}},
     {sm120_fp8_entry(), {nullptr, 0, 1, 0}},
     {wgmma_entry<2>(), {kWgmmaFp8, 0, 1, 0}},
     {wgmma_fp8_entry(), {nullptr, 0, 1, 0}},
     {wgmma_v5_entry(), {kWgmmaFp8, 4, 1, 0}},
-    {sm120_halves_entry(), {kSm120Fp8, 0, 33, 0}},  // slower than the second generation
+    {sm120_halves_entry(), {kSm120Fp8, 0, 33, 0, kSm120E4m3, true}},  // slower than the second generation
     {sm120_e4m3_entry(), {nullptr, 0, 1, 0}},
 };
 #ifdef KDT_SM90A_BUILT
@@ -95,6 +98,7 @@ struct Device {
 Device g_device[kMaxDevices];
 unsigned g_attr_set[kMaxDevices];         // bit i: config i's shared-memory attribute is set on that device
 int g_forced_config = -1;                 // kdtree_verify_force_config
+int g_fp8_math = KDT_FP8_MATH_AUTO;       // kdtree_verify_set_fp8_math
 
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
 
@@ -148,9 +152,11 @@ int kdtree_verify_config(int index, kdt_config* out) {
   if (index < 0 || index >= kNumConfigs) return KDT_ERR_BAD_SHAPE;
   const Config& c = kConfigs[index];
   const int variant = c.policy.fp8_variant ? index_of(c.policy.fp8_variant) : -1;
+  const bool fp8 = c.e.kv_dtypes & KV_FP8_BIT;
+  const int e4m3 = !fp8 && c.policy.fp8_e4m3 ? index_of(c.policy.fp8_e4m3) : -1;
   *out = kdt_config{c.e.block_m, c.e.stages, c.e.threads, c.e.dynamic_smem, c.e.block_n, c.e.arch, c.e.kv_dtypes,
-                    (c.e.kv_dtypes & KV_FP8_BIT) ? index : variant, c.policy.auto_priority, c.policy.min_rows,
-                    c.policy.max_rows, c.e.cluster};
+                    fp8 ? index : variant, e4m3, e4m3 >= 0 && c.policy.e4m3_default, c.policy.auto_priority,
+                    c.policy.min_rows, c.policy.max_rows, c.e.cluster};
   return KDT_OK;
 }
 
@@ -180,8 +186,17 @@ int kdtree_verify_config_for_pool(int index, int kv_dtype) {
   const Config& c = kConfigs[index];
   if (c.e.kv_dtypes & (1u << kv_dtype)) return index;
   if (kv_dtype == KDT_KV_BF16) return -KDT_ERR_BAD_DTYPE;  // a bf16 pool on a forced e4m3 variant
-  const int variant = c.policy.fp8_variant ? index_of(c.policy.fp8_variant) : -1;
+  const bool tc = c.policy.fp8_e4m3 &&
+                  (g_fp8_math == KDT_FP8_MATH_E4M3 || (g_fp8_math == KDT_FP8_MATH_AUTO && c.policy.e4m3_default));
+  const int variant = tc ? index_of(c.policy.fp8_e4m3) : c.policy.fp8_variant ? index_of(c.policy.fp8_variant) : -1;
   return variant >= 0 ? variant : -KDT_ERR_UNSUPPORTED;
+}
+
+int kdtree_verify_set_fp8_math(int mode) {
+  if (mode < KDT_FP8_MATH_AUTO || mode > KDT_FP8_MATH_E4M3) return -KDT_ERR_BAD_SHAPE;
+  const int before = g_fp8_math;
+  g_fp8_math = mode;
+  return before;
 }
 
 int kdtree_verify_abi_version(void) { return KDT_ABI_VERSION; }

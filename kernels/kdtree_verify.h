@@ -77,7 +77,10 @@ typedef struct {
   int arch;             // 0: any arch the library is built for (mma.sync); 90: compute capability 9.x, sm_90a code
   unsigned kv_dtypes;   // the KV pools the kernel itself reads: bit (1 << KDT_KV_*)
   int fp8_config;       // the configuration an fp8 pool runs when this one is selected or forced (itself when it
-                        // reads fp8 pools); -1: fp8 pools are refused
+                        // reads fp8 pools) under exact fp8 math; -1: fp8 pools are refused
+  int fp8_e4m3_config;  // the configuration an fp8 pool runs under e4m3 tensor-core math (KDT_FP8_MATH_E4M3, and
+                        // KDT_FP8_MATH_AUTO where fp8_e4m3_default); -1: none (that math runs fp8_config)
+  int fp8_e4m3_default; // 1: automatic fp8 math takes fp8_e4m3_config for this configuration
   int auto_priority;    // 0: forced only; else automatic selection takes the eligible one with the highest
   int min_rows, max_rows;  // automatic selection gives it calls of min_rows <= N x H <= max_rows (0: no bound)
   int cluster;          // CTAs per row tile, one thread-block cluster (grid x = row tiles x cluster)
@@ -94,12 +97,20 @@ KDT_API const char* kdtree_verify_config_name(int index);               // its k
 KDT_API int kdtree_verify_select_config(int smem_optin_bytes, int compute_capability, int num_sms, int bs,
                                         int num_draft, int num_heads);
 // Index a call runs on configuration `index` (selected or forced) over a pool of `kv_dtype` (KDT_KV_*): itself when
-// it reads that pool, else its fp8_config for an fp8 pool; -KDT_ERR_UNSUPPORTED when it has none,
+// it reads that pool, else for an fp8 pool its fp8_e4m3_config or fp8_config as the fp8 math set says; -KDT_ERR_UNSUPPORTED when it has none,
 // -KDT_ERR_BAD_DTYPE for an unknown dtype or a bf16 pool on a forced e4m3 variant.
 KDT_API int kdtree_verify_config_for_pool(int index, int kv_dtype);
 KDT_API const char* kdtree_verify_strerror(int status);
 // Tests and benchmarks: force config `index` for every later call in this process (-1 = automatic again).
 KDT_API int kdtree_verify_force_config(int index);
+// The math an fp8 pool runs for every later call in this process (read on the host at launch, like the forced
+// configuration): KDT_FP8_MATH_AUTO (each configuration's fp8_e4m3_default), KDT_FP8_MATH_EXACT (the e4m3 -> bf16 /
+// f16 conversion path, fp8_config) or KDT_FP8_MATH_E4M3 (Q and P rounded to e4m3, e4m3 tensor cores: fp8_e4m3_config
+// where the configuration has one). Returns the mode set before, or -KDT_ERR_BAD_SHAPE for an unknown mode.
+#define KDT_FP8_MATH_AUTO 0
+#define KDT_FP8_MATH_EXACT 1
+#define KDT_FP8_MATH_E4M3 2
+KDT_API int kdtree_verify_set_fp8_math(int mode);
 KDT_API int kdtree_verify_abi_version(void);
 // Benchmarks: `blocks` CTAs of 256 threads each issue iters x 8 mma.sync per warp with fp32 accumulation, of kind
 // 0: bf16 m16n8k16, 1: f16 m16n8k16 (4,096 FLOP each), 2: e4m3 m16n8k32 (8,192 FLOP each), i.e.

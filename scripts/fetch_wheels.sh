@@ -5,7 +5,8 @@
 # index.html), pyelftools, SGLang 0.5.23
 # with the small packages its attention kernels import, and Dask distributed for --gpus (the fleet extra).
 #
-# --sglang-state: instead, the wheels scripts/sglang_graph_state.py needs there (SGLang's Triton attention backend
+# The SGLang wheel is rewritten without its Rust server extensions and multimodal generator
+# (scripts/slim_sglang_wheel.py: 39 -> 15 MB). --sglang-state: instead, the wheels scripts/sglang_graph_state.py needs there (SGLang's Triton attention backend
 # imports its server stack: openai, tvm-ffi, ...; the image's transformers 5.17 serves it) into .whl-sglang/ (add `/.whl-sglang/` to
 # .git/info/exclude); it stays under the 64 MiB a device call carries, so carry it instead of .whl/.
 set -euo pipefail
@@ -19,6 +20,7 @@ if [ "${1:-}" = "--sglang-state" ]; then
     ipython traitlets pexpect ptyprocess prompt_toolkit wcwidth stack_data asttokens executing pure_eval \
     ipython_pygments_lexers matplotlib-inline openai==3.57.0 httpx2 httpcore2 jiter truststore sniffio \
     partial-json-parser dill loguru gguf compressed-tensors==0.18.0 apache-tvm-ffi==0.1.11
+  python3 scripts/slim_sglang_wheel.py .whl-sglang/sglang-*.whl
   du -sh .whl-sglang
   exit 0
 fi
@@ -33,4 +35,10 @@ PKGS=(papermill nbclient nbformat ipykernel ipython jupyter_client jupyter_core 
       markupsafe nbconvert mistune bleach webencodings tinycss2 pandocfilters defusedxml jupyterlab_pygments
       beautifulsoup4 soupsieve)
 python3 -m pip download -q --no-deps --only-binary=:all: "${PLATFORMS[@]}" -d .whl "${PKGS[@]}"
-du -sh .whl
+python3 scripts/slim_sglang_wheel.py .whl/sglang-*.whl
+# .whl-gpu (add `/.whl-gpu/` to .git/info/exclude): the same without Dask (the fleet extra) and the classic-notebook
+# widget extension, what a single-GPU call carries beside the tree
+rm -rf .whl-gpu && mkdir .whl-gpu && cp .whl/*.whl .whl-gpu/
+for p in dask distributed cloudpickle toolz partd fsspec locket msgpack sortedcontainers tblib zict click \
+         widgetsnbextension; do rm -f .whl-gpu/"$p"-*.whl; done
+du -sh .whl .whl-gpu

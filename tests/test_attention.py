@@ -70,7 +70,7 @@ def _batch(**kw):
 ])
 def test_bad_buffers_are_refused_in_one_line_before_any_launch(change, needle, monkeypatch):
     launches = []
-    monkeypatch.setattr(dispatch, "launch", lambda *a: launches.append(a))
+    monkeypatch.setattr(dispatch, "launch", lambda *a, **kw: launches.append(a))
     attn = VerifyAttention(4, 4, 2, batch_sizes=(2, 3), **CPU)
     b = _batch()
     change(b)
@@ -80,7 +80,7 @@ def test_bad_buffers_are_refused_in_one_line_before_any_launch(change, needle, m
 
 
 def test_the_pool_and_the_heads_must_be_the_planned_ones(monkeypatch):
-    monkeypatch.setattr(dispatch, "launch", lambda *a: None)
+    monkeypatch.setattr(dispatch, "launch", lambda *a, **kw: None)
     with pytest.raises(ValueError, match=r"k_buffer: expected a bf16 pool \(torch.bfloat16\), found torch.float8"):
         VerifyAttention(4, 4, 2, **CPU).run(*batch_args(_batch(kv_dtype="fp8")))
     with pytest.raises(ValueError, match="q: expected H=1 heads, found 2"):
@@ -95,7 +95,7 @@ def test_run_is_capture_safe(monkeypatch):
     attn = VerifyAttention(4, 4, 2, **CPU)
     b = build_verify_batch([40, 7, 1], 4, 2, seed=5, device="cpu", variant="capture", padded_bs=4)
     launched = []
-    monkeypatch.setattr(dispatch, "launch", lambda *a: launched.append(a))
+    monkeypatch.setattr(dispatch, "launch", lambda *a, **kw: launched.append(a))
     args = list(batch_args(b))
     from kdtree_lab.checks.capture_audit import CaptureAuditReport
 

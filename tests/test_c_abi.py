@@ -94,15 +94,27 @@ def test_selection_follows_the_declared_properties(lib):
 
 def test_every_configuration_names_what_it_runs_over_each_pool(lib):
     """One home for the pool mapping: bf16 runs the configuration itself, fp8 the e4m3 variant of the sm_120 kernel
-    or of v4 (the launcher calls the same function); v3 and v1 have none; a forced variant refuses bf16."""
+    or of v4 (the launcher calls the same function) under exact fp8 math, the sm_120 configurations' e4m3
+    tensor-core configuration under e4m3 and automatic math (v4 and v5 have none: exact there too); v3 and v1 have
+    none; a forced variant refuses bf16."""
     names = [c["kernel"] for c in lib.configs()]
-    run = {n: {kv: lib.lib.kdtree_verify_config_for_pool(i, d.code) for kv, d in KV_DTYPES.items()}
-           for i, n in enumerate(names)}
     impl = loader.CUDA_IMPLS
+    for mode in ("auto", "e4m3"):
+        with loader.fp8_math_mode(mode):
+            for sm120 in ("cuda_sm120", "cuda_sm120_roles", "cuda_sm120_halves"):
+                got = lib.lib.kdtree_verify_config_for_pool(names.index(impl[sm120]), 1)
+                assert names[got] == impl["cuda_sm120_e4m3"], (mode, sm120)
+            assert names[lib.lib.kdtree_verify_config_for_pool(names.index(impl["cuda_wgmma_v5"]), 1)] == \
+                impl["cuda_wgmma_fp8"]
+    assert lib.lib.kdtree_verify_set_fp8_math(7) == -2  # unknown mode: refused, the mode kept
+    with loader.fp8_math_mode("exact"):
+        run = {n: {kv: lib.lib.kdtree_verify_config_for_pool(i, d.code) for kv, d in KV_DTYPES.items()}
+               for i, n in enumerate(names)}
     assert names[run[impl["cuda_sm120"]]["fp8"]] == impl["cuda_sm120_fp8"]
+    assert names[run[impl["cuda_sm120_roles"]]["fp8"]] == impl["cuda_sm120_fp8"]
     assert names[run[impl["cuda_wgmma"]]["fp8"]] == impl["cuda_wgmma_fp8"]
     assert names[run[impl["cuda_wgmma_v5"]]["fp8"]] == impl["cuda_wgmma_fp8"]  # v5 has no e4m3 variant of its own
-    for variant in ("cuda_sm120_fp8", "cuda_wgmma_fp8"):
+    for variant in ("cuda_sm120_fp8", "cuda_wgmma_fp8", "cuda_sm120_e4m3"):
         assert names[run[impl[variant]]["fp8"]] == impl[variant] and run[impl[variant]]["bf16"] == -4
     for bf16_only in ("cuda_rows32", "cuda_narrow"):
         assert run[impl[bf16_only]]["fp8"] == -6 and names[run[impl[bf16_only]]["bf16"]] == impl[bf16_only]
@@ -144,11 +156,15 @@ def test_the_python_rule_is_the_librarys_choice_over_a_grid(lib):
     VerifyAttention plans with on a GPU, and what the launcher runs) for every device, shape and pool of the grid,
     refusals included. The library here holds sm_90a code."""
     assert "sm_90a" in lib.archs
-    differ = [(dev, shape, kv, ours, theirs) for dev in DEVICES for shape in SHAPES for kv in KV_DTYPES
-              if (ours := _choice(launch_plan.select, *shape, kv, dev)) != (theirs := _choice(lib.select, *shape, kv, dev))]
+    differ = [(dev, shape, kv, m, ours, theirs) for dev in DEVICES for shape in SHAPES for kv in KV_DTYPES
+              for m in launch_plan.FP8_MATHS
+              if (ours := _choice(launch_plan.select, *shape, kv, dev, m)) != (theirs := _choice(lib.select, *shape, kv,
+                                                                                                  dev, m))]
     assert not differ, differ[:5]
-    chosen = {_choice(lib.select, *shape, kv, dev) for dev in DEVICES for shape in SHAPES for kv in KV_DTYPES}
-    assert "refused" in chosen and len(chosen) >= 6  # the grid reaches every automatic configuration and a refusal
+    chosen = {_choice(lib.select, *shape, kv, dev, m) for dev in DEVICES for shape in SHAPES for kv in KV_DTYPES
+              for m in launch_plan.FP8_MATHS}
+    assert "refused" in chosen and len(chosen) >= 7  # the grid reaches every automatic configuration and a refusal
+    assert launch_plan.E4M3_SM120 in chosen
 
 
 def test_the_budget_plans_each_gpu_preset_as_the_library_would(lib):
@@ -177,7 +193,9 @@ def test_configurations_are_named_exactly(lib):
         assert lib.config_index(c["kernel"]) == c["index"]
     with pytest.raises(loader.KernelLoadError, match="no configuration verify_sm120_kernel in"):
         lib.config_index("verify_sm120_kernel")  # a prefix of two configurations' names
-    assert lib.forced("verify_sm120_kernel<32,2>", "fp8") == launch_plan.Config("verify_sm120_kernel<32,2,true>", 32)
+    assert lib.forced("verify_sm120_kernel<32,2>", "fp8", "exact") == \
+        launch_plan.Config("verify_sm120_kernel<32,2,true>", 32)
+    assert lib.forced("verify_sm120_kernel<32,2>", "fp8") == launch_plan.E4M3_SM120
     with pytest.raises(launch_plan.NoConfiguration, match="verify_rows32_kernel<64,2> does not read fp8"):
         lib.forced("verify_rows32_kernel<64,2>", "fp8")
 

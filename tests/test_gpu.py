@@ -38,11 +38,12 @@ def test_sm120_kernel_edge_grid_and_500_random(impl):
     assert len(report.results) > 500 and report.ok, report.summary()
 
 
-@pytest.mark.parametrize("impl", ["cuda", "cuda_sm120"])
+@pytest.mark.parametrize("impl", ["cuda", "cuda_sm120", "cuda_sm120_fp8", "cuda_sm120_e4m3"])
 def test_fp8_pool_edge_grid_and_500_random(impl):
     """SGLang's fp8_e4m3 pool with (k_scale, v_scale) other than 1, on the configuration this GPU selects (v5 here,
-    whose fp8 pools run v4's e4m3 variant) and on the sm_120 kernel forced: the GPU grid against the fp64 oracle of
-    the dequantised pool."""
+    whose fp8 pools run v4's exact e4m3 variant), on the sm_120 kernel forced (automatic fp8 math: the e4m3
+    tensor-core configuration, at e4m3's tolerance), its exact e4m3 variant and the e4m3 tensor-core configuration
+    forced: the GPU grid against the fp64 oracle of the dequantised pool."""
     report = parity.run_parity(impl, parity.fp8_cases(parity.gpu_grid(500, seed=817, heads=HEADS)), "cuda")
     assert len(report.results) > 500 and report.ok, report.summary()
     assert all(r.case.kv_dtype == "fp8" for r in report.results)
@@ -107,13 +108,15 @@ def test_out_of_pool_index_sets_flag_and_gpu_stays_usable():
 
 
 @pytest.mark.parametrize("impl", ["cuda", "cuda_sm120", "cuda_sm120_roles", "cuda_sm120_halves", "cuda_rows32",
-                                  "cuda_wgmma", "cuda_wgmma_v5", "cuda_narrow"])
+                                  "cuda_wgmma", "cuda_wgmma_v5", "cuda_narrow", "cuda_sm120_e4m3"])
 def test_corrupt_kv_indptr_sets_flag_in_every_configuration(impl):
     """A request whose kv_indptr end is before its start raises KDT_FLAG_KV_INDPTR (its prefix is read as empty, no
-    slot outside its range is touched) in every configuration, and the other request is served exactly."""
+    slot outside its range is touched) in every configuration, and the other request is served exactly (the e4m3
+    tensor-core configuration over an fp8 pool, at e4m3's tolerance)."""
     if impl in ("cuda_wgmma", "cuda_wgmma_v5") and torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("the wgmma kernels run on compute capability 9.x only")
-    b = build_verify_batch([300, 200], 4, 8, seed=5, device="cuda")
+    fp8 = impl == "cuda_sm120_e4m3"
+    b = build_verify_batch([300, 200], 4, 8, seed=5, device="cuda", **({"kv_dtype": "fp8"} if fp8 else {}))
     good = b.kv_indptr.clone()
     b.kv_indptr[1], b.kv_indptr[2] = 300, 250  # request 1: end 250 before its start 300
     ws = dispatch.workspace(2, 4, 8, 4)
@@ -123,7 +126,7 @@ def test_corrupt_kv_indptr_sets_flag_in_every_configuration(impl):
     assert dispatch.read_status(ws) & abi.FLAG_KV_INDPTR, impl
     b.kv_indptr.copy_(good)
     rows = 4  # request 0's draft rows: its prefix and draft block are intact
-    assert parity.within_tolerance(compare(out[:rows], reference(b)[:rows])), impl
+    assert parity.within_tolerance(compare(out[:rows], reference(b)[:rows]), e4m3=fp8), impl
 
 
 def test_bad_input_is_refused_before_launch():

@@ -41,7 +41,11 @@ def test_select_names_the_configuration_by_device_and_pool():
     assert pick(1, 16, 8, "bf16", H200).name == "verify_wgmma_v5_kernel<64>"
     assert pick(1, 16, 8, "fp8", H200).name == "verify_wgmma_kernel<64,2,true>"  # v5's pools run v4's e4m3 variant
     assert pick(1, 16, 8, "bf16", launch_plan.Device(132, 90, 232_448, sm90a=False)).name == "verify_rows32_kernel<64,2>"
-    assert pick(8, 4, 16, "fp8", RTX) == launch_plan.Config("verify_sm120_kernel<32,2,true>", 32)
+    assert pick(8, 4, 16, "fp8", RTX, "exact") == launch_plan.Config("verify_sm120_kernel<32,2,true>", 32)
+    assert pick(8, 4, 16, "fp8", RTX) == pick(1, 16, 8, "fp8", RTX, "e4m3") == launch_plan.E4M3_SM120
+    assert pick(1, 16, 8, "fp8", H200, "e4m3").name == "verify_wgmma_kernel<64,2,true>"  # none on sm_90a: exact
+    with pytest.raises(ValueError, match="fp8_math: expected one of auto, exact, e4m3, found 'fast'"):
+        pick(1, 16, 8, "fp8", RTX, "fast")
     with pytest.raises(launch_plan.NoConfiguration, match="kv_dtype: verify_rows32_kernel<64,2>.*fp8"):
         pick(1, 16, 8, "fp8", launch_plan.Device(108, 80, 232_448))
     with pytest.raises(launch_plan.NoConfiguration, match="device: no kernel configuration fits 1000 B"):
@@ -92,3 +96,9 @@ def test_one_home_for_the_split_rule_the_workspace_the_mla_constants_and_the_c_a
         where = path.relative_to(pkg).as_posix()
         for name in _defines(path) & set(homes):
             assert where == homes[name], f"{name} defined in {where}, its home is {homes[name]}"
+
+
+def test_the_fp8_math_names_are_the_abis():
+    from kdtree_lab.kernels import abi
+
+    assert tuple(abi.FP8_MATH) == launch_plan.FP8_MATHS

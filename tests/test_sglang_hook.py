@@ -91,7 +91,7 @@ def test_install_plans_for_the_backends_pool_and_a_pool_not_served_falls_back(mo
     planned = []
 
     class Refuses:
-        def __init__(self, max_bs, num_draft, num_heads, kv_dtype, device):
+        def __init__(self, max_bs, num_draft, num_heads, kv_dtype, device, fp8_math="auto"):
             planned.append((max_bs, num_draft, num_heads, kv_dtype))
             raise NoConfiguration(f"kv_dtype: verify_rows32_kernel<64,2> does not read {kv_dtype} pools")
 
@@ -170,3 +170,14 @@ def test_mask_argument_grid(causal, mask, indptr):
         assert "non-causal verify without a mask" in reason
     else:
         assert reason is None
+
+
+def test_fp8_math_comes_from_the_environment_and_a_bad_value_is_one_line(monkeypatch):
+    monkeypatch.delenv(sglang_hook.FP8_MATH_ENV, raising=False)
+    assert sglang_hook.parse_fp8_math() == "auto"
+    monkeypatch.setenv(sglang_hook.FP8_MATH_ENV, " E4M3 ")
+    assert sglang_hook.parse_fp8_math() == "e4m3"
+    assert sglang_hook.parse_fp8_math("exact") == "exact"
+    monkeypatch.setenv(sglang_hook.FP8_MATH_ENV, "fast")
+    with pytest.raises(ValueError, match="KDTREE_FP8_MATH='fast': expected one of auto, exact, e4m3"):
+        sglang_hook.parse_fp8_math()

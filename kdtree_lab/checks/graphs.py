@@ -20,7 +20,7 @@ from ..core.dtypes import KV_DTYPES
 from ..core.mla import D_QK, D_V, MODEL_SM_SCALE
 from ..kernels.attention import VerifyAttention
 from ..kernels.impls import IMPLS
-from ..kernels.validate import VALIDATE_TOL, record_difference
+from ..kernels.validate import record_difference, validate_tol
 from .batch import VerifyBatch
 
 
@@ -268,7 +268,7 @@ def replay_parity(runner: VerifyGraphRunner, replays: int = 100, seed: int = 0, 
                 batch.o = out  # compare the graph's output with the oracle over the same inputs
                 err = compare(out[:rows], reference(batch)[:rows])
                 rep.worst_rel_l2 = max(rep.worst_rel_l2, err["rel_l2"])
-                if not within_tolerance(err):
+                if not within_tolerance(err, runner.attn.e4m3_math):
                     rep.oracle_failures += 1
                     rep.failures.append(f"bs={bs} replay {k}: oracle rel_l2 {err['rel_l2']:.3g}")
         rep.eager_ms[bs] = median_ms(lambda _: runner.eager(bs, o_eager), 1, warmup=1, iters=time_iters)[0]
@@ -315,8 +315,9 @@ def validate_in_graph(cfg: GraphConfig, sizes: tuple[int, ...] = (1, 8), seed: i
         runner.replay(bs)
         planted = runner.validation_error()
         runner.perturb.zero_()
-        rows.append({"bs": bs, "clean_error": clean, "planted_error": planted, "tolerance": VALIDATE_TOL,
-                     "clean_ok": clean <= VALIDATE_TOL, "planted_caught": planted > VALIDATE_TOL})
+        tol = validate_tol(runner.attn.e4m3_math)
+        rows.append({"bs": bs, "clean_error": clean, "planted_error": planted, "tolerance": tol,
+                     "clean_ok": clean <= tol, "planted_caught": planted > tol})
     return rows
 
 

@@ -14,6 +14,7 @@ ABI_VERSION = 8  # KDT_ABI_VERSION
 FLAG_INDEX_OUT_OF_POOL = 1  # KDT_FLAG_INDEX_OUT_OF_POOL: a kv_indices entry outside the pool (row 0 was read)
 FLAG_QO_INDPTR = 2  # KDT_FLAG_QO_INDPTR: qo_indptr gave a request more than num_draft rows (extra rows ignored)
 FLAG_KV_INDPTR = 4  # KDT_FLAG_KV_INDPTR: kv_indptr gave a request an end before its start (empty prefix served)
+FP8_MATH = {"auto": 0, "exact": 1, "e4m3": 2}  # kdtree_verify_set_fp8_math: KDT_FP8_MATH_*
 MMA_KINDS = {"bf16": (0, 4096), "f16": (1, 4096), "e4m3": (2, 8192)}  # kdtree_verify_mma_ceiling: kind, FLOP/instr
 ARCH_SM90A = 90  # kdt_config.arch of a wgmma configuration: compute capability 9.x with sm_90a code (0: any arch)
 
@@ -23,7 +24,8 @@ class KdtConfig(ctypes.Structure):
 
     _fields_ = [("block_m", ctypes.c_int), ("stages", ctypes.c_int), ("threads", ctypes.c_int),
                 ("dynamic_smem", ctypes.c_int), ("block_n", ctypes.c_int), ("arch", ctypes.c_int),
-                ("kv_dtypes", ctypes.c_uint), ("fp8_config", ctypes.c_int), ("auto_priority", ctypes.c_int),
+                ("kv_dtypes", ctypes.c_uint), ("fp8_config", ctypes.c_int), ("fp8_e4m3_config", ctypes.c_int),
+                ("fp8_e4m3_default", ctypes.c_int), ("auto_priority", ctypes.c_int),
                 ("min_rows", ctypes.c_int), ("max_rows", ctypes.c_int), ("cluster", ctypes.c_int)]
 
 
@@ -46,6 +48,8 @@ def declare(lib: ctypes.CDLL) -> None:
     lib.kdtree_verify_abi_version.restype = c_int
     lib.kdtree_verify_force_config.restype = c_int
     lib.kdtree_verify_force_config.argtypes = [c_int]
+    lib.kdtree_verify_set_fp8_math.restype = c_int
+    lib.kdtree_verify_set_fp8_math.argtypes = [c_int]
     lib.kdtree_verify_mma_ceiling.restype = c_int
     lib.kdtree_verify_mma_ceiling.argtypes = [c_int, c_int, c_int, c_void, c_void]
     lib.kdtree_verify_attn_flash_paged_cg.restype = c_int
@@ -83,6 +87,7 @@ def configs(lib: ctypes.CDLL) -> list[dict]:
                      "block_n": cfg.block_n, "stages": cfg.stages, "threads": cfg.threads,
                      "dynamic_smem": cfg.dynamic_smem, "arch": cfg.arch,
                      "kv_dtypes": tuple(n for n, d in KV_DTYPES.items() if cfg.kv_dtypes >> d.code & 1),
-                     "fp8_config": cfg.fp8_config, "auto_priority": cfg.auto_priority,
+                     "fp8_config": cfg.fp8_config, "fp8_e4m3_config": cfg.fp8_e4m3_config,
+                     "fp8_e4m3_default": bool(cfg.fp8_e4m3_default), "auto_priority": cfg.auto_priority,
                      "min_rows": cfg.min_rows, "max_rows": cfg.max_rows, "cluster": cfg.cluster})
     return rows

@@ -10,6 +10,7 @@ engine").
 
 from __future__ import annotations
 
+import functools
 import numbers
 from typing import Callable, Iterable
 
@@ -17,9 +18,10 @@ import torch
 
 from ..core import dtypes
 from . import dispatch
+from .abi import FP8_MATH
 from .buffers import check_buffers
 from .impls import IMPLS, kv_refusal
-from .launch_plan import Config, Device, LaunchPlan, Select, fixed, plan
+from .launch_plan import E4M3_CONFIGS, Config, Device, LaunchPlan, Select, fixed, plan
 
 
 class VerifyAttention:
@@ -46,6 +48,11 @@ class VerifyAttention:
         (``launch_plan.default_nsplit``); a value in 1..512 fixes it for every size.
     batch_sizes : iterable of int, optional
         The batch sizes to plan, e.g. SGLang's capture sizes (default: 1..max_bs); :meth:`run` serves only these.
+    fp8_math : {"auto", "exact", "e4m3"}
+        How an fp8 pool is multiplied: ``"exact"`` converts e4m3 to bf16 / f16 (rel. error ~2e-3); ``"e4m3"`` rounds Q
+        (per row) and P to e4m3 and runs e4m3 tensor cores (~2x faster on sm_120; rel. error up to ~6e-2, never
+        above SGLang's own fp8 kernel's on the measured grid); ``"auto"`` (the default) takes e4m3 where the
+        configuration declares it its default (sm_120 / 99 KB GPUs), exact elsewhere (docs/kernels.md, "fp8 pools").
 
     Attributes
     ----------
@@ -63,7 +70,7 @@ class VerifyAttention:
 
     def __init__(self, max_bs: int, num_draft: int, num_heads: int, kv_dtype: str = "bf16",
                  device: str | torch.device | None = None, impl: str = "cuda", nsplit: int = 0,
-                 batch_sizes: Iterable[int] | None = None):
+                 batch_sizes: Iterable[int] | None = None, fp8_math: str = "auto"):
         if isinstance(max_bs, bool) or not isinstance(max_bs, numbers.Integral) or max_bs < 1:
             raise ValueError(f"max_bs: expected an integer >= 1, found {max_bs!r}")
         max_bs = int(max_bs)
@@ -82,11 +89,19 @@ class VerifyAttention:
             raise ValueError(f"batch_sizes: expected sizes in 1..max_bs={max_bs}, found {sizes}")
         self.max_bs, self.num_draft, self.num_heads, self.kv_dtype, self.impl = max_bs, num_draft, num_heads, \
             pool.name, impl
-        self.facts, select = _device_and_select(impl, pool.name, self.device)
+        if fp8_math not in FP8_MATH:
+            raise ValueError(f"fp8_math: expected one of {', '.join(FP8_MATH)}, found {fp8_math!r}")
+        self.fp8_math = fp8_math
+        self.facts, select = _device_and_select(impl, pool.name, self.device, fp8_math)
         self.plan: LaunchPlan = plan(sizes, num_draft, num_heads, pool.name, self.facts, nsplit, select=select)
         self._pool_dtype = pool.torch
         self.workspace = torch.zeros(self.plan.workspace_bytes, dtype=torch.uint8, device=self.device)
         self._no_mask_indptr = torch.zeros(max_bs + 1, dtype=torch.int64, device=self.device)  # causal calls
+
+    @property
+    def e4m3_math(self) -> bool:
+        """Whether a planned call runs e4m3 tensor-core math (Q and P rounded to e4m3): its tolerance is e4m3's."""
+        return any(b.config.name in E4M3_CONFIGS for b in self.plan.batches.values())
 
     def nsplit(self, bs: int) -> int:
         """The split count a call of ``bs`` requests runs with."""
@@ -160,7 +175,7 @@ class VerifyAttention:
         nsplit = self.plan.nsplit(bs)
         dispatch.launch(self.impl, q, k_extend, v_extend, o, k_buffer, qo_indptr, kv_indptr, kv_indices, custom_mask,
                         mask_indptr, self.num_draft, nsplit, float(sm_scale), float(k_scale), float(v_scale),
-                        self.workspace)
+                        self.workspace, fp8_math=self.fp8_math)
         return o
 
     def status(self) -> int:
@@ -184,15 +199,18 @@ def _ranges(sizes: list[int]) -> str:
     return f"{sizes[0]}..{sizes[-1]}" if sizes == list(range(sizes[0], sizes[-1] + 1)) else ",".join(map(str, sizes))
 
 
-def _device_and_select(impl: str, kv: str, device: torch.device) -> tuple[Device, Select]:
+def _device_and_select(impl: str, kv: str, device: torch.device, fp8_math: str = "auto") -> tuple[Device, Select]:
     """The device facts the plan reads and the configuration choice of ``impl``: the library's own for ``cuda``,
-    the forced configuration (its variant for the pool) for another CUDA impl, the twin's row tile for triton."""
+    the forced configuration (its variant for the pool and ``fp8_math``) for another CUDA impl, the twin's row tile
+    for triton."""
     if IMPLS[impl].family == "cuda":
         from . import loader
 
         facts, lib = loader.device_facts(device), loader.library()
         kernel = IMPLS[impl].kernel or loader.forced_config()  # cuda under force_config runs the forced one
-        return facts, (lib.select if kernel is None else fixed(lib.forced(kernel, kv)))
+        if kernel is None:
+            return facts, functools.partial(lib.select, fp8_math=fp8_math)
+        return facts, fixed(lib.forced(kernel, kv, fp8_math))
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
         facts = Device(props.multi_processor_count, props.major * 10 + props.minor,
@@ -202,7 +220,17 @@ def _device_and_select(impl: str, kv: str, device: torch.device) -> tuple[Device
     return facts, fixed(Config("triton", dispatch.TRITON_ROW_TILE))
 
 
-def runner(impl: str) -> Callable:
+def e4m3_math(impl: str, kv_dtype: str, bs: int, num_draft: int, num_heads: int, device: str | torch.device,
+              fp8_math: str = "auto") -> bool:
+    """Whether ``impl`` runs a call of (bs, N, H) over a ``kv_dtype`` pool on ``device`` with e4m3 tensor-core math
+    (the configuration the plan takes is one of launch_plan.E4M3_CONFIGS)."""
+    if kv_dtype != "fp8" or IMPLS[impl].family != "cuda":
+        return False
+    facts, select = _device_and_select(impl, kv_dtype, torch.device(device), fp8_math)
+    return select(bs, num_draft, num_heads, kv_dtype, facts).name in E4M3_CONFIGS
+
+
+def runner(impl: str, fp8_math: str = "auto") -> Callable:
     """A function (batch, nsplit) -> (output, device status flags) that runs ``impl`` on a
     :class:`~kdtree_lab.checks.batch.VerifyBatch` at that split count, with a fresh plan and workspace."""
     dispatch.check_impl(impl)
@@ -210,7 +238,7 @@ def runner(impl: str) -> Callable:
     def run(batch, nsplit: int):
         pool = dtypes.kv_dtype_of(batch.k_buffer.dtype)
         attn = VerifyAttention(batch.bs, batch.max_extend_len, batch.num_heads, pool.name if pool else "bf16",
-                               batch.q.device, impl, nsplit=nsplit, batch_sizes=(batch.bs,))
+                               batch.q.device, impl, nsplit=nsplit, batch_sizes=(batch.bs,), fp8_math=fp8_math)
         attn.run(*batch_args(batch))
         return batch.o, attn.status()
 

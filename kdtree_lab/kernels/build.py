@@ -35,6 +35,7 @@ REQUIRED_SYMBOLS = (
     "kdtree_verify_force_config",
     "kdtree_verify_config_name",
     "kdtree_verify_config_for_pool",
+    "kdtree_verify_set_fp8_math",
 )
 NVCC_FLAGS = ("-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC,-fvisibility=hidden", "-lineinfo",
               "--use_fast_math", "-Xptxas", "-v")

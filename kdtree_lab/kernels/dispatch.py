@@ -39,13 +39,15 @@ def clear_status(ws: torch.Tensor) -> None:
     ws[:4].zero_()
 
 
-def launch(impl: str, *args) -> None:
-    """The raw call (torch.ops.kdtree_lab.verify's arguments: q ... v_scale, workspace) on the current stream."""
+def launch(impl: str, *args, fp8_math: str = "auto") -> None:
+    """The raw call (torch.ops.kdtree_lab.verify's arguments: q ... v_scale, workspace) on the current stream;
+    ``fp8_math`` (abi.FP8_MATH) is the math an fp8 pool runs (the Triton twin's is exact)."""
     check_impl(impl)
     if IMPLS[impl].family == "cuda":
         from . import loader
 
-        with loader.impl_config(impl):  # a forced configuration is chosen on the host, before the launch
+        # the forced configuration and the fp8 math are chosen on the host, before the launch
+        with loader.impl_config(impl), loader.fp8_math_mode(fp8_math):
             torch.ops.kdtree_lab.verify(*args)
     else:
         from . import triton_verify

@@ -89,7 +89,9 @@ Select = Callable[[int, int, int, str, Device], Config]  # (bs, num_draft, num_h
 class AutoConfig:
     """One configuration the automatic choice may take, with the properties the choice reads: the compute
     capabilities it may run on ([lo, hi)), whether it needs sm_90a code, its dynamic shared memory per block, the
-    rows (N x H, [lo, hi)) it serves, and the configuration an fp8 pool runs on it (None: it refuses fp8)."""
+    rows (N x H, [lo, hi)) it serves, and the configuration an fp8 pool runs on it under exact math (None: it
+    refuses fp8) and on e4m3 tensor cores (None: none; that math runs the exact one), which automatic fp8 math takes
+    where ``e4m3_default``."""
 
     config: Config
     smem: int
@@ -97,12 +99,20 @@ class AutoConfig:
     sm90a: bool = False
     rows: tuple[int, int] = (1, 1 << 30)
     fp8: Config | None = None
+    fp8_e4m3: Config | None = None
+    e4m3_default: bool = False
+
+
+FP8_MATHS = ("auto", "exact", "e4m3")  # abi.FP8_MATH's names (this module stays ctypes-free)
+E4M3_SM120 = Config("verify_sm120_e4m3_kernel<64>", 64)  # the e4m3 tensor-core configuration of 99 KB GPUs
+E4M3_CONFIGS = frozenset({E4M3_SM120.name})  # configurations that round Q and P to e4m3 (their own tolerance)
 
 
 # The launcher's automatic choice (kdtree_verify_select_config, then kdtree_verify_config_for_pool for the pool),
 # in priority order: v5 on 9.x with sm_90a code, v3 where Hopper-sized shared memory is, on 99 KB the sm_120
 # kernel's second generation (64-row tiles split by role) above 32 rows and the first sm_120 kernel for the rest
-# (docs/performance.md, "Per-shape choice on sm_120"); an fp8 pool runs the first kernel's e4m3 variant on both.
+# (docs/performance.md, "Per-shape choice on sm_120"); an fp8 pool runs, on both, the e4m3 tensor-core configuration
+# (automatic and e4m3 fp8 math) or the first kernel's exact e4m3 variant (exact fp8 math).
 # Stated here for planning without the library (the memory budget on a CPU); tests/test_c_abi.py holds select() to
 # the library's answer over a grid, so a configuration the launcher adds to its choice is added here too.
 AUTO_CONFIGS = (
@@ -110,15 +120,18 @@ AUTO_CONFIGS = (
                fp8=Config("verify_wgmma_kernel<64,2,true>", 64)),
     AutoConfig(Config("verify_rows32_kernel<64,2>", 64), smem=231_424),
     AutoConfig(Config("verify_sm120_roles_kernel<64>", 64), smem=99_432, rows=(33, 1 << 30),
-               fp8=Config("verify_sm120_kernel<32,2,true>", 32)),
-    AutoConfig(Config("verify_sm120_kernel<32,2>", 32), smem=86_912, fp8=Config("verify_sm120_kernel<32,2,true>", 32)),
+               fp8=Config("verify_sm120_kernel<32,2,true>", 32), fp8_e4m3=E4M3_SM120, e4m3_default=True),
+    AutoConfig(Config("verify_sm120_kernel<32,2>", 32), smem=86_912, fp8=Config("verify_sm120_kernel<32,2,true>", 32),
+               fp8_e4m3=E4M3_SM120, e4m3_default=True),
 )
 
 
-def select(bs: int, num_draft: int, num_heads: int, kv_dtype: str, device: Device) -> Config:
+def select(bs: int, num_draft: int, num_heads: int, kv_dtype: str, device: Device, fp8_math: str = "auto") -> Config:
     """The configuration the launcher chooses for a call of ``bs`` requests of N x H rows over a ``kv_dtype`` pool
     on ``device``: the first of AUTO_CONFIGS whose arch, shared memory and rows fit, then the variant that reads
-    the pool. Raises NoConfiguration when none serves the call."""
+    the pool under ``fp8_math`` (FP8_MATHS). Raises NoConfiguration when none serves the call."""
+    if fp8_math not in FP8_MATHS:
+        raise ValueError(f"fp8_math: expected one of {', '.join(FP8_MATHS)}, found {fp8_math!r}")
     rows = num_draft * num_heads
     for auto in AUTO_CONFIGS:
         lo, hi = auto.cc
@@ -126,6 +139,9 @@ def select(bs: int, num_draft: int, num_heads: int, kv_dtype: str, device: Devic
                 and auto.smem <= device.smem_optin and auto.rows[0] <= rows < auto.rows[1]):
             if kv_dtype == "bf16":
                 return auto.config
+            e4m3 = fp8_math == "e4m3" or (fp8_math == "auto" and auto.e4m3_default)
+            if kv_dtype == "fp8" and e4m3 and auto.fp8_e4m3 is not None:
+                return auto.fp8_e4m3
             if kv_dtype == "fp8" and auto.fp8 is not None:
                 return auto.fp8
             raise NoConfiguration(f"kv_dtype: {auto.config.name}, the configuration this device selects, does not "

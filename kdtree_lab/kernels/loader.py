@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from ..core.dtypes import KV_DTYPES, kv_dtype_of
-from .abi import ABI_VERSION, open_cdll
+from .abi import ABI_VERSION, FP8_MATH, open_cdll
 from .buffers import check_buffers
 from .impls import CUDA_IMPLS
 from .launch_plan import Config, Device, NoConfiguration
@@ -67,9 +67,11 @@ class KernelLibrary:
                 raise KernelLoadError(f"no kernel configuration fits {optin} B of shared memory per block")
         return self.configs()[idx] if kv is None else self.config_for_pool(idx, kv)
 
-    def config_for_pool(self, index: int, kv: str) -> dict:
-        """The configuration a call on configuration ``index`` over a ``kv`` pool runs (the library's mapping)."""
-        run = self.lib.kdtree_verify_config_for_pool(index, KV_DTYPES[kv].code)
+    def config_for_pool(self, index: int, kv: str, fp8_math: str = "auto") -> dict:
+        """The configuration a call on configuration ``index`` over a ``kv`` pool runs (the library's mapping) under
+        ``fp8_math`` (abi.FP8_MATH)."""
+        with fp8_math_mode(fp8_math):
+            run = self.lib.kdtree_verify_config_for_pool(index, KV_DTYPES[kv].code)
         if run < 0:
             raise KernelCallError(f"{self.configs()[index]['kernel']}, {kv} KV pool: {self.strerror(-run)}")
         return self.configs()[run]
@@ -82,7 +84,8 @@ class KernelLibrary:
         raise KernelLoadError(f"no configuration {name} in {self.path.name}: it has "
                               f"{', '.join(c['kernel'] for c in self.configs())}")
 
-    def select(self, bs: int, num_draft: int, num_heads: int, kv_dtype: str, device: Device) -> Config:
+    def select(self, bs: int, num_draft: int, num_heads: int, kv_dtype: str, device: Device,
+               fp8_math: str = "auto") -> Config:
         """The library's own choice for a call of ``bs`` requests of N x H rows over a ``kv_dtype`` pool on
         ``device`` (a ``launch_plan.Select``): kdtree_verify_select_config, then kdtree_verify_config_for_pool.
         The C choice is a pure function of the device and the shape (each configuration's row range). Raises
@@ -92,13 +95,14 @@ class KernelLibrary:
         if index < 0:
             raise NoConfiguration(f"device: no kernel configuration fits {device.smem_optin} B of shared memory per "
                                   f"block on compute capability {device.compute_capability}")
-        return self.forced(self.configs()[index]["kernel"], kv_dtype)
+        return self.forced(self.configs()[index]["kernel"], kv_dtype, fp8_math)
 
-    def forced(self, name: str, kv_dtype: str) -> Config:
-        """What a call forced to configuration ``name`` runs over a ``kv_dtype`` pool (its e4m3 variant for fp8);
-        NoConfiguration where it does not read that pool."""
+    def forced(self, name: str, kv_dtype: str, fp8_math: str = "auto") -> Config:
+        """What a call forced to configuration ``name`` runs over a ``kv_dtype`` pool (for fp8 its e4m3 variant,
+        exact or on e4m3 tensor cores as ``fp8_math`` says); NoConfiguration where it does not read that pool."""
         index = self.config_index(name)
-        run = self.lib.kdtree_verify_config_for_pool(index, KV_DTYPES[kv_dtype].code)
+        with fp8_math_mode(fp8_math):
+            run = self.lib.kdtree_verify_config_for_pool(index, KV_DTYPES[kv_dtype].code)
         if run < 0:
             raise NoConfiguration(f"kv_dtype: {name} does not read {kv_dtype} pools ({self.strerror(-run)})")
         c = self.configs()[run]
@@ -139,6 +143,20 @@ def impl_config(impl: str):
         yield library().selected_config()
     finally:
         force_config(before)
+
+
+@contextmanager
+def fp8_math_mode(mode: str = "auto"):
+    """Within the block the library maps fp8 pools under ``mode`` (abi.FP8_MATH: auto, exact, e4m3), as it does
+    for a launch (kdtree_verify_set_fp8_math, read on the host); the mode set before comes back after."""
+    if mode not in FP8_MATH:
+        raise ValueError(f"fp8_math: expected one of {', '.join(FP8_MATH)}, found {mode!r}")
+    lib = library().lib
+    before = lib.kdtree_verify_set_fp8_math(FP8_MATH[mode])
+    try:
+        yield
+    finally:
+        lib.kdtree_verify_set_fp8_math(before)
 
 
 def device_facts(device: torch.device | str | int | None = None) -> Device:

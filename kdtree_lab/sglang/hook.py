@@ -5,7 +5,8 @@ SGLang 0.5.23's ``TritonAttnBackend.forward_extend`` calls ``self.verify_shared_
 positional arguments plus ``max_bs=``; the callable writes ``o`` and returns True, or returns False to fall back
 to ``extend_attention_fwd``. ``install(backend)`` puts :class:`VerifyHook` in that slot.
 
-Modes (argument, or the environment variable ``KDTREE_VERIFY``):
+Modes (argument, or the environment variable ``KDTREE_VERIFY``; ``KDTREE_FP8_MATH`` = auto / exact / e4m3 picks the
+math of an fp8 pool, VerifyAttention's ``fp8_math``):
 
 - ``off``: always fall back (SGLang's kernel runs);
 - ``on``: our CUDA kernel writes ``o``;
@@ -24,8 +25,8 @@ import torch
 
 from ..core.dtypes import kv_dtype_of
 from ..core.mla import D_QK, D_V, KERNEL_DEFAULT_SM_SCALE
-from ..kernels.launch_plan import NoConfiguration
-from ..kernels.validate import VALIDATE_TOL, record_difference
+from ..kernels.launch_plan import FP8_MATHS, NoConfiguration
+from ..kernels.validate import VALIDATE_TOL, record_difference, validate_tol
 
 log = logging.getLogger("kdtree_lab.sglang.hook")
 MODES = ("off", "validate", "on")
@@ -46,6 +47,19 @@ def parse_mode(value: str | None = None) -> str:
     mode = raw.strip().lower()
     if mode not in MODES:
         raise ValueError(f"{ENV_VAR}={raw!r}: expected one of {', '.join(MODES)}")
+    return mode
+
+
+FP8_MATH_ENV = "KDTREE_FP8_MATH"
+
+
+def parse_fp8_math(value: str | None = None) -> str:
+    """The fp8 math from ``value`` or ``$KDTREE_FP8_MATH`` (default ``auto``: e4m3 tensor cores on sm_120, exact
+    elsewhere); anything else raises naming the variable."""
+    raw = value if value is not None else os.environ.get(FP8_MATH_ENV, "auto")
+    mode = raw.strip().lower()
+    if mode not in FP8_MATHS:
+        raise ValueError(f"{FP8_MATH_ENV}={raw!r}: expected one of {', '.join(FP8_MATHS)}")
     return mode
 
 
@@ -121,11 +135,14 @@ class VerifyHook:
     configuration this GPU selects does not read is refused here and every call falls back, saying why once."""
 
     def __init__(self, mode: str | None = None, max_bs: int = 48, num_draft: int = 4, num_heads: int = 16,
-                 device: str | torch.device = "cuda", tol: float = VALIDATE_TOL, kv_dtype: str = "bf16"):
+                 device: str | torch.device = "cuda", tol: float | None = None, kv_dtype: str = "bf16",
+                 fp8_math: str | None = None):
         from ..kernels.attention import VerifyAttention
 
         self.mode = parse_mode(mode)
-        self.max_bs, self.num_draft, self.num_heads, self.tol = max_bs, num_draft, num_heads, tol
+        self.fp8_math = parse_fp8_math(fp8_math)
+        self.max_bs, self.num_draft, self.num_heads = max_bs, num_draft, num_heads
+        self.tol = tol if tol is not None else VALIDATE_TOL
         self.device = torch.device(device)
         self.stats = HookStats()
         self._reasons_logged: set[str] = set()
@@ -135,8 +152,10 @@ class VerifyHook:
         if self.mode == "off":  # nothing to allocate: every call falls back
             return
         try:
-            self.attn = VerifyAttention(max_bs, num_draft, num_heads, kv_dtype, self.device)
+            self.attn = VerifyAttention(max_bs, num_draft, num_heads, kv_dtype, self.device, fp8_math=self.fp8_math)
             self.kv_dtypes = (self.attn.kv_dtype,)
+            if tol is None:  # e4m3 math is compared with SGLang's kernel at e4m3's tolerance
+                self.tol = validate_tol(self.attn.e4m3_math)
         except NoConfiguration as exc:
             self.refusal = f"the {kv_dtype} KV pool: {exc}"
             return
