@@ -114,23 +114,34 @@ __device__ __forceinline__ uint32_t e4m3x2_to_bf16x2(uint32_t two) {
 #endif
 // KDT_E4M3_TIMING_PROXY (the timing library, kdtree_lab.kernels.build.e4m3_timing_proxy): one f16 m16n8k16 on the
 // same registers instead, wrong values, sm_120a's instruction stream on a GPU that emulates e4m3 (timing only).
+// A_EXP: A is taken times 2^A_EXP (exactly: the block scale of A on sm_120a; the f16 conversion elsewhere).
+template <int A_EXP = 0>
 __device__ __forceinline__ void mma_e4m3(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  static_assert(A_EXP >= -16 && A_EXP <= 0, "a scale of A the f16 emulation holds exactly");
 #if defined(KDT_E4M3_TIMING_PROXY)
   mma_f16(d, a, b0, b1);
 #elif defined(__CUDA_ARCH_FEAT_SM120_ALL) || defined(__CUDA_ARCH_FEAT_SM121_ALL)
+  constexpr uint32_t sa = 0x01010101u * (uint32_t)(127 + A_EXP);  // ue8m0: 2^(byte - 127)
   asm volatile("mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X.f32.e4m3.e4m3.f32.ue8m0 "
-               "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3}, %10, {0, 0}, %10, {0, 0};\n"
+               "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3}, %10, {0, 0}, %11, {0, 0};\n"
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(0x7f7f7f7fu));
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(sa), "r"(0x7f7f7f7fu));
 #else
   // no e4m3 tensor-core MMA here: exact e4m3 -> f16 conversions and two f16 m16n8k16 MMAs accumulating in place,
   // the k order permuted alike in A and B (f16 k 2 t4, + 1 / 8 + 2 t4, + 1 are e4m3 k 4 t4, + 1 / 4 t4 + 2, + 3 of
   // each 16-k half); cheaper in registers than ptxas's own emulation of the e4m3 form
-  const uint32_t lo[4] = {e4m3x2_to_f16x2(a[0]), e4m3x2_to_f16x2(a[1]), e4m3x2_to_f16x2(a[0] >> 16),
-                          e4m3x2_to_f16x2(a[1] >> 16)};
+  auto cvt = [](uint32_t two) {
+    uint32_t h = e4m3x2_to_f16x2(two);
+    if (A_EXP != 0) {  // f16 holds e4m3 values times 2^-16 and more exactly (subnormals from 2^-24)
+      const __half2 s = __floats2half2_rn(ldexpf(1.f, A_EXP), ldexpf(1.f, A_EXP));
+      __half2 v = __hmul2(*reinterpret_cast<const __half2*>(&h), s);
+      h = *reinterpret_cast<uint32_t*>(&v);
+    }
+    return h;
+  };
+  const uint32_t lo[4] = {cvt(a[0]), cvt(a[1]), cvt(a[0] >> 16), cvt(a[1] >> 16)};
   mma_f16(d, lo, e4m3x2_to_f16x2(b0), e4m3x2_to_f16x2(b0 >> 16));
-  const uint32_t hi[4] = {e4m3x2_to_f16x2(a[2]), e4m3x2_to_f16x2(a[3]), e4m3x2_to_f16x2(a[2] >> 16),
-                          e4m3x2_to_f16x2(a[3] >> 16)};
+  const uint32_t hi[4] = {cvt(a[2]), cvt(a[3]), cvt(a[2] >> 16), cvt(a[3] >> 16)};
   mma_f16(d, hi, e4m3x2_to_f16x2(b1), e4m3x2_to_f16x2(b1 >> 16));
 #endif
 }

@@ -3,27 +3,31 @@
 // accumulation. docs/performance.md ("e4m3 tensor cores on sm_120") has the design, its prediction and the
 // measurements; docs/kernels.md the accuracy it trades.
 //
-// What is rounded: Q to e4m3 once per CTA, each (token, head) row scaled by 448 / max|row| (the scale goes into the
-// row's logit scale); K and V are the pool's e4m3 bytes as stored (k_scale, v_scale as for the exact paths); P to
-// e4m3 with its reference 4 (log2) below the row maximum it was set from, so a row's largest P lies in [16, 256]
-// and values down to 2^-10 of it stay normal (an unscaled P in [0, 1], as SGLang's Triton kernel rounds it, keeps
-// 2^-6). Sums, the softmax state and
-// the output accumulate in fp32. The draft block (bf16 k_extend / v_extend) runs the second generation's exact
-// bf16 path in the same CTA layout.
+// What is rounded: Q to two e4m3 terms once per CTA, each (token, head) row scaled by 448 / max|row| (the scale goes
+// into the row's logit scale): the first is Q's e4m3 rounding, the second that of the rest times 2^4, multiplied
+// with the block scale 2^-4, so Q is held to about 2^-8 of each value (one e4m3 term, as SGLang's own fp8 kernel
+// rounds Q, holds 2^-4: its error on the fp8 grid is almost all that). K and V are the pool's e4m3 bytes as stored
+// (k_scale, v_scale as for the exact paths). P is rounded to e4m3 with its reference 4 (log2) below the row maximum
+// it was set from, so a row's largest P lies in [16, 256] and values down to 2^-10 of it stay normal (an unscaled P
+// in [0, 1], as SGLang rounds it, keeps 2^-6). Sums, the softmax state and the output accumulate in fp32. The
+// draft block (bf16 k_extend / v_extend) runs the second generation's exact bf16 path, in its own layout.
 //
-// Prefix tiles are 32 keys of 576 e4m3 bytes (18,432 B, the second generation's slot size), rows at 576 r with
-// their 16-byte chunk c at c ^ ((r >> 1) & 3) (conflict-free ldmatrix), in the same four-slot ring.
-//   QK group, warps 0-3: warp q holds the A fragments of m-tile q (rows 16 q .. + 15) over all 576 dims (72
-//     registers, no partner swap): per tile 36 ldmatrix.x4 (each the B fragments of two 8-key n-tiles of one
-//     32-dim step) and 72 MMAs; the softmax of its 16 rows x 32 keys; P packed as one m16n8k32 A fragment whose k
-//     order is the accumulator's (k 4 t4 + i is key 2 t4 + (i & 1) + 8 (i >> 1) of each 16-key half), published
-//     through the second generation's P buffers and mbarriers.
+// A prefix CTA (CfgE4m3's layout): a ring of three 32-key tiles of 576 e4m3 bytes (18,432 B each), rows at 576 r
+// with their 16-byte chunk c at c ^ ((r >> 1) & 3) (conflict-free ldmatrix), Q's second term (36 KB), the P buffers
+// and row statistics of the second generation.
+//   QK group, warps 0-3: warp q holds the first term's A fragments of m-tile q (rows 16 q .. + 15) over all 576
+//     dims (72 registers, no partner swap) and reads the second's from shared memory (one 16-byte load per 32-dim
+//     step); per tile 36 ldmatrix.x4 (each the B fragments of two 8-key n-tiles of one 32-dim step) and 144 MMAs;
+//     the softmax of its 16 rows x 32 keys; P packed as one m16n8k32 A fragment whose k order is the accumulator's
+//     (k 4 t4 + i is key 2 t4 + (i & 1) + 8 (i >> 1) of each 16-key half), published through the second
+//     generation's P buffers and mbarriers.
 //   PV group, warps 4-11: warp p owns output columns 64 p .. + 63 of the 64 rows; per tile and 16-column chunk one
 //     ldmatrix.x4.trans (keys 0-7, 8-15, 16-23, 24-31 as byte pairs) and four prmt give the B fragments of the even
 //     and odd columns in P's key order; 32 MMAs per tile. The epilogue writes the interleaved columns back in order.
-// 99,432 B of shared memory (the second generation's layout; the prefix uses the ring, the P buffers and the row
-// statistics). sm_120a issues the e4m3 MMAs in their block-scaled form (ptx.cuh, mma_e4m3); a Hopper GPU runs
-// this kernel with ptxas's emulation of the plain form, so its H200 times are not a card's (docs/performance.md).
+// 97,376 B of shared memory for a prefix CTA, 99,432 B (the second generation's) launched. sm_120a issues the e4m3
+// MMAs in their block-scaled form (ptx.cuh, mma_e4m3); a Hopper GPU runs this kernel with an f16 emulation of them,
+// so its H200 times are not a card's: the timing library (KDT_E4M3_TIMING=1) issues what sm_120a issues
+// (docs/performance.md, "e4m3 tensor cores on sm_120").
 #pragma once
 #include "../common/frame.cuh"
 #include "roles_common.cuh"
@@ -31,15 +35,35 @@
 
 namespace kdt {
 
+// A prefix CTA's layout (the draft block's CTA keeps the second generation's, CfgRoles): a ring of three 32-key e4m3
+// tiles, Q's second e4m3 term as each QK lane's A fragments, the P buffers, the row statistics, the mbarriers.
 struct CfgE4m3 {
-  static constexpr int BN = 32;                  // keys per prefix tile
-  static constexpr int ROW8 = D_QK;              // bytes per e4m3 key row
+  static constexpr int BM = 64, BN = 32;                    // rows per CTA, keys per prefix tile
+  static constexpr int QK_WARPS = CfgRoles::QK_WARPS, PV_WARPS = CfgRoles::PV_WARPS, THREADS = CfgRoles::THREADS;
+  static constexpr int QK_THREADS = CfgRoles::QK_THREADS, PV_THREADS = CfgRoles::PV_THREADS;
+  static constexpr int SLOTS = 3, DRAFT_PAIRS = CfgRoles::DRAFT_PAIRS;
+  static constexpr int ROW8 = D_QK;                        // bytes per e4m3 key row
+  static constexpr int TILE = BN * ROW8;                   // 18,432
+  static constexpr int RING = SLOTS * TILE;                // 55,296
+  static constexpr int QLO = QK_WARPS * 18 * 32 * 16;      // [warp][32-dim step][lane] 16-byte A fragments: 36,864
+  static constexpr int PB = CfgRoles::PB, ALPHA = CfgRoles::ALPHA, FLAGS = CfgRoles::FLAGS, STATS = CfgRoles::STATS;
+  static constexpr int MB_FULL = 0, MB_PFULL = SLOTS, MB_PEMPTY = SLOTS + 2, MB_STATS = SLOTS + 4,
+                       MBARS = (SLOTS + 5) * 8;
+  static constexpr int O_QLO = RING, O_PB = O_QLO + QLO, O_ALPHA = O_PB + PB, O_FLAGS = O_ALPHA + ALPHA,
+                       O_STATS = O_FLAGS + FLAGS, O_MBAR = O_STATS + STATS;
+  static constexpr int SMEM = O_MBAR + MBARS;
+  static constexpr int BAR_PV = CfgRoles::BAR_PV;
+  static constexpr int QK_REGS = CfgRoles::QK_REGS, PV_REGS = CfgRoles::PV_REGS;  // setmaxnreg, as the draft block's
+  static_assert(O_MBAR % 8 == 0, "mbarriers are 8-byte aligned");
+  static_assert(SMEM <= CfgRoles::SMEM, "a prefix CTA fits the shared memory the launch gives the draft block's");
   static constexpr float Q_MAX = 448.f;          // e4m3's largest finite value: a Q row's max |value| maps to it
   static constexpr float P_LOG2_MAX = 8.f;       // the reference moves before a P would pass 2^8 (e4m3: <= 448)
   static constexpr float P_HEADROOM = 4.f;       // log2: a new reference sits this far below the row maximum
-  static_assert(BN * ROW8 == CfgRoles::TILE, "a 32-key e4m3 tile fills one slot of the second generation's ring");
+  static constexpr int Q_LO_EXP = 4;             // Q's second e4m3 term is stored times 2^4 (within e4m3's range)
   static_assert(P_HEADROOM < P_LOG2_MAX, "a moved reference leaves room before the next move");
 };
+
+using E4m3Ctx = RoleCtx<CfgE4m3>;  // a prefix CTA's work, shared memory and ring (roles_common.cuh)
 
 // Offset of 16-byte chunk c of e4m3 key row r within a tile.
 __device__ __forceinline__ uint32_t e4m3_tile_offset(int r, int c) {
@@ -92,8 +116,8 @@ __device__ __forceinline__ bool softmax_tile_e4m3(const float (&x)[4][4], uint32
 
 // The QK group of a prefix split (warps 0..3): Q of m-tile q to e4m3 in registers, then per tile the scores of its
 // 16 rows x 32 keys over 576 dims, software-pipelined as in roles_qk (tile t + 1's MMAs beside tile t's softmax).
-__device__ __forceinline__ void e4m3_qk(const RolesCtx& c) {
-  using C = CfgRoles;
+__device__ __forceinline__ void e4m3_qk(const E4m3Ctx& c) {
+  using C = CfgE4m3;
   using E = CfgE4m3;
   const Params& p = c.p;
   const Work& w = c.w;
@@ -126,16 +150,43 @@ __device__ __forceinline__ void e4m3_qk(const RolesCtx& c) {
     qs[h] = amax[h] > 0.f && isfinite(amax[h]) ? E::Q_MAX / amax[h] : 1.f;
     scale[h] = p.scale_pre / qs[h];
   }
+  // Q = (qf + 2^-Q_LO_EXP ql) / qs: qf is Q's e4m3 rounding (registers), ql that of the rest times 2^Q_LO_EXP (this
+  // lane's A fragments in shared memory, 16-byte loads), so Q is held to about 2^-8 of each value (e4m3 alone: 2^-4,
+  // the error of SGLang's own fp8 kernel)
   uint32_t qf[18][4];  // [32-dim step][A register]: rows g / g + 8, dims 4 t4 .. / 16 + 4 t4 ..
-#pragma unroll
-  for (int j = 0; j < 18; ++j)
+  const uint32_t qlo = c.base + C::O_QLO + (q * 18 * 32 + lane) * 16;  // + 512 j: step j's fragment
+  auto split = [&](float x, float& rest) {  // x's e4m3 byte; rest: what it leaves, times 2^Q_LO_EXP
+    const uint32_t b = pack_e4m3x4(x, 0.f, 0.f, 0.f) & 0xffu;
+    const uint32_t h = e4m3x2_to_f16x2(b);
+    rest = (x - __half2float(*reinterpret_cast<const __half*>(&h))) * (float)(1 << E::Q_LO_EXP);
+    return b;
+  };
+  // step j's A fragment of either term (second: the rest), straight from global memory; written to this lane's
+  // shared slot in rolled loops (unrolled, ptxas would hoist all 72 loads and spill), the first term then read
+  // into registers, the second left there for the tile loop
+  auto term = [&](int j, bool second) {
+    uint32_t a[4];
 #pragma unroll
     for (int half = 0; half < 2; ++half)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const uint2 v = ld4(h, 32 * j + 16 * half + 4 * t4);
-        qf[j][2 * half + h] = pack_e4m3x4(lo(v.x) * qs[h], hi(v.x) * qs[h], lo(v.y) * qs[h], hi(v.y) * qs[h]);
+        float r0, r1, r2, r3;
+        const uint32_t b0 = split(lo(v.x) * qs[h], r0), b1 = split(hi(v.x) * qs[h], r1);
+        const uint32_t b2 = split(lo(v.y) * qs[h], r2), b3 = split(hi(v.y) * qs[h], r3);
+        a[2 * half + h] = second ? pack_e4m3x4(r0, r1, r2, r3) : b0 | (b1 << 8) | (b2 << 16) | (b3 << 24);
       }
+    st_shared_v4(qlo + 512 * j, make_uint4(a[0], a[1], a[2], a[3]));  // read back by this lane only
+  };
+#pragma unroll 1
+  for (int j = 0; j < 18; ++j) term(j, false);
+#pragma unroll
+  for (int j = 0; j < 18; ++j) {
+    const uint4 u = ld_shared_v4(qlo + 512 * j);
+    qf[j][0] = u.x, qf[j][1] = u.y, qf[j][2] = u.z, qf[j][3] = u.w;
+  }
+#pragma unroll 1
+  for (int j = 0; j < 18; ++j) term(j, true);
 
   // K fragments: matrix mi = lane >> 3 is keys 8 (mi >> 1) + (lane & 7) of a 16-key half, chunk 2 j + (mi & 1); the
   // row swizzle (key >> 1) & 3 is (lane >> 1) & 3 for every matrix, so chunk 2 j + b sits at 64 (j >> 1) +
@@ -144,7 +195,7 @@ __device__ __forceinline__ void e4m3_qk(const RolesCtx& c) {
   const uint32_t kofs[2] = {(uint32_t)(key * E::ROW8 + 16 * ((mi & 1) ^ s)),
                             (uint32_t)(key * E::ROW8 + 16 * ((2 + (mi & 1)) ^ s))};
   constexpr int DEPTH = C::SLOTS;
-  auto kslot = [](int t) { return t & (C::SLOTS - 1); };
+  auto kslot = [](int t) { return t % C::SLOTS; };
   auto full = [&](int t) { return c.mbar + 8 * (C::MB_FULL + kslot(t)); };
   auto parity = [](int t) -> uint32_t { return (t / DEPTH) & 1; };
   const DraftMask dm = draft_mask(p, w);
@@ -161,14 +212,19 @@ __device__ __forceinline__ void e4m3_qk(const RolesCtx& c) {
     for (int j = 0; j < 18; ++j) asm volatile("" : "+r"(qf[j][0]), "+r"(qf[j][1]), "+r"(qf[j][2]), "+r"(qf[j][3]));
 #endif
 #pragma unroll
-    for (int half = 0; half < 2; ++half)
+    for (int j = 0; j < 18; ++j) {
+      const uint4 u = ld_shared_v4(qlo + 512 * j);
+      const uint32_t ql[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
-      for (int j = 0; j < 18; ++j) {
+      for (int half = 0; half < 2; ++half) {
         uint32_t kb[4];
         ldsm_x4(kb, kt + kofs[j & 1] + 64 * (j >> 1) + 16 * E::ROW8 * half);
         mma_e4m3(sc[2 * half], qf[j], kb[0], kb[1]);
         mma_e4m3(sc[2 * half + 1], qf[j], kb[2], kb[3]);
+        mma_e4m3<-E::Q_LO_EXP>(sc[2 * half], ql, kb[0], kb[1]);
+        mma_e4m3<-E::Q_LO_EXP>(sc[2 * half + 1], ql, kb[2], kb[3]);
       }
+    }
   };
 
   float sc[4][4], x[4][4];
@@ -195,8 +251,8 @@ __device__ __forceinline__ void e4m3_qk(const RolesCtx& c) {
 
 // The PV group of a prefix split (warps 4..11): loads the ring with e4m3 tiles, multiplies P V on e4m3 tensor cores
 // into output columns 64 pw .. + 63 of the 64 rows, writes the partial rows in column order.
-__device__ __forceinline__ void e4m3_pv(const RolesCtx& c) {
-  using C = CfgRoles;
+__device__ __forceinline__ void e4m3_pv(const E4m3Ctx& c) {
+  using C = CfgE4m3;
   using E = CfgE4m3;
   const Params& p = c.p;
   const Work& w = c.w;
@@ -296,27 +352,34 @@ __device__ __forceinline__ void e4m3_pv(const RolesCtx& c) {
 template <int BM>
 __global__ void __launch_bounds__(CfgRoles::THREADS, 1) verify_sm120_e4m3_kernel(Params p) {
   using C = CfgRoles;
-  static_assert(BM == C::BM, "64-row tiles");
+  static_assert(BM == C::BM && BM == CfgE4m3::BM, "64-row tiles");
   extern __shared__ __align__(128) unsigned char smem[];
   Work w;
   if (!setup_work<BM, C::THREADS>(p, CfgE4m3::BN, w)) return;
   const uint32_t base = smem_u32(smem);
-  const int bn = w.draft ? C::BN : CfgE4m3::BN;  // the draft block runs the second generation's 16-key bf16 tiles
-  const RolesCtx c{p, w, base, base + C::O_MBAR, (w.kend - w.kbeg + bn - 1) / bn, w.draft ? C::DRAFT_PAIRS : C::SLOTS};
-  if (threadIdx.x == 0) init_role_mbarriers<C>(c.mbar);
-  __syncthreads();
-  if (threadIdx.x >= C::QK_THREADS) {
-    regs_dec<C::PV_REGS>();
-    if (w.draft)
+  if (w.draft) {  // the draft block: the second generation's bf16 path, its layout and 16-key tiles
+    const RolesCtx c{p, w, base, base + C::O_MBAR, (w.kend - w.kbeg + C::BN - 1) / C::BN, C::DRAFT_PAIRS};
+    if (threadIdx.x == 0) init_role_mbarriers<C>(c.mbar);
+    __syncthreads();
+    if (threadIdx.x >= C::QK_THREADS) {
+      regs_dec<C::PV_REGS>();
       roles_pv(c);
-    else
-      e4m3_pv(c);
-  } else {
-    regs_inc<C::QK_REGS>();
-    if (w.draft)
+    } else {
+      regs_inc<C::QK_REGS>();
       roles_qk<true>(c);
-    else
-      e4m3_qk(c);
+    }
+    return;
+  }
+  using E = CfgE4m3;
+  const E4m3Ctx c{p, w, base, base + E::O_MBAR, (w.kend - w.kbeg + E::BN - 1) / E::BN, E::SLOTS};
+  if (threadIdx.x == 0) init_role_mbarriers<E>(c.mbar);
+  __syncthreads();
+  if (threadIdx.x >= E::QK_THREADS) {
+    regs_dec<E::PV_REGS>();
+    e4m3_pv(c);
+  } else {
+    regs_inc<E::QK_REGS>();
+    e4m3_qk(c);
   }
 }
 
