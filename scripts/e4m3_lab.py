@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-E4M3, EXACT = "cuda_sm120_e4m3", "cuda_sm120_roles"  # EXACT: an fp8 pool runs the first kernel's e4m3 variant
+E4M3, EXACT = "cuda_sm120_e4m3", "cuda_sm120_fp8"  # EXACT: the first sm_120 kernel's exact e4m3 variant
 TIMING_SHAPES = [(1, 200_000, 16, 8), (8, 200_000, 16, 8), (8, 200_000, 4, 8), (1, 200_000, 4, 8),
                  (1, 32_768, 16, 8), (8, 32_768, 16, 8), (1, 4096, 16, 8), (1, 200_000, 16, 16),
                  (1, 200_000, 64, 128)]
@@ -60,12 +60,21 @@ def accuracy(random_count: int, seed: int, have_sglang: bool) -> list[dict]:
     return rows
 
 
-def timing(impls: list[str]) -> dict:
+def timing(proxy: bool) -> dict:
+    """The fp8 shapes on the e4m3 configuration (only it under the timing library), the exact fp8 path and the
+    default; the bf16 shapes on both sm_120 configurations and the default; ceilings once."""
     from kdtree_lab.checks.bench import run_grid
     from kdtree_lab.checks.roofline import Shape
+    from kdtree_lab.checks.timing import measure_ceilings
 
-    shapes = [Shape(b, length, n, h, kv=kv) for b, length, n, h in TIMING_SHAPES for kv in ("bf16", "fp8")]
-    return run_grid(shapes, impls, progress=False)
+    ceilings = measure_ceilings()
+    fp8 = run_grid([Shape(*s, kv="fp8") for s in TIMING_SHAPES], [E4M3] if proxy else [E4M3, EXACT, "cuda"],
+                   ceilings, progress=False)
+    if proxy:
+        return fp8
+    bf16 = run_grid([Shape(*s) for s in TIMING_SHAPES], ["cuda_sm120_roles", "cuda_sm120", "cuda"], ceilings,
+                    progress=False)
+    return {**fp8, "rows": fp8["rows"] + bf16["rows"]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,8 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         if bad:
             print(f"NaN or flags in {len(bad)} cases: {bad[:5]}", flush=True)
     if a.timing or e4m3_timing_proxy():
-        impls = [E4M3] if e4m3_timing_proxy() else [E4M3, EXACT, "cuda_sm120", "cuda"]
-        result["timing"] = timing(impls)
+        result["timing"] = timing(e4m3_timing_proxy())
         a.out.write_text(json.dumps(result, indent=1) + "\n")
         for r in result["timing"]["rows"]:
             print(f"{r['impl']:18s} kv={r.get('kv', 'bf16'):4s} B={r['B']} L={r['L']} N={r['N']} H={r['H']} "
