@@ -190,7 +190,32 @@ def test_parity_refuses_a_cuda_impl_without_a_gpu(capsys):
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
     assert main(["parity", "--impl", "cuda_sm120"]) == 2
-    assert "--impl cuda_sm120 needs a CUDA GPU" in capsys.readouterr().err
+    assert "--impl cuda_sm120: expected a CUDA GPU, found none here" in capsys.readouterr().err
+
+
+def _cli_without_gpu(*args, interpret=True):
+    """The command as a CPU user runs it: no GPU visible, TRITON_INTERPRET set only when asked."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"} | {"CUDA_VISIBLE_DEVICES": ""}
+    if interpret:
+        env["TRITON_INTERPRET"] = "1"
+    return subprocess.run([sys.executable, "-m", "kdtree_lab", *args], capture_output=True, text=True, env=env)
+
+
+@pytest.mark.parametrize("argv,interpret,line", [
+    (["--device", "cuda", "--impl", "triton"], True, "kdtree-lab parity: --device cuda: expected a CUDA GPU, found "
+                                                     "none here (torch "),
+    (["--impl", "cuda_sm120"], True, "kdtree-lab parity: --impl cuda_sm120: expected a CUDA GPU, found none here"),
+    (["--device", "cpu", "--impl", "cuda"], True, "kdtree-lab parity: --impl cuda: expected a CUDA GPU, found "
+                                                  "--device cpu; on a CPU run TRITON_INTERPRET=1 kdtree-lab parity"),
+    (["--impl", "triton"], False, "kdtree-lab parity: --impl triton on a CPU: expected TRITON_INTERPRET=1 in the "
+                                  "environment (Triton's interpreter), found it unset; run TRITON_INTERPRET=1"),
+])
+def test_parity_on_a_cpu_refuses_what_needs_a_gpu_or_the_interpreter_in_one_line(argv, interpret, line):
+    done = _cli_without_gpu("parity", *argv, "--cases", "0", "--no-edge", interpret=interpret)
+    assert done.returncode == 2 and done.stderr.startswith(line), done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and not done.stdout, done.stderr
 
 
 def test_run_refuses_a_gpu_profile_without_a_gpu_and_an_unwritable_out(capsys, tmp_path):
