@@ -211,14 +211,19 @@ def test_widget_recomputes_and_shows_errors():
     tokens_html = box.children[2]
 
     def shown():
-        m = re.search(r'data-fraction="([\d.]+)">(\d+)<', tokens_html.value)
-        return float(m.group(1)), int(m.group(2))
+        m = re.search(r'data-fraction="([\d.]+)">([\d,]+)<', tokens_html.value)
+        assert int(m.group(2).replace(",", "")) < 1000 or "," in m.group(2)  # thousands separated, as elsewhere
+        return float(m.group(1)), int(m.group(2).replace(",", ""))
 
     frac, tokens = shown()
     assert tokens == compute(BudgetInputs(mem_fraction=frac)).kv_tokens
     controls["mem-fraction-static"].value = 0.8
     frac, tokens = shown()
     assert frac == 0.8 and tokens == compute(BudgetInputs(mem_fraction=0.8)).kv_tokens
+    assert "--mem-fraction-static 0.800" in box.children[4].value
+    controls["mem-fraction-static"].value = 0.97  # not safe: no line to paste
+    assert "no launch line: fraction 0.970 is not safe" in box.children[4].value
+    assert "--mem-fraction-static" not in box.children[4].value
     controls["GPU"].value = "rtx-5090"  # Kimi K2 int4 at TP8 does not fit a 32 GB card
     assert "weights:" in box.children[1].value
 

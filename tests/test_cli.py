@@ -170,6 +170,31 @@ def test_budget_prints_the_validate_line_for_the_first_start_and_the_on_line_aft
     assert "KDTREE_VERIFY" not in out and "python -m sglang.launch_server" in out
 
 
+@pytest.mark.parametrize("json_flag", [[], ["--json"]])
+def test_budget_refuses_an_unsafe_fraction_with_no_launch_line_and_exit_2(json_flag, capsys):
+    import re
+
+    from kdtree_lab.budget.calculator import compute
+    from kdtree_lab.budget.inputs import BudgetInputs
+
+    safe = compute(BudgetInputs()).safe_fraction
+    assert main(["budget", "--mem-fraction", "0.99", *json_flag]) == 2
+    out, err = capsys.readouterr()
+    assert err.startswith(f"kdtree-lab budget: --mem-fraction 0.990: expected a safe fraction (at most {safe:.3f} "
+                          "here), found 0.990, which leaves") and len(err.strip().splitlines()) == 1, err
+    assert f"rerun with --mem-fraction {safe:.3f}" in err
+    printed = [float(f) for f in re.findall(r"--mem-fraction-static (\d\.\d+)", out)]
+    assert 0.99 not in printed  # what is printed: the proposals' lines, each at its own largest safe fraction
+    assert "KDTREE_VERIFY=validate" not in out
+    if not json_flag:
+        assert "no launch line: the fraction evaluated is not safe" in out
+        assert re.search(r"KV tokens: \d{1,3}(,\d{3})+ \(\d{1,3}(,\d{3})+ per request", out), out
+    else:
+        assert json.loads(out)["launch_line"] == ""
+    assert main(["budget", "--mem-fraction", f"{safe:.3f}"]) == 0  # the safe one it names gets its lines
+    assert f"--mem-fraction-static {safe:.3f}" in capsys.readouterr().out
+
+
 def test_build_table_is_aligned_and_names_are_demangled(monkeypatch, capsys):
     from kdtree_lab.core.display import aligned_table
     from kdtree_lab.kernels.build import _short

@@ -74,6 +74,11 @@ class BudgetResult:
         return int((self.g_bytes * self.safe_fraction - self.weights_bytes) // self.cell_bytes) \
             // self.inputs.concurrency >= self.inputs.context
 
+    @property
+    def fraction_is_safe(self) -> bool:
+        """Whether the evaluated fraction leaves the slack every non-pool consumer needs (no launch line otherwise)."""
+        return self.impossible is None and self.g_bytes * (1 - self.fraction) >= self.slack_needed_bytes
+
     def verdict(self) -> str:
         """Whether the evaluated fraction is safe, and why: the slack it leaves against what the consumers need."""
         slack = self.g_bytes * (1 - self.fraction)
@@ -82,7 +87,7 @@ class BudgetResult:
                + (f" (activations {act.bytes / GIB:.2f} GiB, {self.activation})" if act else ""))
         if self.impossible:
             return f"no fraction is safe: {self.impossible}"
-        return f"fraction {self.fraction:.3f} is {'safe' if slack >= self.slack_needed_bytes else 'not safe'}: {why}"
+        return f"fraction {self.fraction:.3f} is {'safe' if self.fraction_is_safe else 'not safe'}: {why}"
 
     def table(self) -> list[dict]:
         """Every consumer (the activation estimates not followed are shown as ``not counted``) and the KV pool."""

@@ -107,9 +107,9 @@ def build(inp: BudgetInputs | None = None):
 
 
 def _tokens_html(res) -> str:
-    return (f'KV tokens: <span class="kd-kv-tokens" data-fraction="{res.fraction:.3f}">{res.kv_tokens}'
+    return (f'KV tokens: <span class="kd-kv-tokens" data-fraction="{res.fraction:.3f}">{res.kv_tokens:,}'
             f'</span> &middot; max context per request at {res.inputs.concurrency}: '
-            f'<span class="kd-max-context">{res.max_context_per_request}</span>')
+            f'<span class="kd-max-context">{res.max_context_per_request:,}</span>')
 
 
 def _verdict_html(res) -> str:
@@ -121,6 +121,10 @@ def _verdict_html(res) -> str:
 
 
 def _launch_html(res) -> str:
+    """The launch line, or why there is none: an unsafe fraction gets no line to paste (as ``kdtree-lab budget``)."""
+    if res.impossible or not res.fraction_is_safe:
+        return (f"<i>no launch line: fraction {res.fraction:.3f} is not safe (at most {res.safe_fraction:.3f})</i>"
+                if not res.impossible else "<i>no launch line: the deployment does not fit</i>")
     return f"<code>{html.escape(res.launch_line)}</code>"
 
 

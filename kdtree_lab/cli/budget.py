@@ -43,16 +43,28 @@ def cmd_budget(args: argparse.Namespace) -> int:
             print("deployments that fit:\n" + markdown_table([p.row() for p in res.proposals]), file=sys.stderr)
         return 1
     by_model = ", ".join(f"{m} {f:.3f}" for m, f in res.safe_fractions.items())
-    text = (markdown_table(res.table()) + f"\n\nKV tokens: {res.kv_tokens} ({res.max_context_per_request} per "
+    refused = None if res.fraction_is_safe else (
+        f"--mem-fraction {res.fraction:.3f}: expected a safe fraction (at most {res.safe_fraction:.3f} here), found "
+        f"{res.fraction:.3f}, which {res.verdict().split(': ', 1)[1]}; no launch line printed: rerun with "
+        f"--mem-fraction {res.safe_fraction:.3f}, or without it")
+    if refused:
+        from dataclasses import replace
+
+        res = replace(res, launch_line="")  # nothing unsafe to paste, in the JSON either
+    text = (markdown_table(res.table()) + f"\n\nKV tokens: {res.kv_tokens:,} ({res.max_context_per_request:,} per "
             f"request at {inp.concurrency} concurrent)\nlargest safe fraction: {res.safe_fraction:.3f} (activations "
             f"{res.activation}); SGLang's default: {res.sglang_default_fraction:.3f}; evaluated: {res.fraction:.3f}\n"
             f"largest safe fraction by activation estimate: {by_model}\n{res.verdict()}\n"
-            + "".join(f"warning: {w}\n" for w in res.warnings) + _launch_lines(inp, res))
+            + "".join(f"warning: {w}\n" for w in res.warnings)
+            + ("no launch line: the fraction evaluated is not safe" if refused else _launch_lines(inp, res)))
     if res.proposals:
         text += ("\n\ndeployments that hold the context (each at its largest safe fraction):\n"
                  + markdown_table([p.row() for p in res.proposals])
                  + f"\nfirst proposal's launch line:\n{res.proposals[0].launch_line}")
     emit(args, res, text)
+    if refused:
+        print(f"kdtree-lab budget: {refused}", file=sys.stderr)
+        return 2
     return 0
 
 
