@@ -49,7 +49,8 @@ def test_run_refuses_wrong_type_by_name():
 
 def test_run_refuses_unknown_profile_and_notebook():
     assert "unknown profile 'nope'" in _cli("run", "--profile", "nope").stderr
-    assert "unknown notebook" in _cli("run", "--profile", "cpu", "--only", "42").stderr
+    assert "argument --only: expected notebook numbers or names (00, 01, 02, 03, 04, 05, 06, 07), found '42'" in _cli(
+        "run", "--profile", "cpu", "--only", "42").stderr
 
 
 def test_audit_json_reports_variant_mismatch(capsys):
@@ -91,6 +92,12 @@ def test_parity_cli_offers_every_cuda_implementation():
     (["run", "--cell-timeout", "0"], "argument --cell-timeout: expected an integer >= 1, found '0'"),
     (["budget", "--tp"], "argument --tp: expected a value after it, found none"),
     (["budget", "--frob"], "kdtree-lab budget: unrecognized argument(s) --frob: expected only the options --help lists"),
+    (["speculate", "--gpu", "a100"], "kdtree-lab speculate: argument --gpu: expected one of b200, h100, h200, "
+                                     "rtx-5090, rtx-pro-6000, found 'a100'"),
+    (["budget", "--model", "llama"], "argument --model: expected one of deepseek-v2-lite, deepseek-v3, kimi-k2, "
+                                     "found 'llama'"),
+    (["speculate", "--draft", "medusa"], "argument --draft: expected one of ddtree-math500, dflash-gsm8k"),
+    (["speculate", "--nodes", "1,4"], "argument --nodes: expected comma-separated integers >= 2, found '1,4'"),
 ])
 def test_bad_arguments_get_one_line_and_exit_2(argv, needle, capsys):
     from kdtree_lab.cli.main import main
@@ -101,6 +108,46 @@ def test_bad_arguments_get_one_line_and_exit_2(argv, needle, capsys):
     assert exc.value.code == 2 and needle in err and "Traceback" not in err, err
     assert len(err.strip().splitlines()) == 1 and "usage:" not in err, err
     assert err.rstrip().endswith(f"(see kdtree-lab {argv[0]} --help)"), err
+
+
+def test_the_same_mistake_gets_the_same_words_in_every_command(capsys):
+    """budget and speculate share presets: an unknown one reads the same (the argument, expected, found)."""
+    lines = []
+    for cmd in ("budget", "speculate"):
+        with pytest.raises(SystemExit) as exc:
+            main([cmd, "--gpu", "h9000"])
+        assert exc.value.code == 2
+        lines.append(capsys.readouterr().err.replace(cmd, "CMD"))
+    assert lines[0] == lines[1], lines
+    assert "argument --gpu: expected one of b200, h100, h200, rtx-5090, rtx-pro-6000, found 'h9000'" in lines[0]
+
+
+@pytest.mark.parametrize("argv,found", [(["--bogus"], "'--bogus'"), ([], "none"), (["bogus"], "'bogus'"),
+                                        (["--bogus", "--json"], "'--bogus'")])
+def test_a_missing_or_unknown_command_is_named(argv, found, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"kdtree-lab: argument COMMAND: expected one of doctor, run, audit, build, parity, budget, "
+                          f"capture, bench, speculate, found {found} (see kdtree-lab --help)"), err
+
+
+def test_library_refusals_are_written_as_the_flags_that_set_them(capsys):
+    from kdtree_lab.cli.args import as_flags
+
+    assert as_flags("tp: expected a divisor of 64, got 3", ["tp"]) == "argument --tp: expected a divisor of 64, found 3"
+    assert as_flags("accept_length and accept_nodes: expected both", ["accept_length", "accept_nodes"]) == \
+        "arguments --accept-length and --accept-nodes: expected both"
+    assert as_flags("model: expected one of ['a', 'b'], got 'x'", {"model": "--model"}) == \
+        "argument --model: expected one of a, b, found 'x'"
+    assert as_flags("no colon here, got it", ["tp"]) == "no colon here, got it"
+    assert main(["budget", "--tp", "3"]) == 2
+    assert capsys.readouterr().err == ("kdtree-lab budget: argument --tp: expected a divisor of the model's 64 heads, "
+                                       "found 3\n")
+    assert main(["budget", "--quant", "nf4"]) == 2
+    assert "argument --quant: expected one of bf16, fp8, int4 (the weights kimi-k2 has), found 'nf4'" in \
+        capsys.readouterr().err
 
 
 def _options():
@@ -277,10 +324,8 @@ def test_audit_cli_names_an_fp8_declaration_over_a_bf16_pool(capsys):
 
 
 @pytest.mark.parametrize("argv,needle", [
-    (["--tp", "3"], "--tp: expected a divisor of the model's 64 heads, got 3"),
-    (["--gpu", "a100"], "--gpu: expected one of"),
-    (["--draft", "medusa"], "--draft: expected one of"),
-    (["--nodes", "1,4"], "--nodes: expected tree sizes >= 2"),
+    (["--tp", "3"], "kdtree-lab speculate: argument --tp: expected a divisor of the model's 64 heads, found 3"),
+    (["--model", "llama"], "argument --model: expected one of deepseek-v2-lite, deepseek-v3, kimi-k2, found 'llama'"),
     (["--accept-length", "2.3"], "--accept-length and --accept-nodes: expected both"),
     (["--accept-length", "5", "--accept-nodes", "4"], "acceptance length: a chain of 4 nodes commits between 1 and 4"),
     (["--step-ms", "12"], "--step-context: a measured step time needs the context"),

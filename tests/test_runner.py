@@ -173,11 +173,11 @@ def test_parameter_bounds_from_the_help_comment(tmp_path):
     nbformat.write(nb, tmp_path / "90_b.ipynb")
     e = runner.NotebookEntry("90", "90_b", "b", "no", 0.1, 0.1, source=tmp_path / "90_b.ipynb")
     assert runner.plan_parameters([e], PROFILE, {"max_bs": 1, "lens": [3], "frac": 0.1}, tmp_path)
-    with pytest.raises(runner.ParameterError, match=r"'max_bs' of 90_b: expected >= 1, got -1"):
+    with pytest.raises(runner.ParameterError, match=r"'max_bs' of 90_b: expected >= 1, found -1"):
         runner.plan_parameters([e], PROFILE, {"max_bs": -1}, tmp_path)
-    with pytest.raises(runner.ParameterError, match="expected >= 1 for every element, got \\[3, 0\\]"):
+    with pytest.raises(runner.ParameterError, match="expected >= 1 for every element, found \\[3, 0\\]"):
         runner.plan_parameters([e], PROFILE, {"lens": [3, 0]}, tmp_path)
-    with pytest.raises(runner.ParameterError, match="expected > 0, got 0"):
+    with pytest.raises(runner.ParameterError, match="expected > 0, found 0"):
         runner.plan_parameters([e], PROFILE, {"frac": 0}, tmp_path)
 
 

@@ -103,34 +103,35 @@ def compute(inp: BudgetInputs) -> BudgetResult:
     that hold the context when this one does not come from ``proposals.with_proposals``."""
     ms, gs = models(), gpus()
     if inp.model not in ms:
-        raise BudgetInputError(f"model: unknown preset {inp.model!r}; known: {sorted(ms)}")
+        raise BudgetInputError(f"model: expected one of {', '.join(sorted(ms))}, found {inp.model!r}")
     if inp.gpu not in gs:
-        raise BudgetInputError(f"gpu: unknown preset {inp.gpu!r}; known: {sorted(gs)}")
+        raise BudgetInputError(f"gpu: expected one of {', '.join(sorted(gs))}, found {inp.gpu!r}")
     m, g = ms[inp.model], gs[inp.gpu]
     if inp.quant not in m.weights_gib:
-        raise BudgetInputError(f"quant: {inp.model} has weights for {sorted(m.weights_gib)}, not {inp.quant!r}")
+        raise BudgetInputError(f"quant: expected one of {', '.join(sorted(m.weights_gib))} (the weights {inp.model} has), "
+                               f"found {inp.quant!r}")
     for name in ("tp", "max_bs", "draft_tokens", "topk", "spec_steps", "context", "concurrency"):
         if getattr(inp, name) < 1:
-            raise BudgetInputError(f"{name}: must be >= 1, got {getattr(inp, name)}")
+            raise BudgetInputError(f"{name}: expected an integer >= 1, found {getattr(inp, name)}")
     if not 0 <= inp.nsplit <= MAX_NSPLIT:
-        raise BudgetInputError(f"nsplit: must be 1..{MAX_NSPLIT}, or 0 for the kernel's own split rule, got "
+        raise BudgetInputError(f"nsplit: expected 1..{MAX_NSPLIT}, or 0 for the kernel's own split rule, found "
                                f"{inp.nsplit}")
     if inp.chunked_prefill is not None and inp.chunked_prefill < 1:
-        raise BudgetInputError(f"chunked_prefill: must be >= 1 (or unset for SGLang's default), got "
+        raise BudgetInputError(f"chunked_prefill: expected >= 1 (or unset for SGLang's default), found "
                                f"{inp.chunked_prefill}")
     problem = speculative_problem(inp.spec_algorithm, inp.spec_steps, inp.topk, inp.draft_tokens)
     if problem:
         raise BudgetInputError(problem)
     for name in ("context_overhead_mib", "graph_pool_mib_per_size", "margin_mib", "activation_margin"):
         if getattr(inp, name) < 0:
-            raise BudgetInputError(f"{name}: a reserve cannot be negative, got {getattr(inp, name)}")
+            raise BudgetInputError(f"{name}: expected a reserve >= 0, found {getattr(inp, name)}")
     if inp.activation_model not in ACTIVATION_MODELS:
-        raise BudgetInputError(f"activation_model: expected one of {', '.join(ACTIVATION_MODELS)}, got "
+        raise BudgetInputError(f"activation_model: expected one of {', '.join(ACTIVATION_MODELS)}, found "
                                f"{inp.activation_model!r}")
     if m.heads % inp.tp:
-        raise BudgetInputError(f"tp: {m.heads} heads do not divide over tp={inp.tp}")
+        raise BudgetInputError(f"tp: expected a divisor of the model's {m.heads} heads, found {inp.tp}")
     if inp.mem_fraction is not None and not 0.0 < inp.mem_fraction < 1.0:
-        raise BudgetInputError(f"mem_fraction: expected a value in (0, 1), got {inp.mem_fraction}")
+        raise BudgetInputError(f"mem_fraction: expected a value in (0, 1), found {inp.mem_fraction}")
     heads = m.heads // inp.tp
     gpu_bytes = g.memory_mib * MIB
     g_bytes = int(inp.measured.get("G", gpu_bytes - inp.context_overhead_mib * MIB))

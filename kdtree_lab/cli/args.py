@@ -6,7 +6,7 @@ import argparse
 import re
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable, Mapping
 
 from ..lab.record import emit
 
@@ -87,12 +87,56 @@ positive_int = bounded_int(1)
 non_negative_int = bounded_int(0)
 
 
-def positive_ints(text: str) -> list[int]:
-    """argparse type: comma-separated integers >= 1."""
-    return [positive_int(t) for t in text.split(",")]
+def ints_at_least(low: int) -> Callable[[str], list[int]]:
+    """argparse type: comma-separated integers >= low."""
+    one = bounded_int(low)
+
+    def parse(text: str) -> list[int]:
+        return [one(t) for t in text.split(",")]
+
+    parse.__name__ = f"comma-separated integers >= {low}"
+    return parse
 
 
-positive_ints.__name__ = "comma-separated integers >= 1"
+positive_ints = ints_at_least(1)
+
+
+def one_of(names: Callable[[], Iterable[str]]) -> Callable[[str], str]:
+    """argparse type: one of ``names()`` (read when a value is parsed, e.g. a preset file's keys); refused as
+    "argument --gpu: expected one of a, b, found 'x'", the wording of argparse's own choices."""
+
+    def parse(text: str) -> str:
+        known = sorted(names())
+        if text not in known:
+            raise argparse.ArgumentTypeError(f"expected one of {', '.join(known)}, found {text!r}")
+        return text
+
+    return parse
+
+
+def gpu_preset(text: str) -> str:
+    """argparse type: a GPU preset of data/presets/gpus.yaml."""
+    from ..budget.presets import gpus
+
+    return one_of(gpus)(text)
+
+
+def as_flags(message: str, flags: Mapping[str, str] | Iterable[str]) -> str:
+    """A library's one-line refusal in the command line's words: the parameter names before its first colon as
+    the flags that set them (``flags``: name -> flag, or names spelled as flags: accept_length -> --accept-length),
+    prefixed "argument" as argparse's own lines are, "got X" as "found X" and a Python list of names as a plain one."""
+    table = dict(flags) if isinstance(flags, Mapping) else {n: "--" + n.replace("_", "-") for n in flags}
+    head, sep, rest = message.partition(":")
+    if not sep:
+        return message
+    named = False
+    for name in sorted(table, key=len, reverse=True):
+        head, n = re.subn(rf"(?<![-\w]){re.escape(name)}(?!\w)", table[name], head)
+        named = named or bool(n)
+    if named and not head.startswith("argument"):
+        head = ("arguments " if " and " in head or "/" in head else "argument ") + head
+    rest = re.sub(r"\[('[^'\]]*'(?:, '[^'\]]*')*)\]", lambda m: m.group(1).replace("'", ""), rest)
+    return head + sep + re.sub(r"\bgot\b", "found", rest)
 
 
 def readable_file(text: str) -> str:

@@ -7,7 +7,19 @@ import sys
 
 from ..budget.prefill_activations import ACTIVATION_MODELS, DEFAULT_MARGIN
 from ..lab.record import emit
-from .args import bounded_float, bounded_int, positive_int, text_file
+from .args import as_flags, bounded_float, bounded_int, gpu_preset, one_of, positive_int, text_file
+
+# BudgetInputs' field -> the flag that sets it, to name a refused value by its flag.
+FLAGS = {n: "--" + n.replace("_", "-") for n in (
+    "gpu", "model", "tp", "quant", "kv_dtype", "max_bs", "draft_tokens", "topk", "spec_steps", "spec_algorithm", "nsplit",
+    "context", "concurrency", "mem_fraction", "chunked_prefill", "margin_mib", "activation_margin")} | {
+    "activation_model": "--activations"}
+
+
+def _models():
+    from ..budget.presets import models
+
+    return models()
 
 
 def cmd_budget(args: argparse.Namespace) -> int:
@@ -33,7 +45,7 @@ def cmd_budget(args: argparse.Namespace) -> int:
             return _reference_decision(args, inp)
         res = with_proposals(compute(inp))
     except BudgetInputError as exc:
-        print(f"kdtree-lab budget: {exc}", file=sys.stderr)
+        print(f"kdtree-lab budget: {as_flags(str(exc), FLAGS)}", file=sys.stderr)
         return 2
     if res.impossible:
         if args.json:
@@ -121,8 +133,8 @@ def _reference_decision(args: argparse.Namespace, inp) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argparse has no public type
     p = sub.add_parser("budget", help="memory budget: KV tokens, slack consumers and the --mem-fraction-static to pass")
-    p.add_argument("--gpu", default="rtx-pro-6000", help="GPU preset (data/presets/gpus.yaml)")
-    p.add_argument("--model", default="kimi-k2", help="model preset (data/presets/models.yaml)")
+    p.add_argument("--gpu", default="rtx-pro-6000", type=gpu_preset, help="GPU preset (data/presets/gpus.yaml)")
+    p.add_argument("--model", default="kimi-k2", type=one_of(_models), help="model preset (data/presets/models.yaml)")
     p.add_argument("--tp", type=positive_int, default=8, help="tensor parallel size")
     p.add_argument("--quant", default="int4", help="weight quantisation of the preset: int4, fp8, bf16")
     p.add_argument("--kv-dtype", default="bf16", choices=["bf16", "fp8"], help="KV cache dtype")

@@ -64,7 +64,8 @@ def select(entries: list[NotebookEntry], only: list[str] | None) -> list[Noteboo
     known = {e.number for e in entries} | {e.name for e in entries}
     unknown = sorted(wanted - known)
     if unknown:
-        raise ValueError(f"--only: unknown notebook(s) {unknown}; known: {[e.number for e in entries]}")
+        raise ValueError(f"argument --only: expected notebook numbers or names ({', '.join(e.number for e in entries)}), "
+                         f"found {', '.join(map(repr, unknown))}")
     return chosen
 
 
@@ -80,7 +81,7 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for item in items:
         if "=" not in item:
-            raise ParameterError(f"-p {item!r}: expected key=value")
+            raise ParameterError(f"argument -p: expected key=value, found {item!r}")
         key, value = item.split("=", 1)
         out[key.strip()] = parse_value(value)
     return out
@@ -149,8 +150,8 @@ def plan_parameters(entries: list[NotebookEntry], profile: Profile, overrides: d
     all_names = set().union(*(d.keys() for d in declared.values())) if declared else set()
     for key in overrides:
         if key not in all_names:
-            raise ParameterError(f"unknown parameter {key!r}: no selected notebook declares it "
-                                 f"(known: {sorted(all_names)})")
+            raise ParameterError(f"argument -p {key}: expected a parameter a selected notebook declares "
+                                 f"({', '.join(sorted(all_names))}), found unknown parameter {key!r}")
     plan: dict[str, dict[str, Any]] = {}
     for e in entries:
         decl = declared[e.name]
@@ -171,11 +172,11 @@ def plan_parameters(entries: list[NotebookEntry], profile: Profile, overrides: d
             inferred = _declared_type(decl[key])
             if not _type_ok(value, inferred):
                 raise ParameterError(f"parameter {key!r} of {e.name}: expected {inferred} (default "
-                                     f"{decl[key]['default']}), got {type(value).__name__} {value!r}")
+                                     f"{decl[key]['default']}), found {type(value).__name__} {value!r}")
             bound = _bound(decl[key].get("help") or "")
             if bound and not _within(value, *bound):
                 raise ParameterError(f"parameter {key!r} of {e.name}: expected {bound[0]} {bound[1]:g}"
-                                     f"{' for every element' if isinstance(value, list) else ''}, got {value!r}")
+                                     f"{' for every element' if isinstance(value, list) else ''}, found {value!r}")
         plan[e.name] = params
     return plan
 
