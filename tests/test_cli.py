@@ -155,19 +155,54 @@ def _options():
     return [(name, a) for name, p in sub.choices.items() for a in p._actions if a.option_strings and a.dest != "help"]
 
 
-@pytest.mark.parametrize("sub", SUBCOMMANDS)
-def test_help_shows_each_default_and_no_markup(sub, capsys):
+def _help_blocks(sub: str, capsys) -> dict[str, str]:
+    """``kdtree-lab SUB --help`` (80 columns) split per option: first option string -> its lines."""
+    import re
+
     with pytest.raises(SystemExit):
         main([sub, "--help"])
-    text = "".join(capsys.readouterr().out.split())  # argparse wraps lines, also at hyphens
-    assert "`" not in text and "**" not in text
+    out = capsys.readouterr().out.split("options:", 1)[1]
+    blocks, key = {}, None
+    for line in out.splitlines():
+        if m := re.match(r"  (-[-\w]+)", line):
+            key = m.group(1)
+        if key:
+            blocks[key] = blocks.get(key, "") + line + "\n"
+    return blocks
+
+
+@pytest.mark.parametrize("sub", SUBCOMMANDS)
+def test_help_shows_each_default_and_no_markup(sub, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    blocks = _help_blocks(sub, capsys)
+    assert "`" not in "".join(blocks.values()) and "**" not in "".join(blocks.values())
     for name, a in _options():
         if name != sub:
             continue
         assert a.help, f"{sub} {a.option_strings[0]} has no help"
-        if a.default not in (None, False):
+        if a.nargs == 0:  # a flag: off unless given
+            continue
+        block = " ".join(blocks[a.option_strings[0]].split())
+        assert "default" in block, (sub, a.option_strings[0], block)
+        if a.default is not None and "default" not in a.help:
             shown = ",".join(map(str, a.default)) if isinstance(a.default, (list, tuple)) else str(a.default)
-            assert "default" in a.help or "".join(f"(default: {shown})".split()) in text, (sub, a.option_strings[0])
+            assert f"(default: {shown})" in block, (sub, a.option_strings[0], block)
+
+
+def test_help_lists_implementations_whole_and_one_per_line(capsys, monkeypatch):
+    """bench --impl's choices are never broken inside a name; parity --impl is a list, one implementation a line."""
+    import re
+
+    from kdtree_lab.kernels.impls import IMPLS
+
+    monkeypatch.setenv("COLUMNS", "80")
+    bench = _help_blocks("bench", capsys)["--impl"].splitlines()
+    for name in [*IMPLS, "sglang_extend", "sglang_decode"]:
+        assert any(re.search(rf"(?<![\w]){name}(?![\w])", line) for line in bench), (name, bench)
+    parity = [ln.strip() for ln in _help_blocks("parity", capsys)["--impl"].splitlines()]
+    starts = [ln.split(":", 1)[0] for ln in parity if ln.split(":", 1)[0] in IMPLS]
+    assert starts == list(IMPLS), parity  # each on a line of its own, in the registry's order
+    assert "(default: cuda)" in parity[0]
 
 
 def test_top_level_help_has_no_markup(capsys):

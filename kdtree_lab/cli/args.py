@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import textwrap
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
@@ -12,16 +13,25 @@ from ..lab.record import emit
 
 
 class HelpFormatter(argparse.HelpFormatter):
-    """``--help`` that shows each option's default (unless its help already says it, or there is none)."""
+    """``--help`` that shows each option's default (unless its help already says it; "none" for an option whose value
+    is optional), wraps at spaces only (a name is never broken) and keeps a help's own line breaks (a list)."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
         default = action.default
-        if (action.option_strings and default not in (None, False, argparse.SUPPRESS) and "default" not in text
-                and not isinstance(action, argparse._HelpAction)):  # noqa: SLF001 - argparse has no public type
-            shown = ",".join(map(str, default)) if isinstance(default, (list, tuple)) else default
-            text += f" (default: {shown})".replace("%", "%%")
-        return text
+        if (not action.option_strings or "default" in text or default is argparse.SUPPRESS or default is False
+                or isinstance(action, argparse._HelpAction) or action.nargs == 0):  # noqa: SLF001 - no public type
+            return text
+        shown = "none" if default is None else ",".join(map(str, default)) if isinstance(default, (list, tuple)) \
+            else default
+        return text + f" (default: {shown})".replace("%", "%%")
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        out = []
+        for line in text.splitlines():  # a list in a help: one item per line, continuations indented
+            out += textwrap.wrap(" ".join(line.split()), width, subsequent_indent="  " if "\n" in text else "",
+                                 break_long_words=False, break_on_hyphens=False) or [""]
+        return out
 
 
 _INVALID = re.compile(r"argument (?P<arg>\S+): invalid (?P<what>.+?) value: (?P<found>.+)$")
@@ -187,5 +197,7 @@ def fleet_report(args, cmd: str, rep, extra: dict, text: str) -> int:
 
 def fleet_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpus", help="all | 0,1,... | cpu:N: shard the grid over these GPUs (one Dask worker each; "
-                                  "needs the fleet extra), rows merged in grid order with their GPU")
-    p.add_argument("--scheduler", help="a running Dask scheduler (tcp://host:8786) whose workers serve --gpus")
+                                  "needs the fleet extra), rows merged in grid order with their GPU (default: this "
+                                  "machine's own device, no fleet)")
+    p.add_argument("--scheduler", help="a running Dask scheduler (tcp://host:8786) whose workers serve --gpus "
+                                       "(default: a local cluster, one worker per GPU)")

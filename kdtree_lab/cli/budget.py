@@ -167,7 +167,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
                    help="SGLang's own verify (no kdtree workspace; a plain sglang.launch_server line)")
     p.add_argument("--preset", choices=["reference-decision"],
                    help="reference-decision: the 0.93/0.94 (graphs off) vs 0.88 (graphs, verify workspace) "
-                        "decision for this deployment")
-    p.add_argument("--sglang-log", type=text_file, help="SGLang start-up log to calibrate G and the weights from")
+                        "decision for this deployment (default: none, the budget itself)")
+    p.add_argument("--sglang-log", type=text_file, help="SGLang start-up log to calibrate G and the weights from (default: "
+                                                             "none, the presets' estimates)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_budget)

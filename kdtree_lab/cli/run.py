@@ -97,7 +97,7 @@ def _run_fleet(args: argparse.Namespace, entries, profile, overrides) -> int:
 def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argparse has no public type
     p = sub.add_parser("run", help="execute the notebook sequence headless through papermill")
     p.add_argument("--profile", default="auto", help="profile name under data/profiles, or 'auto' (by GPU)")
-    p.add_argument("--only", help="comma-separated notebook numbers or names, e.g. 01,03")
+    p.add_argument("--only", help="comma-separated notebook numbers or names, e.g. 01,03 (default: every notebook)")
     p.add_argument("-p", "--param", action="append", metavar="KEY=VALUE",
                    help="override a notebook parameter (Python literal or string); repeatable")
     p.add_argument("--out", help="run directory (default runs/<timestamp>-<profile>)")
