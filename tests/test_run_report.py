@@ -111,7 +111,8 @@ def test_ctrl_c_on_the_command_line_is_quiet(tmp_path):
     assert "Traceback" not in err and "ZMQError" not in err, err
     said = [ln for ln in err.splitlines() if "interrupted" in ln]
     assert len(said) == 1 and said[0].startswith("kdtree-lab run: notebook 03_eager_parity interrupted by Ctrl-C"), err
-    assert "This run was interrupted" in out and "| 03_eager_parity | interrupted" in out
+    assert "This run was interrupted" in out
+    assert any(ln.split()[:2] == ["03_eager_parity", "interrupted"] for ln in out.splitlines()), out  # a table row
 
 
 def _free_port() -> int:

@@ -46,7 +46,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # between notebooks, before a summary could be written
         print("kdtree-lab run: interrupted (Ctrl-C) before the run's summary was written", file=sys.stderr)
         return 130
-    print((run_dir / "summary.md").read_text())
+    from rich.console import Console
+
+    Console(highlight=False).print(runner.summary_table(profile.name, run_dir, outcomes))
     print(f"the run as HTML: {run_dir / 'index.html'}")
     for o in outcomes:
         if o.status == "failed":

@@ -58,11 +58,9 @@ def write_index(run_dir: Path, profile: str, outcomes: list) -> Path:
     key figures and each skipped part with the reason, and the figures (PNG) the run saved."""
     rows = "".join(_row(o) for o in outcomes)
     pictures = "".join(f'<li><a href="{p.name}">{p.name}</a></li>' for p in sorted(run_dir.glob("*.png")))
-    interrupted = any(o.status == "interrupted" for o in outcomes)
-    notes = ["A notebook that <i>passed-with-skips</i> did everything this machine allows; what it skipped is listed "
-             "beside it and is not a pass."]
-    if interrupted:
-        notes.append("<b>This run was interrupted (Ctrl-C)</b>: the notebooks after the interrupted one did not run.")
+    from .runner import notes as run_notes
+
+    notes = [html.escape(n) for n in run_notes(outcomes)]
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>kdtree-lab run ({html.escape(profile)})</title>
 <style>{_STYLE}</style></head><body>

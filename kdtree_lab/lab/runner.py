@@ -3,7 +3,8 @@
 Parameters come from the profile (``data/profiles/<name>.yaml``) and ``-p key=value`` overrides; every
 name and type is checked against each notebook's ``parameters`` cell before anything runs. Output goes
 to ``runs/<id>/``: the executed notebooks, each notebook's results JSON, ``summary.json``, ``summary.md`` and
-``index.html`` (the summary and every executed notebook as HTML, to look at a run without Jupyter).
+``index.html`` (the summary and every executed notebook as HTML, to look at a run without Jupyter), and
+``kernels.log`` when the notebook kernels wrote anything outside their cells (a kernel stopped by Ctrl-C does).
 """
 
 from __future__ import annotations
@@ -248,7 +249,7 @@ def execute(entries: list[NotebookEntry], profile: Profile, overrides: dict[str,
     run_dir.mkdir(parents=True, exist_ok=True)
     plan = plan_parameters(entries, profile, overrides, run_dir)
     outcomes: list[NotebookOutcome] = []
-    failed = False
+    failed = False  # set by the notebook that stops the run; those after it name it
     previous = os.environ.get(HEADLESS_ENV)
     os.environ[HEADLESS_ENV] = "1"  # the kernels inherit it: plain-text progress (display.headless)
     sockets_dir = tempfile.TemporaryDirectory(prefix="kdtree-kernels-")  # the kernels' IPC sockets
@@ -257,10 +258,11 @@ def execute(entries: list[NotebookEntry], profile: Profile, overrides: dict[str,
         for i, e in enumerate(entries, 1):
             output = run_dir / f"{e.name}.ipynb"
             if failed:
-                outcomes.append(NotebookOutcome(e.name, "not-run", error=f"{outcomes[-1].notebook} "
-                                                                          f"{outcomes[-1].status} before it"))
+                stopper = next(o for o in outcomes if o.status in ("failed", "interrupted"))
+                outcomes.append(NotebookOutcome(e.name, "not-run", error=f"{stopper.notebook} {stopper.status} "
+                                                                          "before it"))
                 continue
-            console.print(f"[bold][{i}/{len(entries)}][/bold] {e.name}  ({e.title}; profile {profile.name})")
+            announce(console, i, len(entries), e, profile.name)
             t0 = time.perf_counter()
             try:
                 papermill.execute_notebook(str(e.path), str(output), parameters=plan[e.name], kernel_name="python3",
@@ -292,14 +294,26 @@ def execute(entries: list[NotebookEntry], profile: Profile, overrides: dict[str,
                           + (f": {outcome.error}" if outcome.error else "")
                           + (f" ({len(outcome.skipped)} skipped)" if outcome.skipped else ""))
             failed = outcome.status in ("failed", "interrupted")
-    finally:  # this process's own environment and temporary folder as they were
+    finally:  # this process's own environment and temporary folder as they were; no empty kernels.log left behind
         sockets_dir.cleanup()
+        log = run_dir / "kernels.log"
+        if log.exists() and log.stat().st_size == 0:
+            log.unlink()
         if previous is None:
             os.environ.pop(HEADLESS_ENV, None)
         else:
             os.environ[HEADLESS_ENV] = previous
     write_summary(run_dir, profile, outcomes)
     return run_dir, outcomes
+
+
+def announce(console, i: int, n: int, entry: NotebookEntry, profile: str) -> None:
+    """The line a notebook starts with, ``[4/8] 03_eager_parity (profile cpu): Eager parity of ...``, kept to one
+    terminal line: a title too long for it ends in an ellipsis instead of wrapping."""
+    from rich.text import Text
+
+    line = Text.assemble((f"[{i}/{n}]", "bold"), f" {entry.name} (profile {profile}): ", (entry.title, "dim"))
+    console.print(line, no_wrap=True, overflow="ellipsis", crop=True)
 
 
 def mark_stopped(path: Path, why: str) -> str:
@@ -334,6 +348,40 @@ def _first_line(source: str) -> str:
     return lines[0][:80] if lines else ""
 
 
+def notes(outcomes: list[NotebookOutcome]) -> list[str]:
+    """The sentences under a run's summary (file, page and terminal): what passed-with-skips means, when a notebook
+    skipped something; that the run was interrupted, when it was."""
+    out = []
+    if any(o.skipped for o in outcomes):
+        out.append("A notebook that passed-with-skips did everything this machine allows; what it skipped is listed "
+                   "beside it and is not a pass.")
+    if any(o.status == "interrupted" for o in outcomes):
+        out.append("This run was interrupted (Ctrl-C): the notebooks after the interrupted one did not run.")
+    return out
+
+
+def summary_table(profile: str, run_dir: Path, outcomes: list[NotebookOutcome]):
+    """The run's summary for a terminal: a rich table (notebook, status, seconds, key figures, skipped) and the
+    notes, to print with ``rich.console.Console().print``."""
+    from rich import box
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    colour = {"passed": "green", "passed-with-skips": "yellow", "not-run": "dim"}
+    table = Table(title=f"kdtree-lab run ({profile}): {run_dir}", title_justify="left", box=box.SIMPLE_HEAD)
+    for name, kw in (("notebook", {"no_wrap": True}), ("status", {"no_wrap": True}),
+                     ("seconds", {"justify": "right", "no_wrap": True}), ("key figures", {"overflow": "fold"}),
+                     ("skipped here, or why not passed", {"overflow": "fold"})):
+        table.add_column(name, **kw)
+    for o in outcomes:
+        why = o.error or "; ".join(f"{s['what']} ({s['why']})" for s in o.skipped) or "-"
+        table.add_row(o.notebook, Text(o.status, style=colour.get(o.status, "red")),
+                      "-" if o.status == "not-run" else f"{o.duration_s:,.1f}",
+                      "; ".join(f"{k} {fmt(v)}" for k, v in o.figures.items()) or "-", why)
+    return Group(table, *(Text(n) for n in notes(outcomes)))
+
+
 def write_summary(run_dir: Path, profile: Profile, outcomes: list[NotebookOutcome]) -> None:
     """``summary.json`` and ``summary.md``: one row per notebook with status, duration and key figures."""
     doc = {"profile": profile.name, "run_dir": str(run_dir), "notebooks": [asdict(o) for o in outcomes],
@@ -348,10 +396,8 @@ def write_summary(run_dir: Path, profile: Profile, outcomes: list[NotebookOutcom
         skipped = "; ".join(f"{s['what']} ({s['why']})" for s in o.skipped) or "-"
         status = o.status + (f": {o.error}" if o.error else "")
         lines.append(f"| {o.notebook} | {status} | {o.duration_s:.1f} | {figs} | {skipped} |")
-    lines += ["", "A notebook 'passed-with-skips' did everything this machine allows; the skipped work is "
-                  "not a pass."]
-    if doc["interrupted"]:
-        lines += ["", "**This run was interrupted (Ctrl-C)**: the notebooks after the interrupted one did not run."]
+    for note in notes(outcomes):
+        lines += ["", note]
     (run_dir / "summary.md").write_text("\n".join(lines) + "\n")
     from .report import write_index
 
