@@ -17,15 +17,20 @@ table{border-collapse:collapse;width:100%}th,td{border:1px solid #d0d7de;padding
 vertical-align:top}th{background:#f6f8fa}.status{font-weight:600;white-space:nowrap}code{font-size:90%}ul{margin:0;padding-left:1.2em}"""
 
 
+TEMPLATES = Path(__file__).parent / "nbconvert_templates"  # kdtree-offline: the lab template, nothing from a CDN
+
+
 def notebook_html(notebook: Path) -> Path | None:
-    """Render an executed notebook to HTML beside it (nbconvert's lab template, outputs and figures embedded);
-    None when the file is missing or not a readable notebook (a run stopped before papermill wrote it)."""
+    """Render an executed notebook to HTML beside it (nbconvert's lab template less its CDN scripts, outputs and
+    figures embedded: the page opens offline); None when the file is missing or not a readable notebook (a run
+    stopped before papermill wrote it)."""
     import nbformat
     from nbconvert import HTMLExporter
 
     try:
         nb = nbformat.read(str(notebook), as_version=4)
-        body, _ = HTMLExporter(template_name="lab").from_notebook_node(nb)
+        exporter = HTMLExporter(template_name="kdtree-offline", extra_template_basedirs=[str(TEMPLATES)])
+        body, _ = exporter.from_notebook_node(nb)
     except Exception:  # noqa: BLE001 - a missing, half-written or foreign file: no page, the index says so
         return None
     out = notebook.with_suffix(".html")
