@@ -246,14 +246,18 @@ def test_fp8_launch_line_is_served_without_a_fall_back_warning():
     assert abs(r.kv_tokens / bf16.kv_tokens - 2) < 0.01
 
 
-def test_budget_bar_legend_clears_the_axis_label():
+def test_budget_bar_legend_clears_the_axis_label_and_lies_inside_the_figure(tmp_path):
+    """As saved (the PNG index.html links): the legend box whole inside the figure, below the axis label, and no
+    text overlapping another (the legend was once cut on both sides: "raction (0.933)", "communica")."""
     import matplotlib
 
     matplotlib.use("Agg")
     from kdtree_lab.budget.widget import budget_bar
+    from kdtree_lab.core.display import figure_problems
 
-    fig = budget_bar(compute(BudgetInputs()))
-    fig.canvas.draw()
-    ax = fig.axes[0]
-    legend, label = ax.get_legend().get_window_extent(), ax.xaxis.label.get_window_extent()
-    assert not legend.overlaps(label), (legend, label)
+    for inp in (BudgetInputs(), BudgetInputs(kv_dtype="fp8", mem_fraction=0.9)):
+        fig = budget_bar(compute(inp), tmp_path / "04_budget_bar.png")
+        assert figure_problems(fig) == []
+        legend, label = fig.legends[0].get_window_extent(), fig.axes[0].xaxis.label.get_window_extent()
+        assert not legend.overlaps(label) and legend.y1 <= label.y0, (legend, label)
+        assert any("communication" in t.get_text() for t in fig.legends[0].get_texts())

@@ -166,7 +166,7 @@ def budget_bar(result, path: str | Path | None = None):
     parts += [(c.name.split(" (")[0], c.bytes) for c in result.consumers if c.where == "slack"]
     used = sum(b for _, b in parts)
     parts.append(("free / unassigned", max(0, result.gpu_bytes - used)))
-    fig, ax = plt.subplots(figsize=(9, 3.4))
+    fig, ax = plt.subplots(figsize=(9, 4.2), layout="constrained")
     left = 0.0
     cmap = plt.get_cmap("tab20")
     for i, (name, b) in enumerate(parts):
@@ -177,6 +177,5 @@ def budget_bar(result, path: str | Path | None = None):
     ax.set_xlim(0, result.gpu_bytes / GIB)
     ax.set_yticks([])
     ax.set_xlabel("GiB")
-    ax.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.45))  # below the "GiB" label
-    fig.tight_layout()
+    fig.legend(fontsize=7, ncol=2, loc="outside lower center")  # inside the figure, below the axis and its label
     return save_figure(fig, path)
