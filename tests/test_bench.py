@@ -146,6 +146,8 @@ def test_the_speedup_figure_labels_stay_inside_their_panel_and_apart(tmp_path):
     assert figure_problems(plots.speedup_vs_length(close)) == []  # four lines ending within 3%: spread apart
     r = bench_results.committed_current()
     assert figure_problems(plots.roofline(r["rows"], r["ceilings"])) == []
+    errors = {i: [{"L_max": 2 ** k, "rel_l2": 1e-4 * (1 + k % 3)} for k in range(18)] for i in ("cuda", "triton")}
+    assert figure_problems(plots.parity_errors(errors, 0.02)) == []  # 03_parity_errors.png
 
 
 def test_figure_problems_finds_text_outside_the_figure_and_overprinted(tmp_path):
