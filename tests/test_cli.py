@@ -382,3 +382,37 @@ def test_speculate_json_is_the_sweep(capsys):
     assert [r["context"] for r in res["rows"]] == [4096, 200000]
     assert set(res["rows"][0]["trees"]["ours"]) == {"4", "16"} and res["label"].startswith("model")
     assert set(res["break_even"]) == {"ours", "sglang"}
+
+
+def test_doctor_says_a_cpu_torch_build_in_words(capsys):
+    from dataclasses import replace
+
+    from kdtree_lab.lab.doctor import collect, render
+
+    env = collect()
+    cpu = render(replace(env, torch="2.13.0+cpu", torch_cuda=None))
+    assert "2.13.0+cpu (a CPU build, no CUDA)" in cpu and "None" not in cpu
+    assert "2.13.0+cu130 (built for CUDA 13.0)" in render(replace(env, torch="2.13.0+cu130", torch_cuda="13.0"))
+    shown = render(replace(env, torch_arch_list=["sm_90", "sm_120"], sm120_in_torch=True))
+    assert "sm_120 in torch arch list  yes" in shown and "True" not in shown
+
+
+def test_tables_say_yes_no_and_separate_thousands():
+    from kdtree_lab.core.display import aligned_table, fmt, markdown_table
+
+    rows = [{"config": "a", "fits": {"sm_120a": True, "sm_90a": False}, "safe": True, "KV tokens": 287588}]
+    for text in (markdown_table(rows), aligned_table(rows)):
+        assert "sm_120a yes, sm_90a no" in text and "287,588" in text
+        assert "True" not in text and "False" not in text
+    assert fmt(False) == "no" and fmt(1234567) == "1,234,567"
+
+
+def test_the_static_budget_widget_separates_thousands():
+    """What notebook 04 stores: no bare 6-digit token counts outside the launch lines."""
+    import re
+
+    from kdtree_lab.budget.widget import static
+
+    text = re.sub(r"<code>.*?</code>", "", static())
+    assert not re.findall(r"(?<![\d.,])\d{5,}(?![\d.,])", re.sub(r'data-fraction="[\d.]+"', "", text)), text
+    assert re.search(r"\d{1,3},\d{3}", text)

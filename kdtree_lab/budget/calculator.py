@@ -202,7 +202,7 @@ def compute(inp: BudgetInputs) -> BudgetResult:
             warnings.append(f"start-up OOM: weights ({weights / GIB:.1f} GiB) exceed G x fraction "
                             f"({g_bytes * frac / GIB:.1f} GiB); raise --mem-fraction-static, at most to {safe:.3f}")
         elif frac < need <= safe:
-            warnings.append(f"fraction {frac:.3f} leaves {tokens} KV tokens, less than one {inp.context}-token "
+            warnings.append(f"fraction {frac:.3f} leaves {tokens:,} KV tokens, less than one {inp.context:,}-token "
                             f"request: raise --mem-fraction-static to between {need:.3f} and {safe:.3f}")
         if frac > safe:
             warnings.append(f"run-time OOM risk: fraction {frac:.3f} leaves {g_bytes * (1 - frac) / GIB:.2f} GiB of "

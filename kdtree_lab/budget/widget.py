@@ -8,7 +8,7 @@ import html
 from dataclasses import replace
 from pathlib import Path
 
-from ..core.display import save_figure
+from ..core.display import fmt, save_figure
 from .calculator import compute
 from .inputs import GIB, BudgetInputError, BudgetInputs
 from .presets import gpus, models
@@ -146,9 +146,10 @@ def _proposals_html(res) -> str:
     if not res.proposals:
         return ""
     head = "".join(f"<th>{html.escape(k)}</th>" for k in [*res.proposals[0].row(), "launch line"])
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in p.row().values())
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(fmt(v) if isinstance(v, (int, float)) else str(v))}</td>"
+                                   for v in p.row().values())
                    + f"<td><code>{html.escape(p.launch_line)}</code></td></tr>" for p in res.proposals)
-    return (f"<b>deployments that hold the {res.inputs.context}-token context</b> (each at its largest safe "
+    return (f"<b>deployments that hold the {res.inputs.context:,}-token context</b> (each at its largest safe "
             f"fraction)<table>{'<tr>' + head + '</tr>'}{body}</table>")
 
 

@@ -78,7 +78,7 @@ def progress(iterable: Iterable | None = None, **kwargs):
 
 def fmt(v: Any) -> str:
     """A table cell: integers with thousands separators, floats in fixed notation to three significant digits (never
-    an exponent), None as "-"."""
+    an exponent), True / False as yes / no, None as "-"."""
     import math
 
     if v is None:
@@ -87,7 +87,9 @@ def fmt(v: Any) -> str:
         return ", ".join(fmt(x) for x in v) if v else "none"
     if isinstance(v, dict):
         return ", ".join(f"{k} {fmt(x)}" for k, x in v.items()) if v else "none"
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if not isinstance(v, (int, float)):
         return str(v).replace("|", "\\|")
     if isinstance(v, int):
         return f"{v:,}"
