@@ -126,7 +126,7 @@ def _reference_decision(args: argparse.Namespace, inp) -> int:
             + "\n\nwhich are safe and why:\n" + markdown_table(d["verdicts"])
             + f"\n\nlargest safe fraction with graphs and the verify workspace: {safe}"
             + f"\nlargest safe fraction without graphs: {safe_off}"
-            + "\n\nthe verify workspace at batch 8, line by line (bytes):\n" + markdown_table(d["workspace"]))
+            + f"\n\n{d['workspace_title']}:\n" + markdown_table(d["workspace"]))
     emit(args, d, text)
     return 0
 
