@@ -281,6 +281,9 @@ def test_the_run_summary_on_a_terminal_is_a_table_not_markdown():
     assert text.startswith("kdtree-lab run (cpu): /tmp/r")
     assert "# " not in text and "`" not in text and "|" not in text and "---" not in text
     assert all(len(ln) <= 80 for ln in text.splitlines())
-    rows = {ln.split()[0]: ln.split()[1] for ln in text.splitlines() if ln.strip()[:2] in ("00", "03", "04", "05")}
+    statuses, figures = text.split("key figures", 1)
+    rows = {ln.split()[0]: ln.split()[1] for ln in statuses.splitlines() if ln.strip()[:2] in ("00", "03", "04", "05")}
     assert rows == {o.notebook: o.status for o in outcomes}  # each status whole, on its notebook's line
-    assert "287,588" in text and "This run was interrupted (Ctrl-C)" in text
+    assert any(ln.split() == ["00_environment", "torch", "2.13.0+cpu"] for ln in figures.splitlines()), figures
+    assert any(ln.split() == ["tokens", "287,588"] for ln in figures.splitlines()), figures
+    assert "This run was interrupted (Ctrl-C)" in text

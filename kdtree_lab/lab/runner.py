@@ -361,8 +361,9 @@ def notes(outcomes: list[NotebookOutcome]) -> list[str]:
 
 
 def summary_table(profile: str, run_dir: Path, outcomes: list[NotebookOutcome]):
-    """The run's summary for a terminal: a rich table (notebook, status, seconds, key figures, skipped) and the
-    notes, to print with ``rich.console.Console().print``."""
+    """The run's summary for a terminal, for ``rich.console.Console().print``: a table of each notebook's status,
+    seconds and what it skipped or why it did not pass (a long error cut: the command prints it whole after), a
+    table of the key figures (one a row, so both read at 80 columns), and the notes."""
     from rich import box
     from rich.console import Group
     from rich.table import Table
@@ -371,15 +372,21 @@ def summary_table(profile: str, run_dir: Path, outcomes: list[NotebookOutcome]):
     colour = {"passed": "green", "passed-with-skips": "yellow", "not-run": "dim"}
     table = Table(title=f"kdtree-lab run ({profile}): {run_dir}", title_justify="left", box=box.SIMPLE_HEAD)
     for name, kw in (("notebook", {"no_wrap": True}), ("status", {"no_wrap": True}),
-                     ("seconds", {"justify": "right", "no_wrap": True}), ("key figures", {"overflow": "fold"}),
+                     ("seconds", {"justify": "right", "no_wrap": True}),
                      ("skipped here, or why not passed", {"overflow": "fold"})):
         table.add_column(name, **kw)
+    figures = Table(title="key figures", title_justify="left", box=box.SIMPLE_HEAD)
+    for name, kw in (("notebook", {"no_wrap": True}), ("figure", {}), ("value", {"overflow": "fold"})):
+        figures.add_column(name, **kw)
     for o in outcomes:
-        why = o.error or "; ".join(f"{s['what']} ({s['why']})" for s in o.skipped) or "-"
+        error = o.error if not o.error or len(o.error) <= 100 else o.error[:100].rstrip() + "... (whole below)"
+        why = error or "; ".join(f"{s['what']} ({s['why']})" for s in o.skipped) or "-"
         table.add_row(o.notebook, Text(o.status, style=colour.get(o.status, "red")),
-                      "-" if o.status == "not-run" else f"{o.duration_s:,.1f}",
-                      "; ".join(f"{k} {fmt(v)}" for k, v in o.figures.items()) or "-", why)
-    return Group(table, *(Text(n) for n in notes(outcomes)))
+                      "-" if o.status == "not-run" else f"{o.duration_s:,.1f}", why)
+        for i, (k, v) in enumerate(o.figures.items()):
+            figures.add_row(o.notebook if i == 0 else "", k, fmt(v))
+    parts = [table] + ([figures] if figures.row_count else [])
+    return Group(*parts, *(Text(n) for n in notes(outcomes)))
 
 
 def write_summary(run_dir: Path, profile: Profile, outcomes: list[NotebookOutcome]) -> None:
