@@ -8,7 +8,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from kdtree_lab.lab import runner
+from kdtree_lab.lab import report, runner
 from kdtree_lab.lab.profiles import Profile, auto_name, load
 
 
@@ -103,7 +103,7 @@ import json, sys
 from pathlib import Path
 sys.path.insert(0, {tests!r})
 from test_runner import PROFILE, _notebook, _sleeper
-from kdtree_lab.lab import runner
+from kdtree_lab.lab import report, runner
 tmp = Path({tmp!r})
 e, later = _sleeper(tmp, "96_sleep"), _notebook(tmp, "97_next", "pass")
 _, outcomes = runner.execute([e, later], PROFILE, {{}}, tmp / "run", progress=False)
@@ -254,7 +254,7 @@ def test_after_ctrl_c_every_later_notebook_names_the_one_that_stopped_the_run(mo
 def test_the_summary_says_what_passed_with_skips_means_only_when_something_was_skipped(tmp_path):
     O = runner.NotebookOutcome
     clean = [O("00_environment", "passed", 5.0), O("04_memory_budget", "passed", 6.0)]
-    assert runner.notes(clean) == []
+    assert report.notes(clean) == []
     runner.write_summary(tmp_path, PROFILE, clean)
     for page in ("summary.md", "index.html"):
         assert "passed-with-skips" not in (tmp_path / page).read_text(), page

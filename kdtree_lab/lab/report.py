@@ -58,14 +58,24 @@ def _row(o) -> str:
             f"<td>{o.duration_s:,.1f}</td><td><ul>{figures}</ul></td><td><ul>{skipped}</ul></td></tr>")
 
 
+def notes(outcomes: list) -> list[str]:
+    """The sentences under a run's summary (file, page and terminal): what passed-with-skips means, when a notebook
+    skipped something; that the run was interrupted, when it was."""
+    out = []
+    if any(o.skipped for o in outcomes):
+        out.append("A notebook that passed-with-skips did everything this machine allows; what it skipped is listed "
+                   "beside it and is not a pass.")
+    if any(o.status == "interrupted" for o in outcomes):
+        out.append("This run was interrupted (Ctrl-C): the notebooks after the interrupted one did not run.")
+    return out
+
+
 def write_index(run_dir: Path, profile: str, outcomes: list) -> Path:
     """``run_dir/index.html``: one row per notebook (linked to its HTML page and results JSON), its status, seconds,
     key figures and each skipped part with the reason, and the figures (PNG) the run saved."""
     rows = "".join(_row(o) for o in outcomes)
     pictures = "".join(f'<li><a href="{p.name}">{p.name}</a></li>' for p in sorted(run_dir.glob("*.png")))
-    from .runner import notes as run_notes
-
-    notes = [html.escape(n) for n in run_notes(outcomes)]
+    sentences = [html.escape(n) for n in notes(outcomes)]
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>kdtree-lab run ({html.escape(profile)})</title>
 <style>{_STYLE}</style></head><body>
@@ -74,7 +84,7 @@ def write_index(run_dir: Path, profile: str, outcomes: list) -> Path:
 (outputs and figures included) and to the JSON it wrote.</p>
 <table id="summary"><thead><tr><th>notebook</th><th>status</th><th>seconds</th><th>key figures</th><th>skipped here, and
 why</th></tr></thead><tbody>{rows}</tbody></table>
-{''.join(f'<p class="note">{n}</p>' for n in notes)}
+{''.join(f'<p class="note">{n}</p>' for n in sentences)}
 {f'<h2>Figures</h2><ul>{pictures}</ul>' if pictures else ''}
 </body></html>
 """

@@ -348,18 +348,6 @@ def _first_line(source: str) -> str:
     return lines[0][:80] if lines else ""
 
 
-def notes(outcomes: list[NotebookOutcome]) -> list[str]:
-    """The sentences under a run's summary (file, page and terminal): what passed-with-skips means, when a notebook
-    skipped something; that the run was interrupted, when it was."""
-    out = []
-    if any(o.skipped for o in outcomes):
-        out.append("A notebook that passed-with-skips did everything this machine allows; what it skipped is listed "
-                   "beside it and is not a pass.")
-    if any(o.status == "interrupted" for o in outcomes):
-        out.append("This run was interrupted (Ctrl-C): the notebooks after the interrupted one did not run.")
-    return out
-
-
 def summary_table(profile: str, run_dir: Path, outcomes: list[NotebookOutcome]):
     """The run's summary for a terminal, for ``rich.console.Console().print``: a table of each notebook's status,
     seconds and what it skipped or why it did not pass (a long error cut: the command prints it whole after), a
@@ -368,6 +356,8 @@ def summary_table(profile: str, run_dir: Path, outcomes: list[NotebookOutcome]):
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
+
+    from .report import notes
 
     colour = {"passed": "green", "passed-with-skips": "yellow", "not-run": "dim"}
     table = Table(title=f"kdtree-lab run ({profile}): {run_dir}", title_justify="left", box=box.SIMPLE_HEAD)
@@ -403,9 +393,9 @@ def write_summary(run_dir: Path, profile: Profile, outcomes: list[NotebookOutcom
         skipped = "; ".join(f"{s['what']} ({s['why']})" for s in o.skipped) or "-"
         status = o.status + (f": {o.error}" if o.error else "")
         lines.append(f"| {o.notebook} | {status} | {o.duration_s:.1f} | {figs} | {skipped} |")
+    from .report import notes, write_index
+
     for note in notes(outcomes):
         lines += ["", note]
     (run_dir / "summary.md").write_text("\n".join(lines) + "\n")
-    from .report import write_index
-
     write_index(run_dir, profile.name, outcomes)
