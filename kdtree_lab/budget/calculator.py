@@ -108,8 +108,8 @@ def compute(inp: BudgetInputs) -> BudgetResult:
         raise BudgetInputError(f"gpu: expected one of {', '.join(sorted(gs))}, found {inp.gpu!r}")
     m, g = ms[inp.model], gs[inp.gpu]
     if inp.quant not in m.weights_gib:
-        raise BudgetInputError(f"quant: expected one of {', '.join(sorted(m.weights_gib))} (the weights {inp.model} has), "
-                               f"found {inp.quant!r}")
+        raise BudgetInputError(f"quant: expected one of {', '.join(sorted(m.weights_gib))} (the weights {inp.model} "
+                               f"has), found {inp.quant!r}")
     for name in ("tp", "max_bs", "draft_tokens", "topk", "spec_steps", "context", "concurrency"):
         if getattr(inp, name) < 1:
             raise BudgetInputError(f"{name}: expected an integer >= 1, found {getattr(inp, name)}")

@@ -114,10 +114,11 @@ def workspace_lines(base: BudgetInputs = REFERENCE) -> list[dict]:
                             ("partial LSE", "rows x fp32, padded to 256 B", math.ceil(rows * 4 / 256) * 256)])
 
     at_bs = lp.batches[bs]
+    same = at_bs.workspace_bytes == lp.workspace_bytes
     why = "" if worst == bs else (
-        f": batch {worst} at {splits} splits holds {'as many' if at_bs.workspace_bytes == lp.workspace_bytes else 'more'}"
-        f" partial rows as batch {bs} at {at_bs.nsplit} (the split rule gives a smaller batch more splits), and one "
-        "workspace serves every captured size")
+        f": batch {worst} at {splits} splits holds {'as many' if same else 'more'} partial rows as batch {bs} at "
+        f"{at_bs.nsplit} (the split rule gives a smaller batch more splits), and one workspace serves every captured "
+        "size")
     out = layout(f"what the hook allocates, the largest layout of batches 1..{bs} (batch {worst}, {splits} splits, "
                  f"{lp.batches[worst].config.name}; {g.label}){why}", worst, splits)
     assert out[-1]["bytes"] == lp.workspace_bytes

@@ -11,8 +11,8 @@ from .args import as_flags, bounded_float, bounded_int, gpu_preset, one_of, posi
 
 # BudgetInputs' field -> the flag that sets it, to name a refused value by its flag.
 FLAGS = {n: "--" + n.replace("_", "-") for n in (
-    "gpu", "model", "tp", "quant", "kv_dtype", "max_bs", "draft_tokens", "topk", "spec_steps", "spec_algorithm", "nsplit",
-    "context", "concurrency", "mem_fraction", "chunked_prefill", "margin_mib", "activation_margin")} | {
+    "gpu", "model", "tp", "quant", "kv_dtype", "max_bs", "draft_tokens", "topk", "spec_steps", "spec_algorithm",
+    "nsplit", "context", "concurrency", "mem_fraction", "chunked_prefill", "margin_mib", "activation_margin")} | {
     "activation_model": "--activations"}
 
 
@@ -168,7 +168,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
     p.add_argument("--preset", choices=["reference-decision"],
                    help="reference-decision: the 0.93/0.94 (graphs off) vs 0.88 (graphs, verify workspace) "
                         "decision for this deployment (default: none, the budget itself)")
-    p.add_argument("--sglang-log", type=text_file, help="SGLang start-up log to calibrate G and the weights from (default: "
-                                                             "none, the presets' estimates)")
+    p.add_argument("--sglang-log", type=text_file, help="SGLang start-up log to calibrate G and the weights from "
+                                                             "(default: none, the presets' estimates)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_budget)

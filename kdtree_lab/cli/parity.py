@@ -76,7 +76,8 @@ def _fleet_parity(args: argparse.Namespace, cases) -> int:
 def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argparse has no public type
     p = sub.add_parser("parity", help="compare a kernel with the fp64 oracle on edge cases and random draws")
     p.add_argument("--impl", choices=list(IMPLS), default="cuda", metavar="IMPL",
-                   help="the implementation (default: cuda), one of:\n" + "\n".join(f"{i.name}: {i.summary}" for i in IMPLS.values()))
+                   help="the implementation (default: cuda), one of:\n"
+                        + "\n".join(f"{i.name}: {i.summary}" for i in IMPLS.values()))
     p.add_argument("--cases", type=bounded_int(0, 100_000), default=50, help="random cases after the edge grid")
     p.add_argument("--no-edge", action="store_true", help="skip the edge grid")
     p.add_argument("--max-prefix", type=bounded_int(1, 1 << 22), default=4096, help="longest prefix drawn (tokens)")
