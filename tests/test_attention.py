@@ -51,9 +51,34 @@ def test_bad_arguments_are_refused_in_one_line(kwargs, needle):
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal of a CUDA impl without a GPU")
-def test_a_cuda_implementation_without_a_gpu_is_refused():
-    with pytest.raises(ValueError, match="device: impl cuda runs on a CUDA GPU, found cpu .*impl triton runs on a CPU"):
-        VerifyAttention(8, 16, 8, device="cpu")
+def test_a_cuda_implementation_or_device_without_a_gpu_is_refused_saying_what_to_pass():
+    for kwargs, name in ((dict(device="cpu"), "impl: cuda"), (dict(device="cuda", impl="triton"), "device: 'cuda'")):
+        with pytest.raises(ValueError) as err:
+            VerifyAttention(8, 16, 8, **kwargs)
+        line = str(err.value)
+        assert line.startswith(name) and "\n" not in line and "found none here (torch " in line
+        assert "found cuda" not in line and "device='cpu' and impl='triton'" in line and "TRITON_INTERPRET=1" in line
+    with pytest.raises(ValueError, match="^device: 'cuda' needs a CUDA GPU, found none here .*device='cpu'"):
+        build_verify_batch([9], 4, 2, device="cuda")
+
+
+def test_the_triton_twin_on_a_cpu_outside_the_interpreter_is_refused(monkeypatch):
+    """Triton picks interpreter or compiler when a kernel is defined: unset before the import, or the kernels
+    defined without it, each gets one line naming TRITON_INTERPRET=1 (Triton's own is "0 active drivers")."""
+    import sys
+
+    from kdtree_lab.kernels import triton_verify
+
+    monkeypatch.delitem(sys.modules, "kdtree_lab.kernels.triton_verify")
+    monkeypatch.delenv("TRITON_INTERPRET")
+    with pytest.raises(ValueError, match="^impl: triton on a CPU needs Triton's interpreter, expected "
+                                         "TRITON_INTERPRET=1 in the environment, found it unset; start Python as"):
+        VerifyAttention(8, 16, 8, **CPU)
+    monkeypatch.setitem(sys.modules, "kdtree_lab.kernels.triton_verify", triton_verify)
+    monkeypatch.setattr(triton_verify, "DEFINED_INTERPRETED", False)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    with pytest.raises(ValueError, match="found the Triton kernels already defined without it; restart Python"):
+        VerifyAttention(8, 16, 8, **CPU)
 
 
 def _batch(**kw):
@@ -121,22 +146,61 @@ def test_the_triton_twin_through_it_matches_the_oracle(mask, kv):
     attn.clear_status()
 
 
-def readme_example() -> str:
+def readme_example(marker: str = "VerifyAttention", lang: str = "python") -> str:
     from kdtree_lab.core.paths import ROOT
 
     text = (ROOT / "README.md").read_text()
-    block = text.split("<!-- example: VerifyAttention -->\n```python\n", 1)[1].split("```", 1)[0]
-    assert len(block.strip().splitlines()) == 5, "the README promises five lines"
-    return block
+    return text.split(f"<!-- example: {marker} -->\n```{lang}\n", 1)[1].split("```", 1)[0]
 
 
-def test_the_readme_example_runs_on_the_cpu_through_the_triton_twin():
-    """The README's five lines with the CUDA device swapped for the CPU and the Triton twin (as it says), over
-    shorter prefixes (the interpreter takes a minute over the README's)."""
-    code = readme_example().replace('device="cuda")  #', 'device="cpu")  #').replace("[4096, 900]", "[70, 9]")
-    code = code.replace('kv_dtype="bf16", device="cuda")', 'kv_dtype="bf16", device="cpu", impl="triton")')
-    assert code.count('"cpu"') == 2 and "[70, 9]" in code
+def test_the_readme_gpu_example_is_five_lines():
+    assert len(readme_example().strip().splitlines()) == 5, "the README promises five lines"
+
+
+def _as_a_cpu_user(code: str, interpret: bool, lang: str) -> "subprocess.CompletedProcess":
+    """``code`` run in a fresh process from the repository root, with no GPU visible and TRITON_INTERPRET only as
+    the code sets it; the README's .venv/bin/python is this interpreter."""
+    import os
+    import subprocess
+    import sys
+
+    from kdtree_lab.core.paths import ROOT
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"} | {"CUDA_VISIBLE_DEVICES": ""}
+    if interpret:
+        env["TRITON_INTERPRET"] = "1"
+    cmd = ["bash", "-c", code.replace(".venv/bin/python", sys.executable)] if lang == "bash" else [sys.executable,
+                                                                                                  "-c", code]
+    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_the_readme_cpu_example_runs_as_written():
+    """README, "On a CPU": the shell block as a CPU user pastes it (no TRITON_INTERPRET beforehand)."""
+    done = _as_a_cpu_user(readme_example("VerifyAttention on a CPU", "bash"), interpret=False, lang="bash")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().startswith("VerifyAttention(") and done.stdout.strip().endswith("status 0")
+
+
+def test_the_readme_cpu_example_matches_the_oracle():
+    """The CPU block's Python, in this process (the interpreter is on), against the fp64 oracle."""
+    code = readme_example("VerifyAttention on a CPU", "bash").split("-c '", 1)[1].rsplit("'", 1)[0]
     scope = {}
-    exec(compile(code, "README.md", "exec"), scope)
+    exec(compile(code.replace("print(", "(").strip(), "README.md", "exec"), scope)
     b = scope["b"]
     assert within_tolerance(compare(b.o, reference(b))) and scope["attn"].status() == 0
+
+
+@pytest.mark.parametrize("which,interpret,last", [
+    ("gpu", True, "ValueError: device: 'cuda' needs a CUDA GPU, found none here (torch "),
+    ("cpu", False, "ValueError: impl: triton on a CPU needs Triton's interpreter, expected TRITON_INTERPRET=1"),
+])
+def test_the_readme_examples_fail_on_a_cpu_in_one_line_saying_what_to_do(which, interpret, last):
+    """The five lines on a CPU, and the CPU block's Python without TRITON_INTERPRET=1: the last line says what to
+    do, and no frame is torch's or Triton's (their own errors are pages about ATen_cuda and "0 active drivers")."""
+    code = (readme_example() if which == "gpu"
+            else readme_example("VerifyAttention on a CPU", "bash").split("-c '", 1)[1].rsplit("'", 1)[0])
+    done = _as_a_cpu_user(code, interpret=interpret, lang="python")
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1].startswith(last), done.stderr
+    assert "site-packages/torch" not in done.stderr and "site-packages/triton" not in done.stderr
+    assert "TRITON_INTERPRET=1" in done.stderr.splitlines()[-1]

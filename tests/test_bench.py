@@ -123,3 +123,47 @@ def test_fp8_speedups_pair_rows_over_both_pools_and_summary_keeps_them_apart():
     assert bench_results.fp8_speedups(rows) == [{"impl": "cuda_sm120", "B": 1, "L": 200_000, "N": 4, "H": 8, "bf16 ms": 0.09,
                                          "fp8 ms": 0.05, "bf16 / fp8": 1.8, "bound (fp8)": "memory"}]
     assert [s["impl"] for s in bench_results.summary(rows)] == ["cuda_sm120", "cuda_sm120 (fp8 KV)", "triton (fp8 KV)"]
+
+
+def test_the_speedup_figure_labels_stay_inside_their_panel_and_apart(tmp_path):
+    """06_speedup.png over the committed results (what a CPU run shows): every end-of-line label inside its own
+    panel, none overprinting another ("209x"/"199x" once did, and spilled into the next panel), the legend and
+    tick labels inside the figure."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from kdtree_lab.checks import bench_results
+    from kdtree_lab.core.display import figure_problems
+    from kdtree_lab.lab import plots
+
+    rows = bench_results.committed_current()["rows"]
+    fig = plots.speedup_vs_length(rows, tmp_path / "06_speedup.png")
+    assert figure_problems(fig) == []
+    labels = [t.get_text() for ax in fig.axes for t in ax.texts]
+    assert len(labels) >= 10 and all(t.endswith("x") for t in labels)
+    close = [{"impl": i, "H": 8, "N": 4, "L": length, "speedup_vs_sglang_verify": s * length / 4096}
+             for i, s in (("a", 100), ("b", 101), ("c", 99), ("d", 102)) for length in (4096, 200_000)]
+    assert figure_problems(plots.speedup_vs_length(close)) == []  # four lines ending within 3%: spread apart
+    r = bench_results.committed_current()
+    assert figure_problems(plots.roofline(r["rows"], r["ceilings"])) == []
+    errors = {i: [{"L_max": 2 ** k, "rel_l2": 1e-4 * (1 + k % 3)} for k in range(18)] for i in ("cuda", "triton")}
+    assert figure_problems(plots.parity_errors(errors, 0.02)) == []  # 03_parity_errors.png
+
+
+def test_figure_problems_finds_text_outside_the_figure_and_overprinted(tmp_path):
+    """The check itself: a legend hanging off the figure and two labels on top of each other are both reported."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from kdtree_lab.core.display import figure_problems
+
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.plot([1, 2], [1, 2], label="a line with a label long enough to hang off the right edge of a small figure")
+    ax.legend(loc="upper left", bbox_to_anchor=(0.5, 1.0))
+    ax.annotate("209x", (2, 2), xytext=(4, 0), textcoords="offset points")
+    ax.annotate("199x", (2, 1.99), xytext=(4, 0), textcoords="offset points")
+    found = figure_problems(fig)
+    assert any(p.startswith("legend") and "leaves the figure" in p for p in found), found
+    assert "'209x' overlaps '199x'" in found and "annotation '209x' leaves its axes" in found

@@ -113,11 +113,11 @@ def test_warnings_say_which_way_to_move():
 
 
 @pytest.mark.parametrize("over,needle", [
-    ({"gpu": "a100"}, "gpu: unknown preset 'a100'"),
-    ({"model": "llama"}, "model: unknown preset"),
+    ({"gpu": "a100"}, "gpu: expected one of b200, h100, h200, rtx-5090, rtx-pro-6000, found 'a100'"),
+    ({"model": "llama"}, "model: expected one of .*, found 'llama'"),
     ({"quant": "nf4"}, "quant:"),
     ({"gpu": "rtx-5090", "model": "deepseek-v3", "quant": "fp8"}, "weights:"),
-    ({"margin_mib": -1.0}, "margin_mib: a reserve cannot be negative"),
+    ({"margin_mib": -1.0}, "margin_mib: expected a reserve >= 0, found -1.0"),
     ({"tp": 3}, "tp:"),
     ({"mem_fraction": 1.2}, "mem_fraction"),
     ({"context": 0}, "context"),
@@ -211,14 +211,19 @@ def test_widget_recomputes_and_shows_errors():
     tokens_html = box.children[2]
 
     def shown():
-        m = re.search(r'data-fraction="([\d.]+)">(\d+)<', tokens_html.value)
-        return float(m.group(1)), int(m.group(2))
+        m = re.search(r'data-fraction="([\d.]+)">([\d,]+)<', tokens_html.value)
+        assert int(m.group(2).replace(",", "")) < 1000 or "," in m.group(2)  # thousands separated, as elsewhere
+        return float(m.group(1)), int(m.group(2).replace(",", ""))
 
     frac, tokens = shown()
     assert tokens == compute(BudgetInputs(mem_fraction=frac)).kv_tokens
     controls["mem-fraction-static"].value = 0.8
     frac, tokens = shown()
     assert frac == 0.8 and tokens == compute(BudgetInputs(mem_fraction=0.8)).kv_tokens
+    assert "--mem-fraction-static 0.800" in box.children[4].value
+    controls["mem-fraction-static"].value = 0.97  # not safe: no line to paste
+    assert "no launch line: fraction 0.970 is not safe" in box.children[4].value
+    assert "--mem-fraction-static" not in box.children[4].value
     controls["GPU"].value = "rtx-5090"  # Kimi K2 int4 at TP8 does not fit a 32 GB card
     assert "weights:" in box.children[1].value
 
@@ -241,14 +246,18 @@ def test_fp8_launch_line_is_served_without_a_fall_back_warning():
     assert abs(r.kv_tokens / bf16.kv_tokens - 2) < 0.01
 
 
-def test_budget_bar_legend_clears_the_axis_label():
+def test_budget_bar_legend_clears_the_axis_label_and_lies_inside_the_figure(tmp_path):
+    """As saved (the PNG index.html links): the legend box whole inside the figure, below the axis label, and no
+    text overlapping another (the legend was once cut on both sides: "raction (0.933)", "communica")."""
     import matplotlib
 
     matplotlib.use("Agg")
     from kdtree_lab.budget.widget import budget_bar
+    from kdtree_lab.core.display import figure_problems
 
-    fig = budget_bar(compute(BudgetInputs()))
-    fig.canvas.draw()
-    ax = fig.axes[0]
-    legend, label = ax.get_legend().get_window_extent(), ax.xaxis.label.get_window_extent()
-    assert not legend.overlaps(label), (legend, label)
+    for inp in (BudgetInputs(), BudgetInputs(kv_dtype="fp8", mem_fraction=0.9)):
+        fig = budget_bar(compute(inp), tmp_path / "04_budget_bar.png")
+        assert figure_problems(fig) == []
+        legend, label = fig.legends[0].get_window_extent(), fig.axes[0].xaxis.label.get_window_extent()
+        assert not legend.overlaps(label) and legend.y1 <= label.y0, (legend, label)
+        assert any("communication" in t.get_text() for t in fig.legends[0].get_texts())

@@ -59,7 +59,7 @@ def voila_url():
 
 def _shown(page):
     span = page.locator(".kd-kv-tokens")
-    return float(span.get_attribute("data-fraction")), int(span.inner_text())
+    return float(span.get_attribute("data-fraction")), int(span.inner_text().replace(",", ""))  # thousands separators
 
 
 def test_moving_the_fraction_slider_shows_the_library_kv_tokens(voila_url):

@@ -146,9 +146,10 @@ def test_cli_json_carries_the_proposals_and_the_estimates(capsys):
     data = json.loads(capsys.readouterr().out)
     assert data["proposals"] and all(p["launch_line"].startswith("KDTREE_VERIFY=on") for p in data["proposals"])
     assert set(data["safe_fractions"]) == set(pa.ACTIVATION_MODELS)
-    assert main(["budget", "--mem-fraction", "0.88", "--activations", "sglang-reserve"]) == 0
-    out = capsys.readouterr().out
+    assert main(["budget", "--mem-fraction", "0.88", "--activations", "sglang-reserve"]) == 2  # not safe there
+    out, err = capsys.readouterr()
     assert "largest safe fraction: 0.826 (activations sglang-reserve)" in out
+    assert "--mem-fraction 0.880: expected a safe fraction (at most 0.826 here)" in err
     assert "deployments that hold the context" in out
 
 
@@ -202,6 +203,10 @@ def test_cli_reference_decision_preset(capsys):
     assert main(["budget", "--preset", "reference-decision"]) == 0
     out = capsys.readouterr().out
     assert "which are safe and why" in out and "the quoted ~605 MB" in out
+    assert "the verify workspace for batches 1..8 (one allocation, sized by the largest)" in out
+    first = next(ln for ln in out.splitlines() if "what the hook allocates" in ln)
+    assert re.search(r"batch 6, 31 splits, .*: batch 6 at 31 splits holds as many partial rows as batch 8 at 23 "
+                     r"\(the split rule gives a smaller batch more splits\)", first), first  # why batch 6 shows
     assert main(["budget", "--preset", "reference-decision", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert {"consumers", "verdicts", "workspace", "largest_safe_fraction"} <= set(data)
@@ -215,7 +220,7 @@ def test_widget_follows_the_activation_choice_and_shows_proposals():
     verdict, proposals_html = box.children[3], box.children[5]
     assert f"largest safe fraction {compute(REF).safe_fraction:.3f} (activations {compute(REF).activation}" \
         in verdict.value
-    assert "deployments that hold the 200000-token context" in proposals_html.value
+    assert "deployments that hold the 200,000-token context" in proposals_html.value
     controls["activations follow"].value = "sglang-reserve"
     assert "largest safe fraction 0.826" in verdict.value
     controls["KV cache dtype"].value = "fp8"

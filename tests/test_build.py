@@ -127,3 +127,14 @@ def test_a_debug_waits_build_names_a_stuck_wait_and_is_its_own_library(built, mo
     assert "-DKDT_DEBUG_WAITS" in debug.command
     report = build.check_library(debug.library, ("sm_120a",))
     assert report.ok, report.problems
+
+
+def test_the_resource_table_says_a_hopper_kernel_has_no_sm_120a_body():
+    """sm_120a's cubin holds the wgmma kernels as empty stubs (4 registers): their rows say so, sm_90a's do not."""
+    cfgs = [{"kernel": "verify_wgmma_v5_kernel<64>", "arch": 90}, {"kernel": "verify_sm120_kernel<32,2>", "arch": 0}]
+    res = [KernelResources("sm_120a", "verify_wgmma_v5_kernel<64>", 4, 0, 0, 0),
+           KernelResources("sm_90a", "verify_wgmma_v5_kernel<64>", 168, 1024, 0, 0, hmma=82, hgmma=82),
+           KernelResources("sm_120a", "verify_sm120_kernel<32,2>", 232, 0, 0, 0, hmma=640)]
+    rows = build.resource_rows(build.CheckReport("lib.so", {}, {}, res, cfgs))
+    assert [r["note"] for r in rows] == [build.HOPPER_ONLY, "", ""]
+    assert rows[0]["registers"] == 4 and "no body for this arch" in rows[0]["note"]

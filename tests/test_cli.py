@@ -49,7 +49,8 @@ def test_run_refuses_wrong_type_by_name():
 
 def test_run_refuses_unknown_profile_and_notebook():
     assert "unknown profile 'nope'" in _cli("run", "--profile", "nope").stderr
-    assert "unknown notebook" in _cli("run", "--profile", "cpu", "--only", "42").stderr
+    assert "argument --only: expected notebook numbers or names (00, 01, 02, 03, 04, 05, 06, 07), found '42'" in _cli(
+        "run", "--profile", "cpu", "--only", "42").stderr
 
 
 def test_audit_json_reports_variant_mismatch(capsys):
@@ -91,6 +92,12 @@ def test_parity_cli_offers_every_cuda_implementation():
     (["run", "--cell-timeout", "0"], "argument --cell-timeout: expected an integer >= 1, found '0'"),
     (["budget", "--tp"], "argument --tp: expected a value after it, found none"),
     (["budget", "--frob"], "kdtree-lab budget: unrecognized argument(s) --frob: expected only the options --help lists"),
+    (["speculate", "--gpu", "a100"], "kdtree-lab speculate: argument --gpu: expected one of b200, h100, h200, "
+                                     "rtx-5090, rtx-pro-6000, found 'a100'"),
+    (["budget", "--model", "llama"], "argument --model: expected one of deepseek-v2-lite, deepseek-v3, kimi-k2, "
+                                     "found 'llama'"),
+    (["speculate", "--draft", "medusa"], "argument --draft: expected one of ddtree-math500, dflash-gsm8k"),
+    (["speculate", "--nodes", "1,4"], "argument --nodes: expected comma-separated integers >= 2, found '1,4'"),
 ])
 def test_bad_arguments_get_one_line_and_exit_2(argv, needle, capsys):
     from kdtree_lab.cli.main import main
@@ -103,24 +110,99 @@ def test_bad_arguments_get_one_line_and_exit_2(argv, needle, capsys):
     assert err.rstrip().endswith(f"(see kdtree-lab {argv[0]} --help)"), err
 
 
+def test_the_same_mistake_gets_the_same_words_in_every_command(capsys):
+    """budget and speculate share presets: an unknown one reads the same (the argument, expected, found)."""
+    lines = []
+    for cmd in ("budget", "speculate"):
+        with pytest.raises(SystemExit) as exc:
+            main([cmd, "--gpu", "h9000"])
+        assert exc.value.code == 2
+        lines.append(capsys.readouterr().err.replace(cmd, "CMD"))
+    assert lines[0] == lines[1], lines
+    assert "argument --gpu: expected one of b200, h100, h200, rtx-5090, rtx-pro-6000, found 'h9000'" in lines[0]
+
+
+@pytest.mark.parametrize("argv,found", [(["--bogus"], "'--bogus'"), ([], "none"), (["bogus"], "'bogus'"),
+                                        (["--bogus", "--json"], "'--bogus'")])
+def test_a_missing_or_unknown_command_is_named(argv, found, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"kdtree-lab: argument COMMAND: expected one of doctor, run, audit, build, parity, budget, "
+                          f"capture, bench, speculate, found {found} (see kdtree-lab --help)"), err
+
+
+def test_library_refusals_are_written_as_the_flags_that_set_them(capsys):
+    from kdtree_lab.cli.args import as_flags
+
+    assert as_flags("tp: expected a divisor of 64, got 3", ["tp"]) == "argument --tp: expected a divisor of 64, found 3"
+    assert as_flags("accept_length and accept_nodes: expected both", ["accept_length", "accept_nodes"]) == \
+        "arguments --accept-length and --accept-nodes: expected both"
+    assert as_flags("model: expected one of ['a', 'b'], got 'x'", {"model": "--model"}) == \
+        "argument --model: expected one of a, b, found 'x'"
+    assert as_flags("no colon here, got it", ["tp"]) == "no colon here, got it"
+    assert main(["budget", "--tp", "3"]) == 2
+    assert capsys.readouterr().err == ("kdtree-lab budget: argument --tp: expected a divisor of the model's 64 heads, "
+                                       "found 3\n")
+    assert main(["budget", "--quant", "nf4"]) == 2
+    assert "argument --quant: expected one of bf16, fp8, int4 (the weights kimi-k2 has), found 'nf4'" in \
+        capsys.readouterr().err
+
+
 def _options():
     sub = next(a for a in build_parser()._actions if a.dest == "command")
     return [(name, a) for name, p in sub.choices.items() for a in p._actions if a.option_strings and a.dest != "help"]
 
 
-@pytest.mark.parametrize("sub", SUBCOMMANDS)
-def test_help_shows_each_default_and_no_markup(sub, capsys):
+def _help_blocks(sub: str, capsys) -> dict[str, str]:
+    """``kdtree-lab SUB --help`` (80 columns) split per option: first option string -> its lines."""
+    import re
+
     with pytest.raises(SystemExit):
         main([sub, "--help"])
-    text = "".join(capsys.readouterr().out.split())  # argparse wraps lines, also at hyphens
-    assert "`" not in text and "**" not in text
+    out = capsys.readouterr().out.split("options:", 1)[1]
+    blocks, key = {}, None
+    for line in out.splitlines():
+        if m := re.match(r"  (-[-\w]+)", line):
+            key = m.group(1)
+        if key:
+            blocks[key] = blocks.get(key, "") + line + "\n"
+    return blocks
+
+
+@pytest.mark.parametrize("sub", SUBCOMMANDS)
+def test_help_shows_each_default_and_no_markup(sub, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    blocks = _help_blocks(sub, capsys)
+    assert "`" not in "".join(blocks.values()) and "**" not in "".join(blocks.values())
     for name, a in _options():
         if name != sub:
             continue
         assert a.help, f"{sub} {a.option_strings[0]} has no help"
-        if a.default not in (None, False):
+        if a.nargs == 0:  # a flag: off unless given
+            continue
+        block = " ".join(blocks[a.option_strings[0]].split())
+        assert "default" in block, (sub, a.option_strings[0], block)
+        if a.default is not None and "default" not in a.help:
             shown = ",".join(map(str, a.default)) if isinstance(a.default, (list, tuple)) else str(a.default)
-            assert "default" in a.help or "".join(f"(default: {shown})".split()) in text, (sub, a.option_strings[0])
+            assert f"(default: {shown})" in block, (sub, a.option_strings[0], block)
+
+
+def test_help_lists_implementations_whole_and_one_per_line(capsys, monkeypatch):
+    """bench --impl's choices are never broken inside a name; parity --impl is a list, one implementation a line."""
+    import re
+
+    from kdtree_lab.kernels.impls import IMPLS
+
+    monkeypatch.setenv("COLUMNS", "80")
+    bench = _help_blocks("bench", capsys)["--impl"].splitlines()
+    for name in [*IMPLS, "sglang_extend", "sglang_decode"]:
+        assert any(re.search(rf"(?<![\w]){name}(?![\w])", line) for line in bench), (name, bench)
+    parity = [ln.strip() for ln in _help_blocks("parity", capsys)["--impl"].splitlines()]
+    starts = [ln.split(":", 1)[0] for ln in parity if ln.split(":", 1)[0] in IMPLS]
+    assert starts == list(IMPLS), parity  # each on a line of its own, in the registry's order
+    assert "(default: cuda)" in parity[0]
 
 
 def test_top_level_help_has_no_markup(capsys):
@@ -170,6 +252,31 @@ def test_budget_prints_the_validate_line_for_the_first_start_and_the_on_line_aft
     assert "KDTREE_VERIFY" not in out and "python -m sglang.launch_server" in out
 
 
+@pytest.mark.parametrize("json_flag", [[], ["--json"]])
+def test_budget_refuses_an_unsafe_fraction_with_no_launch_line_and_exit_2(json_flag, capsys):
+    import re
+
+    from kdtree_lab.budget.calculator import compute
+    from kdtree_lab.budget.inputs import BudgetInputs
+
+    safe = compute(BudgetInputs()).safe_fraction
+    assert main(["budget", "--mem-fraction", "0.99", *json_flag]) == 2
+    out, err = capsys.readouterr()
+    assert err.startswith(f"kdtree-lab budget: --mem-fraction 0.990: expected a safe fraction (at most {safe:.3f} "
+                          "here), found 0.990, which leaves") and len(err.strip().splitlines()) == 1, err
+    assert f"rerun with --mem-fraction {safe:.3f}" in err
+    printed = [float(f) for f in re.findall(r"--mem-fraction-static (\d\.\d+)", out)]
+    assert 0.99 not in printed  # what is printed: the proposals' lines, each at its own largest safe fraction
+    assert "KDTREE_VERIFY=validate" not in out
+    if not json_flag:
+        assert "no launch line: the fraction evaluated is not safe" in out
+        assert re.search(r"KV tokens: \d{1,3}(,\d{3})+ \(\d{1,3}(,\d{3})+ per request", out), out
+    else:
+        assert json.loads(out)["launch_line"] == ""
+    assert main(["budget", "--mem-fraction", f"{safe:.3f}"]) == 0  # the safe one it names gets its lines
+    assert f"--mem-fraction-static {safe:.3f}" in capsys.readouterr().out
+
+
 def test_build_table_is_aligned_and_names_are_demangled(monkeypatch, capsys):
     from kdtree_lab.core.display import aligned_table
     from kdtree_lab.kernels.build import _short
@@ -190,7 +297,32 @@ def test_parity_refuses_a_cuda_impl_without_a_gpu(capsys):
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
     assert main(["parity", "--impl", "cuda_sm120"]) == 2
-    assert "--impl cuda_sm120 needs a CUDA GPU" in capsys.readouterr().err
+    assert "--impl cuda_sm120: expected a CUDA GPU, found none here" in capsys.readouterr().err
+
+
+def _cli_without_gpu(*args, interpret=True):
+    """The command as a CPU user runs it: no GPU visible, TRITON_INTERPRET set only when asked."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"} | {"CUDA_VISIBLE_DEVICES": ""}
+    if interpret:
+        env["TRITON_INTERPRET"] = "1"
+    return subprocess.run([sys.executable, "-m", "kdtree_lab", *args], capture_output=True, text=True, env=env)
+
+
+@pytest.mark.parametrize("argv,interpret,line", [
+    (["--device", "cuda", "--impl", "triton"], True, "kdtree-lab parity: --device cuda: expected a CUDA GPU, found "
+                                                     "none here (torch "),
+    (["--impl", "cuda_sm120"], True, "kdtree-lab parity: --impl cuda_sm120: expected a CUDA GPU, found none here"),
+    (["--device", "cpu", "--impl", "cuda"], True, "kdtree-lab parity: --impl cuda: expected a CUDA GPU, found "
+                                                  "--device cpu; on a CPU run TRITON_INTERPRET=1 kdtree-lab parity"),
+    (["--impl", "triton"], False, "kdtree-lab parity: --impl triton on a CPU: expected TRITON_INTERPRET=1 in the "
+                                  "environment (Triton's interpreter), found it unset; run TRITON_INTERPRET=1"),
+])
+def test_parity_on_a_cpu_refuses_what_needs_a_gpu_or_the_interpreter_in_one_line(argv, interpret, line):
+    done = _cli_without_gpu("parity", *argv, "--cases", "0", "--no-edge", interpret=interpret)
+    assert done.returncode == 2 and done.stderr.startswith(line), done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and not done.stdout, done.stderr
 
 
 def test_run_refuses_a_gpu_profile_without_a_gpu_and_an_unwritable_out(capsys, tmp_path):
@@ -227,10 +359,8 @@ def test_audit_cli_names_an_fp8_declaration_over_a_bf16_pool(capsys):
 
 
 @pytest.mark.parametrize("argv,needle", [
-    (["--tp", "3"], "--tp: expected a divisor of the model's 64 heads, got 3"),
-    (["--gpu", "a100"], "--gpu: expected one of"),
-    (["--draft", "medusa"], "--draft: expected one of"),
-    (["--nodes", "1,4"], "--nodes: expected tree sizes >= 2"),
+    (["--tp", "3"], "kdtree-lab speculate: argument --tp: expected a divisor of the model's 64 heads, found 3"),
+    (["--model", "llama"], "argument --model: expected one of deepseek-v2-lite, deepseek-v3, kimi-k2, found 'llama'"),
     (["--accept-length", "2.3"], "--accept-length and --accept-nodes: expected both"),
     (["--accept-length", "5", "--accept-nodes", "4"], "acceptance length: a chain of 4 nodes commits between 1 and 4"),
     (["--step-ms", "12"], "--step-context: a measured step time needs the context"),
@@ -252,3 +382,37 @@ def test_speculate_json_is_the_sweep(capsys):
     assert [r["context"] for r in res["rows"]] == [4096, 200000]
     assert set(res["rows"][0]["trees"]["ours"]) == {"4", "16"} and res["label"].startswith("model")
     assert set(res["break_even"]) == {"ours", "sglang"}
+
+
+def test_doctor_says_a_cpu_torch_build_in_words(capsys):
+    from dataclasses import replace
+
+    from kdtree_lab.lab.doctor import collect, render
+
+    env = collect()
+    cpu = render(replace(env, torch="2.13.0+cpu", torch_cuda=None))
+    assert "2.13.0+cpu (a CPU build, no CUDA)" in cpu and "None" not in cpu
+    assert "2.13.0+cu130 (built for CUDA 13.0)" in render(replace(env, torch="2.13.0+cu130", torch_cuda="13.0"))
+    shown = render(replace(env, torch_arch_list=["sm_90", "sm_120"], sm120_in_torch=True))
+    assert "sm_120 in torch arch list  yes" in shown and "True" not in shown
+
+
+def test_tables_say_yes_no_and_separate_thousands():
+    from kdtree_lab.core.display import aligned_table, fmt, markdown_table
+
+    rows = [{"config": "a", "fits": {"sm_120a": True, "sm_90a": False}, "safe": True, "KV tokens": 287588}]
+    for text in (markdown_table(rows), aligned_table(rows)):
+        assert "sm_120a yes, sm_90a no" in text and "287,588" in text
+        assert "True" not in text and "False" not in text
+    assert fmt(False) == "no" and fmt(1234567) == "1,234,567"
+
+
+def test_the_static_budget_widget_separates_thousands():
+    """What notebook 04 stores: no bare 6-digit token counts outside the launch lines."""
+    import re
+
+    from kdtree_lab.budget.widget import static
+
+    text = re.sub(r"<code>.*?</code>", "", static())
+    assert not re.findall(r"(?<![\d.,])\d{5,}(?![\d.,])", re.sub(r'data-fraction="[\d.]+"', "", text)), text
+    assert re.search(r"\d{1,3},\d{3}", text)

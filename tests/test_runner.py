@@ -8,7 +8,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from kdtree_lab.lab import runner
+from kdtree_lab.lab import report, runner
 from kdtree_lab.lab.profiles import Profile, auto_name, load
 
 
@@ -103,7 +103,7 @@ import json, sys
 from pathlib import Path
 sys.path.insert(0, {tests!r})
 from test_runner import PROFILE, _notebook, _sleeper
-from kdtree_lab.lab import runner
+from kdtree_lab.lab import report, runner
 tmp = Path({tmp!r})
 e, later = _sleeper(tmp, "96_sleep"), _notebook(tmp, "97_next", "pass")
 _, outcomes = runner.execute([e, later], PROFILE, {{}}, tmp / "run", progress=False)
@@ -173,11 +173,11 @@ def test_parameter_bounds_from_the_help_comment(tmp_path):
     nbformat.write(nb, tmp_path / "90_b.ipynb")
     e = runner.NotebookEntry("90", "90_b", "b", "no", 0.1, 0.1, source=tmp_path / "90_b.ipynb")
     assert runner.plan_parameters([e], PROFILE, {"max_bs": 1, "lens": [3], "frac": 0.1}, tmp_path)
-    with pytest.raises(runner.ParameterError, match=r"'max_bs' of 90_b: expected >= 1, got -1"):
+    with pytest.raises(runner.ParameterError, match=r"'max_bs' of 90_b: expected >= 1, found -1"):
         runner.plan_parameters([e], PROFILE, {"max_bs": -1}, tmp_path)
-    with pytest.raises(runner.ParameterError, match="expected >= 1 for every element, got \\[3, 0\\]"):
+    with pytest.raises(runner.ParameterError, match="expected >= 1 for every element, found \\[3, 0\\]"):
         runner.plan_parameters([e], PROFILE, {"lens": [3, 0]}, tmp_path)
-    with pytest.raises(runner.ParameterError, match="expected > 0, got 0"):
+    with pytest.raises(runner.ParameterError, match="expected > 0, found 0"):
         runner.plan_parameters([e], PROFILE, {"frac": 0}, tmp_path)
 
 
@@ -209,3 +209,81 @@ def test_headless_runs_store_text_progress_not_stale_widgets(tmp_path):
     assert not [o for o in outputs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
     progress = [o["text"] for o in outputs if "work:" in o.get("text", "")]
     assert len(progress) == 1 and progress[0].startswith("work: 3/3 items in "), progress  # one line, the final count
+
+
+def _fake_run(monkeypatch, tmp_path, interrupt_at: str):
+    """The real manifest's notebooks through ``execute`` with papermill stood in for: each writes its results until
+    ``interrupt_at``, where Ctrl-C arrives. Returns (outcomes, run dir, what the terminal showed)."""
+    import io
+
+    import papermill
+    from rich.console import Console
+
+    from kdtree_lab.lab.record import save_results
+
+    def fake(path, output, parameters, **kw):
+        name = Path(path).stem
+        if name == interrupt_at:
+            raise KeyboardInterrupt
+        save_results(parameters["run_dir"], name, {"figures": {"tokens": 287588}})
+
+    shown = io.StringIO()
+    monkeypatch.setattr(papermill, "execute_notebook", fake)
+    monkeypatch.setattr("rich.console.Console", lambda **kw: Console(file=shown, width=80, color_system=None))
+    entries = {e.name: e for e in runner.manifest()}
+    chosen = [entries[n] for n in ("07_speculation", "03_eager_parity", "02_kernel_build", "04_memory_budget")]
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "kernels.log").write_text("")  # as the kernels leave it when they say nothing
+    _, outcomes = runner.execute(chosen, load("cpu"), {}, out, progress=False)
+    return outcomes, out, shown.getvalue()
+
+
+def test_after_ctrl_c_every_later_notebook_names_the_one_that_stopped_the_run(monkeypatch, tmp_path):
+    outcomes, out, shown = _fake_run(monkeypatch, tmp_path, "03_eager_parity")
+    assert [o.status for o in outcomes] == ["passed", "interrupted", "not-run", "not-run"]
+    assert [o.error for o in outcomes[2:]] == ["03_eager_parity interrupted before it"] * 2
+    assert not (out / "kernels.log").exists(), "an empty kernels.log is not left in the run folder"
+    started = [ln for ln in shown.splitlines() if ln.startswith("[")]
+    assert [ln.split()[1] for ln in started] == ["07_speculation", "03_eager_parity"]
+    assert all(len(ln) <= 80 for ln in started), started  # a long title ends in an ellipsis, on its one line
+    assert started[0].startswith("[1/4] 07_speculation (profile cpu): When tree speculation pays")
+    assert started[0].endswith("\u2026") and shown.splitlines()[1].split()[0] == "passed"  # cut, not wrapped
+
+
+def test_the_summary_says_what_passed_with_skips_means_only_when_something_was_skipped(tmp_path):
+    O = runner.NotebookOutcome
+    clean = [O("00_environment", "passed", 5.0), O("04_memory_budget", "passed", 6.0)]
+    assert report.notes(clean) == []
+    runner.write_summary(tmp_path, PROFILE, clean)
+    for page in ("summary.md", "index.html"):
+        assert "passed-with-skips" not in (tmp_path / page).read_text(), page
+    skipped = clean + [O("03_eager_parity", "passed-with-skips", 9.0, skipped=[{"what": "CUDA part", "why": "no GPU"}])]
+    runner.write_summary(tmp_path, PROFILE, skipped)
+    for page in ("summary.md", "index.html"):
+        assert "A notebook that passed-with-skips did everything this machine allows" in (tmp_path / page).read_text()
+
+
+def test_the_run_summary_on_a_terminal_is_a_table_not_markdown():
+    """What ``kdtree-lab run`` prints at the end: a rich table, statuses whole, no Markdown markup, within 80 columns."""
+    import io
+
+    from rich.console import Console
+
+    O = runner.NotebookOutcome
+    outcomes = [O("00_environment", "passed", 5.0, figures={"torch": "2.13.0+cpu", "tokens": 287588}),
+                O("03_eager_parity", "passed-with-skips", 163.8, skipped=[{"what": "CUDA part", "why": "no GPU"}]),
+                O("04_memory_budget", "interrupted", 2.0, error="Ctrl-C in cell 3"),
+                O("05_cuda_graphs", "not-run", error="04_memory_budget interrupted before it")]
+    buf = io.StringIO()
+    Console(file=buf, width=80, color_system=None).print(runner.summary_table("cpu", Path("/tmp/r"), outcomes))
+    text = buf.getvalue()
+    assert text.startswith("kdtree-lab run (cpu): /tmp/r")
+    assert "# " not in text and "`" not in text and "|" not in text and "---" not in text
+    assert all(len(ln) <= 80 for ln in text.splitlines())
+    statuses, figures = text.split("key figures", 1)
+    rows = {ln.split()[0]: ln.split()[1] for ln in statuses.splitlines() if ln.strip()[:2] in ("00", "03", "04", "05")}
+    assert rows == {o.notebook: o.status for o in outcomes}  # each status whole, on its notebook's line
+    assert any(ln.split() == ["00_environment", "torch", "2.13.0+cpu"] for ln in figures.splitlines()), figures
+    assert any(ln.split() == ["tokens", "287,588"] for ln in figures.splitlines()), figures
+    assert "This run was interrupted (Ctrl-C)" in text

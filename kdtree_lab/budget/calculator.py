@@ -74,6 +74,11 @@ class BudgetResult:
         return int((self.g_bytes * self.safe_fraction - self.weights_bytes) // self.cell_bytes) \
             // self.inputs.concurrency >= self.inputs.context
 
+    @property
+    def fraction_is_safe(self) -> bool:
+        """Whether the evaluated fraction leaves the slack every non-pool consumer needs (no launch line otherwise)."""
+        return self.impossible is None and self.g_bytes * (1 - self.fraction) >= self.slack_needed_bytes
+
     def verdict(self) -> str:
         """Whether the evaluated fraction is safe, and why: the slack it leaves against what the consumers need."""
         slack = self.g_bytes * (1 - self.fraction)
@@ -82,7 +87,7 @@ class BudgetResult:
                + (f" (activations {act.bytes / GIB:.2f} GiB, {self.activation})" if act else ""))
         if self.impossible:
             return f"no fraction is safe: {self.impossible}"
-        return f"fraction {self.fraction:.3f} is {'safe' if slack >= self.slack_needed_bytes else 'not safe'}: {why}"
+        return f"fraction {self.fraction:.3f} is {'safe' if self.fraction_is_safe else 'not safe'}: {why}"
 
     def table(self) -> list[dict]:
         """Every consumer (the activation estimates not followed are shown as ``not counted``) and the KV pool."""
@@ -98,34 +103,35 @@ def compute(inp: BudgetInputs) -> BudgetResult:
     that hold the context when this one does not come from ``proposals.with_proposals``."""
     ms, gs = models(), gpus()
     if inp.model not in ms:
-        raise BudgetInputError(f"model: unknown preset {inp.model!r}; known: {sorted(ms)}")
+        raise BudgetInputError(f"model: expected one of {', '.join(sorted(ms))}, found {inp.model!r}")
     if inp.gpu not in gs:
-        raise BudgetInputError(f"gpu: unknown preset {inp.gpu!r}; known: {sorted(gs)}")
+        raise BudgetInputError(f"gpu: expected one of {', '.join(sorted(gs))}, found {inp.gpu!r}")
     m, g = ms[inp.model], gs[inp.gpu]
     if inp.quant not in m.weights_gib:
-        raise BudgetInputError(f"quant: {inp.model} has weights for {sorted(m.weights_gib)}, not {inp.quant!r}")
+        raise BudgetInputError(f"quant: expected one of {', '.join(sorted(m.weights_gib))} (the weights {inp.model} "
+                               f"has), found {inp.quant!r}")
     for name in ("tp", "max_bs", "draft_tokens", "topk", "spec_steps", "context", "concurrency"):
         if getattr(inp, name) < 1:
-            raise BudgetInputError(f"{name}: must be >= 1, got {getattr(inp, name)}")
+            raise BudgetInputError(f"{name}: expected an integer >= 1, found {getattr(inp, name)}")
     if not 0 <= inp.nsplit <= MAX_NSPLIT:
-        raise BudgetInputError(f"nsplit: must be 1..{MAX_NSPLIT}, or 0 for the kernel's own split rule, got "
+        raise BudgetInputError(f"nsplit: expected 1..{MAX_NSPLIT}, or 0 for the kernel's own split rule, found "
                                f"{inp.nsplit}")
     if inp.chunked_prefill is not None and inp.chunked_prefill < 1:
-        raise BudgetInputError(f"chunked_prefill: must be >= 1 (or unset for SGLang's default), got "
+        raise BudgetInputError(f"chunked_prefill: expected >= 1 (or unset for SGLang's default), found "
                                f"{inp.chunked_prefill}")
     problem = speculative_problem(inp.spec_algorithm, inp.spec_steps, inp.topk, inp.draft_tokens)
     if problem:
         raise BudgetInputError(problem)
     for name in ("context_overhead_mib", "graph_pool_mib_per_size", "margin_mib", "activation_margin"):
         if getattr(inp, name) < 0:
-            raise BudgetInputError(f"{name}: a reserve cannot be negative, got {getattr(inp, name)}")
+            raise BudgetInputError(f"{name}: expected a reserve >= 0, found {getattr(inp, name)}")
     if inp.activation_model not in ACTIVATION_MODELS:
-        raise BudgetInputError(f"activation_model: expected one of {', '.join(ACTIVATION_MODELS)}, got "
+        raise BudgetInputError(f"activation_model: expected one of {', '.join(ACTIVATION_MODELS)}, found "
                                f"{inp.activation_model!r}")
     if m.heads % inp.tp:
-        raise BudgetInputError(f"tp: {m.heads} heads do not divide over tp={inp.tp}")
+        raise BudgetInputError(f"tp: expected a divisor of the model's {m.heads} heads, found {inp.tp}")
     if inp.mem_fraction is not None and not 0.0 < inp.mem_fraction < 1.0:
-        raise BudgetInputError(f"mem_fraction: expected a value in (0, 1), got {inp.mem_fraction}")
+        raise BudgetInputError(f"mem_fraction: expected a value in (0, 1), found {inp.mem_fraction}")
     heads = m.heads // inp.tp
     gpu_bytes = g.memory_mib * MIB
     g_bytes = int(inp.measured.get("G", gpu_bytes - inp.context_overhead_mib * MIB))
@@ -196,7 +202,7 @@ def compute(inp: BudgetInputs) -> BudgetResult:
             warnings.append(f"start-up OOM: weights ({weights / GIB:.1f} GiB) exceed G x fraction "
                             f"({g_bytes * frac / GIB:.1f} GiB); raise --mem-fraction-static, at most to {safe:.3f}")
         elif frac < need <= safe:
-            warnings.append(f"fraction {frac:.3f} leaves {tokens} KV tokens, less than one {inp.context}-token "
+            warnings.append(f"fraction {frac:.3f} leaves {tokens:,} KV tokens, less than one {inp.context:,}-token "
                             f"request: raise --mem-fraction-static to between {need:.3f} and {safe:.3f}")
         if frac > safe:
             warnings.append(f"run-time OOM risk: fraction {frac:.3f} leaves {g_bytes * (1 - frac) / GIB:.2f} GiB of "

@@ -15,7 +15,7 @@ def speculative_problem(algorithm: str, steps: int, topk: int, draft_tokens: int
     N - 1 of topk + (steps - 1) x topk^2 scored candidates (speculative/eagle_utils.py organize_draft_results);
     DFLASH drafts one block, top-k 1, one step."""
     if algorithm not in SPEC_ALGORITHMS:
-        return f"spec_algorithm: expected one of {', '.join(SPEC_ALGORITHMS)}, got {algorithm!r}"
+        return f"spec_algorithm: expected one of {', '.join(SPEC_ALGORITHMS)}, found {algorithm!r}"
     if algorithm == "DFLASH" and (topk != 1 or steps != 1):
         return (f"topk/spec_steps: DFLASH drafts a chain of draft_tokens (its block size) with topk 1 and one step; "
                 f"got topk={topk}, spec_steps={steps}")

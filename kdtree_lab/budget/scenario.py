@@ -110,11 +110,17 @@ def workspace_lines(base: BudgetInputs = REFERENCE) -> list[dict]:
         rows = b * (splits + 1) * n * heads
         return block(name, [("header (status word)", "256 B", HEADER_BYTES),
                             (f"partial outputs: {b} requests x ({splits} splits + 1 draft block) x {n} nodes x "
-                             f"{heads} heads = {rows} rows", f"rows x {D_V} x fp32", rows * D_V * 4),
+                             f"{heads} heads = {rows:,} rows", f"rows x {D_V} x fp32", rows * D_V * 4),
                             ("partial LSE", "rows x fp32, padded to 256 B", math.ceil(rows * 4 / 256) * 256)])
 
-    out = layout(f"what the hook allocates (batch {worst}, {splits} splits, {lp.batches[worst].config.name}; "
-                 f"{g.label})", worst, splits)
+    at_bs = lp.batches[bs]
+    same = at_bs.workspace_bytes == lp.workspace_bytes
+    why = "" if worst == bs else (
+        f": batch {worst} at {splits} splits holds {'as many' if same else 'more'} partial rows as batch {bs} at "
+        f"{at_bs.nsplit} (the split rule gives a smaller batch more splits), and one workspace serves every captured "
+        "size")
+    out = layout(f"what the hook allocates, the largest layout of batches 1..{bs} (batch {worst}, {splits} splits, "
+                 f"{lp.batches[worst].config.name}; {g.label}){why}", worst, splits)
     assert out[-1]["bytes"] == lp.workspace_bytes
     out += layout(f"the same layout at 16 splits, batch {bs}", bs, 16)
     sg = {c.sglang: c for c in triton_graph_buffers(heads, bs, n, 1, 1, base.context, g.sms)}
@@ -123,22 +129,28 @@ def workspace_lines(base: BudgetInputs = REFERENCE) -> list[dict]:
     out += block(f"SGLang's own decode split-K buffers for the same {bs * n} tokens (triton_backend.py "
                  "init_cuda_graph_state)",
                  [(f"cuda_graph_attn_logits: {bs} requests x {n} nodes x {heads} heads x {s} splits = "
-                   f"{bs * n * heads * s} rows", f"rows x {D_V} (v_head_dim) x fp32", logits.bytes),
+                   f"{bs * n * heads * s:,} rows", f"rows x {D_V} (v_head_dim) x fp32", logits.bytes),
                   ("cuda_graph_attn_lse", "rows x fp32", lse.bytes)])
     rows = math.prod(QUOTED_READINGS[0])
     a, b = (" x ".join(map(str, r)) for r in QUOTED_READINGS)
     out += block(f"the quoted ~{QUOTED_WORKSPACE_MB} MB (source not found)",
-                 [(f"partials: {rows} rows, read as {a} (requests x nodes x heads x splits) or as {b}",
+                 [(f"partials: {rows:,} rows, read as {a} (requests x nodes x heads x splits) or as {b}",
                    f"rows x {QUOTED_WIDTH} x fp32", rows * QUOTED_WIDTH * 4),
                   ("LSE", "rows x fp32", rows * 4)])
     return out
+
+
+def workspace_title(base: BudgetInputs = REFERENCE) -> str:
+    """The heading of :func:`workspace_lines` (notebook 04 and ``kdtree-lab budget --preset reference-decision``)."""
+    return (f"the verify workspace for batches 1..{base.max_bs} (one allocation, sized by the largest), line by line "
+            "(bytes)")
 
 
 def reference_decision(base: BudgetInputs = REFERENCE) -> dict:
     """The whole scenario as plain data (what the CLI prints and notebook 04 shows)."""
     scenario = runs(base)
     return {"deployment": base, "consumers": consumer_rows(scenario), "verdicts": verdict_rows(scenario),
-            "workspace": workspace_lines(base),
+            "workspace": workspace_lines(base), "workspace_title": workspace_title(base),
             "largest_safe_fraction": {m: scenario[-1].by_model[m].safe_fraction for m in ACTIVATION_MODELS},
             "largest_safe_fraction_without_graphs": {m: scenario[0].by_model[m].safe_fraction
                                                      for m in ACTIVATION_MODELS}}

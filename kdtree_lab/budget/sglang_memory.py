@@ -31,7 +31,7 @@ def kv_cell_bytes(m: ModelPreset, kv_dtype: str) -> int:
     """KV bytes per token over all layers: 576 x (layers + draft layers) x dtype bytes (SGLang's cell size)."""
     elem = {"bf16": 2, "fp8": 1}.get(kv_dtype)
     if elem is None:
-        raise BudgetInputError(f"kv_dtype: expected bf16 or fp8, got {kv_dtype!r}")
+        raise BudgetInputError(f"kv_dtype: expected bf16 or fp8, found {kv_dtype!r}")
     return (m.kv_lora_rank + m.qk_rope_head_dim) * (m.layers + m.draft_layers) * elem
 
 

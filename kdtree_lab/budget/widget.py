@@ -8,7 +8,7 @@ import html
 from dataclasses import replace
 from pathlib import Path
 
-from ..core.display import save_figure
+from ..core.display import fmt, save_figure
 from .calculator import compute
 from .inputs import GIB, BudgetInputError, BudgetInputs
 from .presets import gpus, models
@@ -107,9 +107,9 @@ def build(inp: BudgetInputs | None = None):
 
 
 def _tokens_html(res) -> str:
-    return (f'KV tokens: <span class="kd-kv-tokens" data-fraction="{res.fraction:.3f}">{res.kv_tokens}'
+    return (f'KV tokens: <span class="kd-kv-tokens" data-fraction="{res.fraction:.3f}">{res.kv_tokens:,}'
             f'</span> &middot; max context per request at {res.inputs.concurrency}: '
-            f'<span class="kd-max-context">{res.max_context_per_request}</span>')
+            f'<span class="kd-max-context">{res.max_context_per_request:,}</span>')
 
 
 def _verdict_html(res) -> str:
@@ -121,6 +121,10 @@ def _verdict_html(res) -> str:
 
 
 def _launch_html(res) -> str:
+    """The launch line, or why there is none: an unsafe fraction gets no line to paste (as ``kdtree-lab budget``)."""
+    if res.impossible or not res.fraction_is_safe:
+        return (f"<i>no launch line: fraction {res.fraction:.3f} is not safe (at most {res.safe_fraction:.3f})</i>"
+                if not res.impossible else "<i>no launch line: the deployment does not fit</i>")
     return f"<code>{html.escape(res.launch_line)}</code>"
 
 
@@ -142,9 +146,10 @@ def _proposals_html(res) -> str:
     if not res.proposals:
         return ""
     head = "".join(f"<th>{html.escape(k)}</th>" for k in [*res.proposals[0].row(), "launch line"])
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in p.row().values())
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(fmt(v) if isinstance(v, (int, float)) else str(v))}</td>"
+                                   for v in p.row().values())
                    + f"<td><code>{html.escape(p.launch_line)}</code></td></tr>" for p in res.proposals)
-    return (f"<b>deployments that hold the {res.inputs.context}-token context</b> (each at its largest safe "
+    return (f"<b>deployments that hold the {res.inputs.context:,}-token context</b> (each at its largest safe "
             f"fraction)<table>{'<tr>' + head + '</tr>'}{body}</table>")
 
 
@@ -162,7 +167,7 @@ def budget_bar(result, path: str | Path | None = None):
     parts += [(c.name.split(" (")[0], c.bytes) for c in result.consumers if c.where == "slack"]
     used = sum(b for _, b in parts)
     parts.append(("free / unassigned", max(0, result.gpu_bytes - used)))
-    fig, ax = plt.subplots(figsize=(9, 3.4))
+    fig, ax = plt.subplots(figsize=(9, 4.2), layout="constrained")
     left = 0.0
     cmap = plt.get_cmap("tab20")
     for i, (name, b) in enumerate(parts):
@@ -173,6 +178,5 @@ def budget_bar(result, path: str | Path | None = None):
     ax.set_xlim(0, result.gpu_bytes / GIB)
     ax.set_yticks([])
     ax.set_xlabel("GiB")
-    ax.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.45))  # below the "GiB" label
-    fig.tight_layout()
+    fig.legend(fontsize=7, ncol=2, loc="outside lower center")  # inside the figure, below the axis and its label
     return save_figure(fig, path)

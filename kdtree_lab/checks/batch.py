@@ -15,7 +15,7 @@ from typing import Literal, Sequence
 import numpy as np
 import torch
 
-from ..core import dtypes
+from ..core import dtypes, env
 from ..core.mla import D_QK, D_V, MODEL_SM_SCALE
 from ..core.tree import DraftTree, chain, random_ddtree
 
@@ -131,7 +131,7 @@ def build_verify_batch(
     else:
         raise ValueError(f"variant: expected 'eager' or 'capture', got {variant!r}")
     rng = np.random.default_rng(seed)
-    dev = torch.device(device)
+    dev = env.torch_device(device)
     gen = torch.Generator(device=dev).manual_seed(seed)  # draw on the target device: pools can be GBs
     n, h = num_draft, num_heads
     if trees is None:

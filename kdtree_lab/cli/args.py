@@ -5,23 +5,33 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import textwrap
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable, Mapping
 
 from ..lab.record import emit
 
 
 class HelpFormatter(argparse.HelpFormatter):
-    """``--help`` that shows each option's default (unless its help already says it, or there is none)."""
+    """``--help`` that shows each option's default (unless its help already says it; "none" for an option whose value
+    is optional), wraps at spaces only (a name is never broken) and keeps a help's own line breaks (a list)."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
         default = action.default
-        if (action.option_strings and default not in (None, False, argparse.SUPPRESS) and "default" not in text
-                and not isinstance(action, argparse._HelpAction)):  # noqa: SLF001 - argparse has no public type
-            shown = ",".join(map(str, default)) if isinstance(default, (list, tuple)) else default
-            text += f" (default: {shown})".replace("%", "%%")
-        return text
+        if (not action.option_strings or "default" in text or default is argparse.SUPPRESS or default is False
+                or isinstance(action, argparse._HelpAction) or action.nargs == 0):  # noqa: SLF001 - no public type
+            return text
+        shown = "none" if default is None else ",".join(map(str, default)) if isinstance(default, (list, tuple)) \
+            else default
+        return text + f" (default: {shown})".replace("%", "%%")
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        out = []
+        for line in text.splitlines():  # a list in a help: one item per line, continuations indented
+            out += textwrap.wrap(" ".join(line.split()), width, subsequent_indent="  " if "\n" in text else "",
+                                 break_long_words=False, break_on_hyphens=False) or [""]
+        return out
 
 
 _INVALID = re.compile(r"argument (?P<arg>\S+): invalid (?P<what>.+?) value: (?P<found>.+)$")
@@ -87,12 +97,56 @@ positive_int = bounded_int(1)
 non_negative_int = bounded_int(0)
 
 
-def positive_ints(text: str) -> list[int]:
-    """argparse type: comma-separated integers >= 1."""
-    return [positive_int(t) for t in text.split(",")]
+def ints_at_least(low: int) -> Callable[[str], list[int]]:
+    """argparse type: comma-separated integers >= low."""
+    one = bounded_int(low)
+
+    def parse(text: str) -> list[int]:
+        return [one(t) for t in text.split(",")]
+
+    parse.__name__ = f"comma-separated integers >= {low}"
+    return parse
 
 
-positive_ints.__name__ = "comma-separated integers >= 1"
+positive_ints = ints_at_least(1)
+
+
+def one_of(names: Callable[[], Iterable[str]]) -> Callable[[str], str]:
+    """argparse type: one of ``names()`` (read when a value is parsed, e.g. a preset file's keys); refused as
+    "argument --gpu: expected one of a, b, found 'x'", the wording of argparse's own choices."""
+
+    def parse(text: str) -> str:
+        known = sorted(names())
+        if text not in known:
+            raise argparse.ArgumentTypeError(f"expected one of {', '.join(known)}, found {text!r}")
+        return text
+
+    return parse
+
+
+def gpu_preset(text: str) -> str:
+    """argparse type: a GPU preset of data/presets/gpus.yaml."""
+    from ..budget.presets import gpus
+
+    return one_of(gpus)(text)
+
+
+def as_flags(message: str, flags: Mapping[str, str] | Iterable[str]) -> str:
+    """A library's one-line refusal in the command line's words: the parameter names before its first colon as
+    the flags that set them (``flags``: name -> flag, or names spelled as flags: accept_length -> --accept-length),
+    prefixed "argument" as argparse's own lines are, "got X" as "found X" and a Python list of names as a plain one."""
+    table = dict(flags) if isinstance(flags, Mapping) else {n: "--" + n.replace("_", "-") for n in flags}
+    head, sep, rest = message.partition(":")
+    if not sep:
+        return message
+    named = False
+    for name in sorted(table, key=len, reverse=True):
+        head, n = re.subn(rf"(?<![-\w]){re.escape(name)}(?!\w)", table[name], head)
+        named = named or bool(n)
+    if named and not head.startswith("argument"):
+        head = ("arguments " if " and " in head or "/" in head else "argument ") + head
+    rest = re.sub(r"\[('[^'\]]*'(?:, '[^'\]]*')*)\]", lambda m: m.group(1).replace("'", ""), rest)
+    return head + sep + re.sub(r"\bgot\b", "found", rest)
 
 
 def readable_file(text: str) -> str:
@@ -143,5 +197,7 @@ def fleet_report(args, cmd: str, rep, extra: dict, text: str) -> int:
 
 def fleet_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpus", help="all | 0,1,... | cpu:N: shard the grid over these GPUs (one Dask worker each; "
-                                  "needs the fleet extra), rows merged in grid order with their GPU")
-    p.add_argument("--scheduler", help="a running Dask scheduler (tcp://host:8786) whose workers serve --gpus")
+                                  "needs the fleet extra), rows merged in grid order with their GPU (default: this "
+                                  "machine's own device, no fleet)")
+    p.add_argument("--scheduler", help="a running Dask scheduler (tcp://host:8786) whose workers serve --gpus "
+                                       "(default: a local cluster, one worker per GPU)")

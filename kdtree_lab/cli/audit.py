@@ -30,7 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
     p.add_argument("--draft", type=positive_int, default=8, help="N draft tokens per request")
     p.add_argument("--heads", type=positive_int, default=8, help="H local heads")
     p.add_argument("--mask", choices=["tree", "chain", "causal"], default="tree", help="the draft mask to build")
-    p.add_argument("--padded-bs", type=positive_int, default=None, help="capture variant: pad to this batch size")
+    p.add_argument("--padded-bs", type=positive_int, default=None,
+                   help="capture variant: pad to this batch size (default: the live batch, no padding)")
     p.add_argument("--seed", type=int, default=0, help="random seed of the generated batches")
     p.add_argument("--kv-dtype", choices=["bf16", "fp8"], default="bf16", help="the pool to build (fp8: e4m3)")
     p.add_argument("--k-scale", type=float, default=1.0, help="k_scale passed with the batch")

@@ -59,7 +59,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
     p = sub.add_parser("bench", help="time the CUDA kernel, the Triton twin and SGLang's kernels (GPU only)")
     p.add_argument("--preset", choices=["quick", "issue", "fp8"], default="quick",
                    help="shape grid (fp8: memory- and compute-bound shapes over a bf16 and an fp8 pool)")
-    p.add_argument("--impl", help=f"comma-separated subset of {','.join(IMPLS)},sglang_extend,sglang_decode")
+    p.add_argument("--impl", help=f"comma-separated subset of {', '.join([*IMPLS, 'sglang_extend', 'sglang_decode'])} "
+                                  "(default: the implementations the preset names for each shape)")
     p.add_argument("--timing", choices=["graph", "eager"], default="graph",
                    help="graph: replays of a captured call (GPU time, as SGLang runs verify); eager: CUDA events "
                         "around each call, host launch overhead included")

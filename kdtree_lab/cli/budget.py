@@ -7,7 +7,19 @@ import sys
 
 from ..budget.prefill_activations import ACTIVATION_MODELS, DEFAULT_MARGIN
 from ..lab.record import emit
-from .args import bounded_float, bounded_int, positive_int, text_file
+from .args import as_flags, bounded_float, bounded_int, gpu_preset, one_of, positive_int, text_file
+
+# BudgetInputs' field -> the flag that sets it, to name a refused value by its flag.
+FLAGS = {n: "--" + n.replace("_", "-") for n in (
+    "gpu", "model", "tp", "quant", "kv_dtype", "max_bs", "draft_tokens", "topk", "spec_steps", "spec_algorithm",
+    "nsplit", "context", "concurrency", "mem_fraction", "chunked_prefill", "margin_mib", "activation_margin")} | {
+    "activation_model": "--activations"}
+
+
+def _models():
+    from ..budget.presets import models
+
+    return models()
 
 
 def cmd_budget(args: argparse.Namespace) -> int:
@@ -33,7 +45,7 @@ def cmd_budget(args: argparse.Namespace) -> int:
             return _reference_decision(args, inp)
         res = with_proposals(compute(inp))
     except BudgetInputError as exc:
-        print(f"kdtree-lab budget: {exc}", file=sys.stderr)
+        print(f"kdtree-lab budget: {as_flags(str(exc), FLAGS)}", file=sys.stderr)
         return 2
     if res.impossible:
         if args.json:
@@ -43,16 +55,28 @@ def cmd_budget(args: argparse.Namespace) -> int:
             print("deployments that fit:\n" + markdown_table([p.row() for p in res.proposals]), file=sys.stderr)
         return 1
     by_model = ", ".join(f"{m} {f:.3f}" for m, f in res.safe_fractions.items())
-    text = (markdown_table(res.table()) + f"\n\nKV tokens: {res.kv_tokens} ({res.max_context_per_request} per "
+    refused = None if res.fraction_is_safe else (
+        f"--mem-fraction {res.fraction:.3f}: expected a safe fraction (at most {res.safe_fraction:.3f} here), found "
+        f"{res.fraction:.3f}, which {res.verdict().split(': ', 1)[1]}; no launch line printed: rerun with "
+        f"--mem-fraction {res.safe_fraction:.3f}, or without it")
+    if refused:
+        from dataclasses import replace
+
+        res = replace(res, launch_line="")  # nothing unsafe to paste, in the JSON either
+    text = (markdown_table(res.table()) + f"\n\nKV tokens: {res.kv_tokens:,} ({res.max_context_per_request:,} per "
             f"request at {inp.concurrency} concurrent)\nlargest safe fraction: {res.safe_fraction:.3f} (activations "
             f"{res.activation}); SGLang's default: {res.sglang_default_fraction:.3f}; evaluated: {res.fraction:.3f}\n"
             f"largest safe fraction by activation estimate: {by_model}\n{res.verdict()}\n"
-            + "".join(f"warning: {w}\n" for w in res.warnings) + _launch_lines(inp, res))
+            + "".join(f"warning: {w}\n" for w in res.warnings)
+            + ("no launch line: the fraction evaluated is not safe" if refused else _launch_lines(inp, res)))
     if res.proposals:
         text += ("\n\ndeployments that hold the context (each at its largest safe fraction):\n"
                  + markdown_table([p.row() for p in res.proposals])
                  + f"\nfirst proposal's launch line:\n{res.proposals[0].launch_line}")
     emit(args, res, text)
+    if refused:
+        print(f"kdtree-lab budget: {refused}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -102,15 +126,15 @@ def _reference_decision(args: argparse.Namespace, inp) -> int:
             + "\n\nwhich are safe and why:\n" + markdown_table(d["verdicts"])
             + f"\n\nlargest safe fraction with graphs and the verify workspace: {safe}"
             + f"\nlargest safe fraction without graphs: {safe_off}"
-            + "\n\nthe verify workspace at batch 8, line by line (bytes):\n" + markdown_table(d["workspace"]))
+            + f"\n\n{d['workspace_title']}:\n" + markdown_table(d["workspace"]))
     emit(args, d, text)
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argparse has no public type
     p = sub.add_parser("budget", help="memory budget: KV tokens, slack consumers and the --mem-fraction-static to pass")
-    p.add_argument("--gpu", default="rtx-pro-6000", help="GPU preset (data/presets/gpus.yaml)")
-    p.add_argument("--model", default="kimi-k2", help="model preset (data/presets/models.yaml)")
+    p.add_argument("--gpu", default="rtx-pro-6000", type=gpu_preset, help="GPU preset (data/presets/gpus.yaml)")
+    p.add_argument("--model", default="kimi-k2", type=one_of(_models), help="model preset (data/presets/models.yaml)")
     p.add_argument("--tp", type=positive_int, default=8, help="tensor parallel size")
     p.add_argument("--quant", default="int4", help="weight quantisation of the preset: int4, fp8, bf16")
     p.add_argument("--kv-dtype", default="bf16", choices=["bf16", "fp8"], help="KV cache dtype")
@@ -143,7 +167,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
                    help="SGLang's own verify (no kdtree workspace; a plain sglang.launch_server line)")
     p.add_argument("--preset", choices=["reference-decision"],
                    help="reference-decision: the 0.93/0.94 (graphs off) vs 0.88 (graphs, verify workspace) "
-                        "decision for this deployment")
-    p.add_argument("--sglang-log", type=text_file, help="SGLang start-up log to calibrate G and the weights from")
+                        "decision for this deployment (default: none, the budget itself)")
+    p.add_argument("--sglang-log", type=text_file, help="SGLang start-up log to calibrate G and the weights from "
+                                                             "(default: none, the presets' estimates)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_budget)

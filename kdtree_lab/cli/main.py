@@ -24,9 +24,13 @@ def build_parser() -> Parser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    sub = next(a for a in parser._actions if a.dest == "command")  # noqa: SLF001 - argparse has no public type
+    if not any(a in sub.choices or a in ("-h", "--help") for a in argv):  # no command: name what came instead
+        parser.error(f"argument COMMAND: expected one of {', '.join(sub.choices)}, found "
+                     + (repr(argv[0]) if argv else "none"))
     args, extra = parser.parse_known_args(argv)
     if extra:  # named by the command they were given to, with its --help
-        sub = next(a for a in parser._actions if a.dest == "command")  # noqa: SLF001 - argparse has no public type
         sub.choices[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
     return int(args.func(args) or 0)
 

@@ -15,21 +15,15 @@ def cmd_parity(args: argparse.Namespace) -> int:
 
     from ..checks.parity import fp8_cases, grid, run_parity
 
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    if IMPLS[args.impl].family == "cuda" and device == "cpu":
-        print(f"kdtree-lab parity: --impl {args.impl} needs a CUDA GPU (use --impl triton with TRITON_INTERPRET=1 "
-              "on a CPU)", file=sys.stderr)
-        return 2
-    if args.impl == "triton" and device == "cpu":
-        import os
-
-        if os.environ.get("TRITON_INTERPRET") != "1":
-            print("kdtree-lab parity: Triton on the CPU needs TRITON_INTERPRET=1 in the environment", file=sys.stderr)
-            return 2
     refusal = kv_refusal(args.impl, args.kv_dtype)
     if refusal:
         print(f"kdtree-lab parity: --kv-dtype {args.kv_dtype}: {refusal}", file=sys.stderr)
         return 2
+    problem = _device_problem(args, torch.cuda.is_available())
+    if problem:
+        print(f"kdtree-lab parity: {problem}", file=sys.stderr)
+        return 2
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     heads = tuple(args.heads)
     cases = grid(args.cases, args.seed, max_prefix=args.max_prefix, max_batch=args.max_batch,
                  max_draft=args.max_draft, heads=heads, budget_tokens=args.budget_tokens, edge=not args.no_edge)
@@ -47,6 +41,26 @@ def cmd_parity(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def _device_problem(args: argparse.Namespace, has_gpu: bool) -> str | None:
+    """The one line refusing --device / --impl on this machine, with what to run instead; None when they can run."""
+    import os
+
+    from ..core.env import no_gpu_here
+
+    cpu_run = "on a CPU run TRITON_INTERPRET=1 kdtree-lab parity --impl triton"
+    if args.device == "cuda" and not has_gpu:
+        return f"--device cuda: expected a CUDA GPU, found {no_gpu_here()}; {cpu_run}"
+    device = args.device or ("cuda" if has_gpu else "cpu")
+    if IMPLS[args.impl].family == "cuda" and device == "cpu":
+        where = "--device cpu" if args.device else no_gpu_here()
+        return f"--impl {args.impl}: expected a CUDA GPU, found {where}; {cpu_run}"
+    if args.impl == "triton" and device == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
+        found = os.environ.get("TRITON_INTERPRET")
+        return (f"--impl triton on a CPU: expected TRITON_INTERPRET=1 in the environment (Triton's interpreter), "
+                f"found {'it unset' if found is None else repr(found)}; run TRITON_INTERPRET=1 kdtree-lab parity ...")
+    return None
+
+
 def _fleet_parity(args: argparse.Namespace, cases) -> int:
     from ..lab import fleet
 
@@ -62,7 +76,8 @@ def _fleet_parity(args: argparse.Namespace, cases) -> int:
 def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argparse has no public type
     p = sub.add_parser("parity", help="compare a kernel with the fp64 oracle on edge cases and random draws")
     p.add_argument("--impl", choices=list(IMPLS), default="cuda", metavar="IMPL",
-                   help="; ".join(f"{i.name}: {i.summary}" for i in IMPLS.values()))
+                   help="the implementation (default: cuda), one of:\n"
+                        + "\n".join(f"{i.name}: {i.summary}" for i in IMPLS.values()))
     p.add_argument("--cases", type=bounded_int(0, 100_000), default=50, help="random cases after the edge grid")
     p.add_argument("--no-edge", action="store_true", help="skip the edge grid")
     p.add_argument("--max-prefix", type=bounded_int(1, 1 << 22), default=4096, help="longest prefix drawn (tokens)")

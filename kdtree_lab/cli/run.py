@@ -46,7 +46,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # between notebooks, before a summary could be written
         print("kdtree-lab run: interrupted (Ctrl-C) before the run's summary was written", file=sys.stderr)
         return 130
-    print((run_dir / "summary.md").read_text())
+    from rich.console import Console
+
+    Console(highlight=False).print(runner.summary_table(profile.name, run_dir, outcomes))
     print(f"the run as HTML: {run_dir / 'index.html'}")
     for o in outcomes:
         if o.status == "failed":
@@ -97,7 +99,7 @@ def _run_fleet(args: argparse.Namespace, entries, profile, overrides) -> int:
 def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argparse has no public type
     p = sub.add_parser("run", help="execute the notebook sequence headless through papermill")
     p.add_argument("--profile", default="auto", help="profile name under data/profiles, or 'auto' (by GPU)")
-    p.add_argument("--only", help="comma-separated notebook numbers or names, e.g. 01,03")
+    p.add_argument("--only", help="comma-separated notebook numbers or names, e.g. 01,03 (default: every notebook)")
     p.add_argument("-p", "--param", action="append", metavar="KEY=VALUE",
                    help="override a notebook parameter (Python literal or string); repeatable")
     p.add_argument("--out", help="run directory (default runs/<timestamp>-<profile>)")

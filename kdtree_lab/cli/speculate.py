@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 
 from ..lab.record import emit
-from .args import bounded_float, positive_int, positive_ints
+from .args import as_flags, bounded_float, gpu_preset, ints_at_least, one_of, positive_int, positive_ints
 
 # The setup's parameter names as the command spells them, to name a refused value by its flag.
 FLAGS = ("measure", "accept_length", "accept_nodes", "step_context", "step_ms", "draft_ms", "context", "nodes", "batch", "draft",
@@ -15,12 +14,8 @@ FLAGS = ("measure", "accept_length", "accept_nodes", "step_context", "step_ms", 
 
 
 def _flagged(message: str) -> str:
-    """A setup error with the parameter names before its first colon written as flags (accept_length ->
-    --accept-length)."""
-    head, sep, rest = message.partition(":")
-    for name in FLAGS:
-        head = re.sub(rf"(?<![-\w]){name}(?!\w)", "--" + name.replace("_", "-"), head)
-    return head + sep + rest
+    """A setup error in the command line's words (``args.as_flags``: accept_length -> --accept-length)."""
+    return as_flags(message, FLAGS)
 
 
 def _text(res: dict, s) -> str:
@@ -83,16 +78,16 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
 
     p = sub.add_parser("speculate", help="tokens per second by context and tree size with SGLang's verify and ours "
                                          "(a model of one decode step; runs on a CPU from committed results)")
-    p.add_argument("--gpu", default="rtx-pro-6000", help="GPU preset (data/presets/gpus.yaml)")
+    p.add_argument("--gpu", default="rtx-pro-6000", type=gpu_preset, help="GPU preset (data/presets/gpus.yaml)")
     p.add_argument("--model", default="kimi-k2", help="model preset (data/presets/models.yaml)")
     p.add_argument("--tp", type=positive_int, default=8, help="tensor parallel size (the model's heads split over it)")
     p.add_argument("--quant", default="int4", help="checkpoint quantisation: int4, fp8, bf16")
     p.add_argument("--context", type=positive_ints, default=list(DEFAULT_CONTEXTS),
                    help="context lengths in tokens, comma-separated (default 4096 ... 262144)")
     p.add_argument("--batch", type=positive_int, default=1, help="concurrent requests, each verifying its own tree")
-    p.add_argument("--draft", default="dflash-gsm8k",
+    p.add_argument("--draft", default="dflash-gsm8k", type=one_of(drafts),
                    help=f"acceptance preset (data/presets/speculation.yaml: {', '.join(drafts())})")
-    p.add_argument("--nodes", type=positive_ints, default=list(DEFAULT_NODES),
+    p.add_argument("--nodes", type=ints_at_least(2), default=list(DEFAULT_NODES),
                    help="tree sizes N to model, root included (default 4,8,16,32,64)")
     p.add_argument("--accept-length", type=_positive_float,
                    help="your measured acceptance: tokens per step as SGLang's 'accept len' logs it (with --accept-nodes)")

@@ -78,7 +78,7 @@ def progress(iterable: Iterable | None = None, **kwargs):
 
 def fmt(v: Any) -> str:
     """A table cell: integers with thousands separators, floats in fixed notation to three significant digits (never
-    an exponent), None as "-"."""
+    an exponent), True / False as yes / no, None as "-"."""
     import math
 
     if v is None:
@@ -87,7 +87,9 @@ def fmt(v: Any) -> str:
         return ", ".join(fmt(x) for x in v) if v else "none"
     if isinstance(v, dict):
         return ", ".join(f"{k} {fmt(x)}" for k, x in v.items()) if v else "none"
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if not isinstance(v, (int, float)):
         return str(v).replace("|", "\\|")
     if isinstance(v, int):
         return f"{v:,}"
@@ -143,6 +145,49 @@ def save_figure(fig, path: str | Path | None):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, dpi=110)
     return fig
+
+
+def figure_problems(fig) -> list[str]:
+    """What a person could not read in ``fig`` as it is saved (same size, no tight cropping): each visible text (tick
+    labels, titles, annotations) and legend box outside the figure or overlapping another one, and an annotation
+    outside its own axes (spilling into the next panel). Empty when clean."""
+    import itertools
+
+    from matplotlib.legend import Legend
+    from matplotlib.text import Text
+
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    legends = [a for a in fig.findobj(Legend) if a.get_visible()]
+    skip = {id(t) for leg in legends for t in leg.findobj(Text)}  # a legend is checked as one box
+    for ax in fig.axes:  # matplotlib keeps tick labels past the axis limits, undrawn
+        for axis in (ax.xaxis, ax.yaxis):
+            lo, hi = sorted(axis.get_view_interval())
+            for tick in axis.get_major_ticks() + axis.get_minor_ticks():
+                if not lo - 1e-9 * abs(lo) <= tick.get_loc() <= hi + 1e-9 * abs(hi):
+                    skip |= {id(tick.label1), id(tick.label2)}
+    boxes = [(f"legend {leg.get_title().get_text() or i}", leg.get_window_extent(renderer))
+             for i, leg in enumerate(legends)]
+    for t in fig.findobj(Text):
+        if id(t) in skip or not t.get_visible() or not t.get_text().strip() or t.figure is None:
+            continue
+        boxes.append((repr(t.get_text()), Text.get_window_extent(t, renderer)))  # an annotation's text, not its arrow
+    frame = fig.bbox
+    spills = [f"annotation {t.get_text()!r} leaves its axes" for ax in fig.axes for t in ax.texts
+              if t.get_visible() and t.get_text().strip() and not _within(Text.get_window_extent(t, renderer), ax.bbox)]
+    problems = spills + [f"{name} leaves the figure ({box.x0:.0f}..{box.x1:.0f} x {box.y0:.0f}..{box.y1:.0f} px of "
+                         f"{frame.width:.0f} x {frame.height:.0f})" for name, box in boxes if not _within(box, frame)]
+    for (a, box_a), (b, box_b) in itertools.combinations(boxes, 2):
+        overlap_w = min(box_a.x1, box_b.x1) - max(box_a.x0, box_b.x0)
+        overlap_h = min(box_a.y1, box_b.y1) - max(box_a.y0, box_b.y0)
+        if overlap_w > 1 and overlap_h > 1:
+            problems.append(f"{a} overlaps {b}")
+    return problems
+
+
+def _within(box, frame, slack: float = 1.0) -> bool:
+    return (box.x0 >= frame.x0 - slack and box.y0 >= frame.y0 - slack and box.x1 <= frame.x1 + slack
+            and box.y1 <= frame.y1 + slack)
 
 
 def note(text: str) -> None:

@@ -16,7 +16,7 @@ from typing import Callable, Iterable
 
 import torch
 
-from ..core import dtypes
+from ..core import dtypes, env
 from . import dispatch
 from .abi import FP8_MATH
 from .buffers import check_buffers
@@ -65,7 +65,8 @@ class VerifyAttention:
     ------
     ValueError
         In one line naming the parameter, for a bad size, an unknown pool or implementation, a pool the
-        implementation does not read (``launch_plan.NoConfiguration``), or a CUDA implementation without a GPU.
+        implementation does not read (``launch_plan.NoConfiguration``), a CUDA device or implementation without a
+        GPU, or the Triton twin on a CPU outside Triton's interpreter (``TRITON_INTERPRET=1``); each says what to do.
     """
 
     def __init__(self, max_bs: int, num_draft: int, num_heads: int, kv_dtype: str = "bf16",
@@ -80,10 +81,14 @@ class VerifyAttention:
         refusal = kv_refusal(impl, pool.name)
         if refusal:
             raise ValueError(f"kv_dtype: {refusal}")
-        self.device = torch.device(device) if device is not None else torch.device("cuda")
-        if IMPLS[impl].family == "cuda" and (self.device.type != "cuda" or not torch.cuda.is_available()):
-            raise ValueError(f"device: impl {impl} runs on a CUDA GPU, found {self.device}"
-                             + ("" if torch.cuda.is_available() else " (no CUDA GPU here; impl triton runs on a CPU)"))
+        if IMPLS[impl].family == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"impl: {impl} runs on a CUDA GPU, found {env.no_gpu_here()}; {env.CPU_HINT}")
+        self.device = env.torch_device(device if device is not None else "cuda")
+        if IMPLS[impl].family == "cuda" and self.device.type != "cuda":
+            raise ValueError(f"device: impl {impl} runs on a CUDA GPU, found device {str(self.device)!r}; pass "
+                             "device='cuda' (or impl='triton' for the CPU)")
+        if self.device.type == "cpu" and (problem := env.triton_cpu_problem()):
+            raise ValueError(problem)
         sizes = sorted(set(batch_sizes)) if batch_sizes is not None else list(range(1, max_bs + 1))
         if sizes and (sizes[0] < 1 or sizes[-1] > max_bs):
             raise ValueError(f"batch_sizes: expected sizes in 1..max_bs={max_bs}, found {sizes}")

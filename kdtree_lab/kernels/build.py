@@ -334,6 +334,18 @@ def resource_problems(resources: list[KernelResources], configs: list[dict],
     return problems
 
 
+HOPPER_ONLY = "Hopper-only (sm_90a wgmma): no body for this arch, an empty stub"
+
+
+def resource_rows(report: CheckReport) -> list[dict]:
+    """The per-kernel resource table (notebook 02): every kernel of every cubin, and a note on a Hopper-only
+    configuration (arch 90, its body under ``__CUDA_ARCH_FEAT_SM90_ALL``) in another arch's cubin, which is an empty
+    stub there: its few registers are not the kernel's."""
+    hopper = {c["kernel"] for c in report.configs if c.get("arch") == 90}
+    return [vars(r) | {"note": HOPPER_ONLY if r.kernel in hopper and not r.arch.startswith("sm_90") else ""}
+            for r in report.resources]
+
+
 def check_library(library: Path, archs: tuple[str, ...] | list[str] = DEFAULT_ARCHS) -> CheckReport:
     """Symbol, cubin/SASS and resource checks; ``problems`` names the arch, kernel and limit of each failure."""
     library = Path(library)

@@ -38,6 +38,9 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
+DEFINED_INTERPRETED = interpreting()  # Triton picks interpreter or compiler when a kernel is defined: at this import
+
+
 @triton.jit
 def _online_softmax_step(s, v, m_i, l_i, acc, DOT_T: tl.constexpr):
     """One key tile of the online softmax in the log2 domain: s [BLOCK_M, BLOCK_N] scaled logits (-inf where

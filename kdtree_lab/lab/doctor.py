@@ -112,14 +112,16 @@ def render(env: Environment) -> str:
     rows = [
         ("python", env.python),
         ("platform", env.platform),
-        ("torch", f"{env.torch} (CUDA {env.torch_cuda})" if env.torch else "absent"),
+        ("torch", (f"{env.torch} (built for CUDA {env.torch_cuda})" if env.torch_cuda else f"{env.torch} (a CPU "
+                   "build, no CUDA)") if env.torch else "absent"),
         ("triton", env.triton or "absent"),
         ("CUDA runtime", env.cuda_runtime or "no GPU runtime"),
         ("driver", env.driver or "no driver"),
         ("nvcc", f"{env.nvcc_version} at {env.nvcc}" if env.nvcc else "absent"),
         ("nvcc archs", ", ".join(env.nvcc_archs) or "none"),
         ("GPU", f"{env.gpu_name} (cc {env.compute_capability}) x{env.gpu_count}" if env.gpu_name else "none"),
-        ("sm_120 in torch arch list", str(env.sm120_in_torch) if env.torch_arch_list else "n/a (no CUDA torch)"),
+        ("sm_120 in torch arch list", ("yes" if env.sm120_in_torch else "no") if env.torch_arch_list
+         else "n/a (no CUDA torch)"),
         ("cuobjdump", env.cuobjdump or "absent"),
         ("nvdisasm", env.nvdisasm or "absent"),
         ("Dask distributed (--gpus)", env.dask_distributed or "absent: one GPU at a time (pip install -e .[fleet])"),

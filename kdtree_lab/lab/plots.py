@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from ..core.display import save_figure
 
@@ -58,7 +58,8 @@ SHAPE_CLASSES = (("H x N <= 64 (memory-bound)", 0, 64), ("128 <= H x N <= 1024",
 def speedup_vs_length(rows: list[dict], path: str | Path | None = None):
     """Speed-up over SGLang's verify (extend_attention_fwd) against prefix length: one panel per shape class (H x N),
     one line per implementation (the median over the class's B, N, H at each length) with the range shaded,
-    labelled at its end; the legend sits outside the panels."""
+    labelled at its end inside the panel (labels that would overprint are spread apart, each tied to its line);
+    the legend sits outside the panels."""
     import statistics
 
     import matplotlib.pyplot as plt
@@ -72,7 +73,9 @@ def speedup_vs_length(rows: list[dict], path: str | Path | None = None):
     classes = [c[0] for c in SHAPE_CLASSES if any(k[0] == c[0] for k in points)] or [SHAPE_CLASSES[0][0]]
     impls = sorted({k[1] for k in points})
     colours = {i: plt.get_cmap("tab10")(n % 10) for n, i in enumerate(impls)}
-    fig, axes = plt.subplots(1, len(classes), figsize=(4.2 * len(classes) + 2.6, 4.2), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(classes), figsize=(4.2 * len(classes) + 2.6, 4.2), sharey=True, squeeze=False,
+                             layout="constrained")
+    ends: dict = {}
     for ax, cls in zip(axes[0], classes):
         for impl in impls:
             by_len = points.get((cls, impl))
@@ -83,8 +86,7 @@ def speedup_vs_length(rows: list[dict], path: str | Path | None = None):
             ax.fill_between(ls, [min(by_len[x]) for x in ls], [max(by_len[x]) for x in ls], color=colours[impl],
                             alpha=0.15, lw=0)
             ax.plot(ls, med, marker="o", color=colours[impl], label=impl)
-            ax.annotate(f"{med[-1]:,.0f}x", (ls[-1], med[-1]), xytext=(4, 0), textcoords="offset points",
-                        fontsize=8, color=colours[impl], va="center")
+            ends.setdefault(ax, []).append((ls[-1], med[-1], colours[impl]))
         ax.axhline(1, color="grey", lw=0.8, ls=":")
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -97,10 +99,41 @@ def speedup_vs_length(rows: list[dict], path: str | Path | None = None):
             if lab not in labels:
                 handles.append(h)
                 labels.append(lab)
+    for ax, points_at_end in ends.items():
+        _end_labels(ax, points_at_end, fontsize=8, fig_height_in=4.2)
     if handles:
-        fig.legend(handles, labels, loc="center right", fontsize=9, title="implementation")
-    fig.tight_layout(rect=(0, 0, 1 - 2.5 / (4.2 * len(classes) + 2.6), 1))
+        fig.legend(handles, labels, loc="outside right center", fontsize=9, title="implementation")
     return save_figure(fig, path)
+
+
+def _end_labels(ax, ends: list[tuple[float, float, Any]], fontsize: float, fig_height_in: float) -> None:
+    """Label each line's last point ("209x") just right of it, inside ``ax`` (the x range is widened on a log axis
+    to hold them); labels closer than a line of text are spread apart vertically and tied to their point."""
+    from matplotlib.transforms import blended_transform_factory
+
+    x_end = max(x for x, _, _ in ends)
+    lo, _ = ax.get_xlim()
+    ax.set_xlim(lo, x_end * 2.6)
+    ax.get_ylim()  # settles the autoscaled (shared) y limits the fractions below are taken against
+    to_axes = ax.transScale + ax.transLimits  # data -> axes fraction, whatever the layout does to the axes later
+    gap = 1.3 * fontsize / 72 / (0.72 * fig_height_in)  # a line of text, as a fraction of the axes height
+    order = sorted(range(len(ends)), key=lambda i: to_axes.transform(ends[i][:2])[1])
+    wanted = [float(to_axes.transform(ends[i][:2])[1]) for i in order]
+    placed = list(wanted)
+    for k in range(1, len(placed)):
+        placed[k] = max(placed[k], placed[k - 1] + gap)
+    overflow = placed[-1] - (1 - gap / 2) if placed else 0
+    if overflow > 0:
+        placed[-1] -= overflow
+        for k in range(len(placed) - 2, -1, -1):
+            placed[k] = min(placed[k], placed[k + 1] - gap)
+    where = blended_transform_factory(ax.transData, ax.transAxes)
+    for i, y_frac, want in zip(order, placed, wanted):
+        x, y, colour = ends[i]
+        moved = abs(y_frac - want) > gap / 4
+        ax.annotate(f"{y:,.0f}x", (x, y), xytext=(x * 1.35, y_frac), textcoords=where, fontsize=fontsize,
+                    color=colour, va="center", annotation_clip=False,
+                    arrowprops=dict(arrowstyle="-", lw=0.6, color=colour, shrinkA=0, shrinkB=2) if moved else None)
 
 
 def speculation_curves(res: dict, path: str | Path | None = None):

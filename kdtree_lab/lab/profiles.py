@@ -34,7 +34,8 @@ def load(name: str) -> Profile:
     """Load ``data/profiles/<name>.yaml``; raise ValueError naming the known profiles if it is absent."""
     path = PROFILES / f"{name}.yaml"
     if not path.exists():
-        raise ValueError(f"unknown profile {name!r}: expected one of {available()}")
+        raise ValueError(f"argument --profile: expected auto or one of {', '.join(available())}, found unknown "
+                         f"profile {name!r}")
     raw = yaml.safe_load(path.read_text()) or {}
     notebooks = {str(k).zfill(2): v or {} for k, v in (raw.get("notebooks") or {}).items()}
     return Profile(name=raw.get("name", name), description=raw.get("description", ""),

@@ -17,15 +17,20 @@ table{border-collapse:collapse;width:100%}th,td{border:1px solid #d0d7de;padding
 vertical-align:top}th{background:#f6f8fa}.status{font-weight:600;white-space:nowrap}code{font-size:90%}ul{margin:0;padding-left:1.2em}"""
 
 
+TEMPLATES = Path(__file__).parent / "nbconvert_templates"  # kdtree-offline: the lab template, nothing from a CDN
+
+
 def notebook_html(notebook: Path) -> Path | None:
-    """Render an executed notebook to HTML beside it (nbconvert's lab template, outputs and figures embedded);
-    None when the file is missing or not a readable notebook (a run stopped before papermill wrote it)."""
+    """Render an executed notebook to HTML beside it (nbconvert's lab template less its CDN scripts, outputs and
+    figures embedded: the page opens offline); None when the file is missing or not a readable notebook (a run
+    stopped before papermill wrote it)."""
     import nbformat
     from nbconvert import HTMLExporter
 
     try:
         nb = nbformat.read(str(notebook), as_version=4)
-        body, _ = HTMLExporter(template_name="lab").from_notebook_node(nb)
+        exporter = HTMLExporter(template_name="kdtree-offline", extra_template_basedirs=[str(TEMPLATES)])
+        body, _ = exporter.from_notebook_node(nb)
     except Exception:  # noqa: BLE001 - a missing, half-written or foreign file: no page, the index says so
         return None
     out = notebook.with_suffix(".html")
@@ -53,16 +58,24 @@ def _row(o) -> str:
             f"<td>{o.duration_s:,.1f}</td><td><ul>{figures}</ul></td><td><ul>{skipped}</ul></td></tr>")
 
 
+def notes(outcomes: list) -> list[str]:
+    """The sentences under a run's summary (file, page and terminal): what passed-with-skips means, when a notebook
+    skipped something; that the run was interrupted, when it was."""
+    out = []
+    if any(o.skipped for o in outcomes):
+        out.append("A notebook that passed-with-skips did everything this machine allows; what it skipped is listed "
+                   "beside it and is not a pass.")
+    if any(o.status == "interrupted" for o in outcomes):
+        out.append("This run was interrupted (Ctrl-C): the notebooks after the interrupted one did not run.")
+    return out
+
+
 def write_index(run_dir: Path, profile: str, outcomes: list) -> Path:
     """``run_dir/index.html``: one row per notebook (linked to its HTML page and results JSON), its status, seconds,
     key figures and each skipped part with the reason, and the figures (PNG) the run saved."""
     rows = "".join(_row(o) for o in outcomes)
     pictures = "".join(f'<li><a href="{p.name}">{p.name}</a></li>' for p in sorted(run_dir.glob("*.png")))
-    interrupted = any(o.status == "interrupted" for o in outcomes)
-    notes = ["A notebook that <i>passed-with-skips</i> did everything this machine allows; what it skipped is listed "
-             "beside it and is not a pass."]
-    if interrupted:
-        notes.append("<b>This run was interrupted (Ctrl-C)</b>: the notebooks after the interrupted one did not run.")
+    sentences = [html.escape(n) for n in notes(outcomes)]
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>kdtree-lab run ({html.escape(profile)})</title>
 <style>{_STYLE}</style></head><body>
@@ -71,7 +84,7 @@ def write_index(run_dir: Path, profile: str, outcomes: list) -> Path:
 (outputs and figures included) and to the JSON it wrote.</p>
 <table id="summary"><thead><tr><th>notebook</th><th>status</th><th>seconds</th><th>key figures</th><th>skipped here, and
 why</th></tr></thead><tbody>{rows}</tbody></table>
-{''.join(f'<p class="note">{n}</p>' for n in notes)}
+{''.join(f'<p class="note">{n}</p>' for n in sentences)}
 {f'<h2>Figures</h2><ul>{pictures}</ul>' if pictures else ''}
 </body></html>
 """

@@ -3,7 +3,8 @@
 Parameters come from the profile (``data/profiles/<name>.yaml``) and ``-p key=value`` overrides; every
 name and type is checked against each notebook's ``parameters`` cell before anything runs. Output goes
 to ``runs/<id>/``: the executed notebooks, each notebook's results JSON, ``summary.json``, ``summary.md`` and
-``index.html`` (the summary and every executed notebook as HTML, to look at a run without Jupyter).
+``index.html`` (the summary and every executed notebook as HTML, to look at a run without Jupyter), and
+``kernels.log`` when the notebook kernels wrote anything outside their cells (a kernel stopped by Ctrl-C does).
 """
 
 from __future__ import annotations
@@ -64,7 +65,8 @@ def select(entries: list[NotebookEntry], only: list[str] | None) -> list[Noteboo
     known = {e.number for e in entries} | {e.name for e in entries}
     unknown = sorted(wanted - known)
     if unknown:
-        raise ValueError(f"--only: unknown notebook(s) {unknown}; known: {[e.number for e in entries]}")
+        raise ValueError(f"argument --only: expected notebook numbers or names ({', '.join(e.number for e in entries)}), "
+                         f"found {', '.join(map(repr, unknown))}")
     return chosen
 
 
@@ -80,7 +82,7 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for item in items:
         if "=" not in item:
-            raise ParameterError(f"-p {item!r}: expected key=value")
+            raise ParameterError(f"argument -p: expected key=value, found {item!r}")
         key, value = item.split("=", 1)
         out[key.strip()] = parse_value(value)
     return out
@@ -149,8 +151,8 @@ def plan_parameters(entries: list[NotebookEntry], profile: Profile, overrides: d
     all_names = set().union(*(d.keys() for d in declared.values())) if declared else set()
     for key in overrides:
         if key not in all_names:
-            raise ParameterError(f"unknown parameter {key!r}: no selected notebook declares it "
-                                 f"(known: {sorted(all_names)})")
+            raise ParameterError(f"argument -p {key}: expected a parameter a selected notebook declares "
+                                 f"({', '.join(sorted(all_names))}), found unknown parameter {key!r}")
     plan: dict[str, dict[str, Any]] = {}
     for e in entries:
         decl = declared[e.name]
@@ -171,11 +173,11 @@ def plan_parameters(entries: list[NotebookEntry], profile: Profile, overrides: d
             inferred = _declared_type(decl[key])
             if not _type_ok(value, inferred):
                 raise ParameterError(f"parameter {key!r} of {e.name}: expected {inferred} (default "
-                                     f"{decl[key]['default']}), got {type(value).__name__} {value!r}")
+                                     f"{decl[key]['default']}), found {type(value).__name__} {value!r}")
             bound = _bound(decl[key].get("help") or "")
             if bound and not _within(value, *bound):
                 raise ParameterError(f"parameter {key!r} of {e.name}: expected {bound[0]} {bound[1]:g}"
-                                     f"{' for every element' if isinstance(value, list) else ''}, got {value!r}")
+                                     f"{' for every element' if isinstance(value, list) else ''}, found {value!r}")
         plan[e.name] = params
     return plan
 
@@ -247,7 +249,7 @@ def execute(entries: list[NotebookEntry], profile: Profile, overrides: dict[str,
     run_dir.mkdir(parents=True, exist_ok=True)
     plan = plan_parameters(entries, profile, overrides, run_dir)
     outcomes: list[NotebookOutcome] = []
-    failed = False
+    failed = False  # set by the notebook that stops the run; those after it name it
     previous = os.environ.get(HEADLESS_ENV)
     os.environ[HEADLESS_ENV] = "1"  # the kernels inherit it: plain-text progress (display.headless)
     sockets_dir = tempfile.TemporaryDirectory(prefix="kdtree-kernels-")  # the kernels' IPC sockets
@@ -256,10 +258,11 @@ def execute(entries: list[NotebookEntry], profile: Profile, overrides: dict[str,
         for i, e in enumerate(entries, 1):
             output = run_dir / f"{e.name}.ipynb"
             if failed:
-                outcomes.append(NotebookOutcome(e.name, "not-run", error=f"{outcomes[-1].notebook} "
-                                                                          f"{outcomes[-1].status} before it"))
+                stopper = next(o for o in outcomes if o.status in ("failed", "interrupted"))
+                outcomes.append(NotebookOutcome(e.name, "not-run", error=f"{stopper.notebook} {stopper.status} "
+                                                                          "before it"))
                 continue
-            console.print(f"[bold][{i}/{len(entries)}][/bold] {e.name}  ({e.title}; profile {profile.name})")
+            announce(console, i, len(entries), e, profile.name)
             t0 = time.perf_counter()
             try:
                 papermill.execute_notebook(str(e.path), str(output), parameters=plan[e.name], kernel_name="python3",
@@ -291,14 +294,26 @@ def execute(entries: list[NotebookEntry], profile: Profile, overrides: dict[str,
                           + (f": {outcome.error}" if outcome.error else "")
                           + (f" ({len(outcome.skipped)} skipped)" if outcome.skipped else ""))
             failed = outcome.status in ("failed", "interrupted")
-    finally:  # this process's own environment and temporary folder as they were
+    finally:  # this process's own environment and temporary folder as they were; no empty kernels.log left behind
         sockets_dir.cleanup()
+        log = run_dir / "kernels.log"
+        if log.exists() and log.stat().st_size == 0:
+            log.unlink()
         if previous is None:
             os.environ.pop(HEADLESS_ENV, None)
         else:
             os.environ[HEADLESS_ENV] = previous
     write_summary(run_dir, profile, outcomes)
     return run_dir, outcomes
+
+
+def announce(console, i: int, n: int, entry: NotebookEntry, profile: str) -> None:
+    """The line a notebook starts with, ``[4/8] 03_eager_parity (profile cpu): Eager parity of ...``, kept to one
+    terminal line: a title too long for it ends in an ellipsis instead of wrapping."""
+    from rich.text import Text
+
+    line = Text.assemble((f"[{i}/{n}]", "bold"), f" {entry.name} (profile {profile}): ", (entry.title, "dim"))
+    console.print(line, no_wrap=True, overflow="ellipsis", crop=True)
 
 
 def mark_stopped(path: Path, why: str) -> str:
@@ -333,6 +348,37 @@ def _first_line(source: str) -> str:
     return lines[0][:80] if lines else ""
 
 
+def summary_table(profile: str, run_dir: Path, outcomes: list[NotebookOutcome]):
+    """The run's summary for a terminal, for ``rich.console.Console().print``: a table of each notebook's status,
+    seconds and what it skipped or why it did not pass (a long error cut: the command prints it whole after), a
+    table of the key figures (one a row, so both read at 80 columns), and the notes."""
+    from rich import box
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    from .report import notes
+
+    colour = {"passed": "green", "passed-with-skips": "yellow", "not-run": "dim"}
+    table = Table(title=f"kdtree-lab run ({profile}): {run_dir}", title_justify="left", box=box.SIMPLE_HEAD)
+    for name, kw in (("notebook", {"no_wrap": True}), ("status", {"no_wrap": True}),
+                     ("seconds", {"justify": "right", "no_wrap": True}),
+                     ("skipped here, or why not passed", {"overflow": "fold"})):
+        table.add_column(name, **kw)
+    figures = Table(title="key figures", title_justify="left", box=box.SIMPLE_HEAD)
+    for name, kw in (("notebook", {"no_wrap": True}), ("figure", {}), ("value", {"overflow": "fold"})):
+        figures.add_column(name, **kw)
+    for o in outcomes:
+        error = o.error if not o.error or len(o.error) <= 100 else o.error[:100].rstrip() + "... (whole below)"
+        why = error or "; ".join(f"{s['what']} ({s['why']})" for s in o.skipped) or "-"
+        table.add_row(o.notebook, Text(o.status, style=colour.get(o.status, "red")),
+                      "-" if o.status == "not-run" else f"{o.duration_s:,.1f}", why)
+        for i, (k, v) in enumerate(o.figures.items()):
+            figures.add_row(o.notebook if i == 0 else "", k, fmt(v))
+    parts = [table] + ([figures] if figures.row_count else [])
+    return Group(*parts, *(Text(n) for n in notes(outcomes)))
+
+
 def write_summary(run_dir: Path, profile: Profile, outcomes: list[NotebookOutcome]) -> None:
     """``summary.json`` and ``summary.md``: one row per notebook with status, duration and key figures."""
     doc = {"profile": profile.name, "run_dir": str(run_dir), "notebooks": [asdict(o) for o in outcomes],
@@ -347,11 +393,9 @@ def write_summary(run_dir: Path, profile: Profile, outcomes: list[NotebookOutcom
         skipped = "; ".join(f"{s['what']} ({s['why']})" for s in o.skipped) or "-"
         status = o.status + (f": {o.error}" if o.error else "")
         lines.append(f"| {o.notebook} | {status} | {o.duration_s:.1f} | {figs} | {skipped} |")
-    lines += ["", "A notebook 'passed-with-skips' did everything this machine allows; the skipped work is "
-                  "not a pass."]
-    if doc["interrupted"]:
-        lines += ["", "**This run was interrupted (Ctrl-C)**: the notebooks after the interrupted one did not run."]
-    (run_dir / "summary.md").write_text("\n".join(lines) + "\n")
-    from .report import write_index
+    from .report import notes, write_index
 
+    for note in notes(outcomes):
+        lines += ["", note]
+    (run_dir / "summary.md").write_text("\n".join(lines) + "\n")
     write_index(run_dir, profile.name, outcomes)
