@@ -209,6 +209,7 @@ class VerifyHook:
         ours = o if self.mode == "on" else self.scratch[: q.shape[0]]
         self.attn.run(q, k_extend, v_extend, k_buffer, qo_indptr, kv_indptr, kv_indices, custom_mask, mask_indptr,
                       ours, scale, k_scale, v_scale)
+        self.stats.served += 1  # our kernel ran (in validate mode a failed check below still raises)
         if self.mode == "validate":
             from sglang.kernels.ops.attention.extend_attention import (
                 extend_attention_fwd,
@@ -218,15 +219,14 @@ class VerifyHook:
                                  custom_mask, is_causal, mask_indptr, max_extend_len, k_scale, v_scale,
                                  sm_scale=sm_scale)
             record_difference(self.err, ours, o)
-            if not torch.cuda.is_current_stream_capturing():
+            if not _capturing():
                 self.check()
-        self.stats.served += 1
         return True
 
     def check(self, reset: bool = True) -> float:
         """validate mode: read the worst difference recorded since the last check (a host read: after the step,
         outside capture) and raise ValidationFailed past the tolerance."""
-        if torch.cuda.is_current_stream_capturing():
+        if _capturing():
             raise RuntimeError("check() reads the device on the host; call it after replay, not under capture")
         worst = float(self.err.item())
         if reset:
@@ -235,6 +235,11 @@ class VerifyHook:
             raise ValidationFailed(f"kdtree verify kernel differs from SGLang's extend_attention_fwd: worst relative "
                                    f"difference {worst:.3g} > tolerance {self.tol:.3g}")
         return worst
+
+
+def _capturing() -> bool:
+    """Whether the current CUDA stream is capturing a graph (False without CUDA: a CPU build of torch raises)."""
+    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
 
 
 def _sglang_version() -> str:
