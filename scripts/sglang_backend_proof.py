@@ -1,5 +1,6 @@
 """SGLang 0.5.23's own TritonAttnBackend drives the kdtree verify hook: eager target verify, CUDA-graph capture and
-replay, and the inputs the hook must refuse (kdtree_lab/sglang/backend_proof.py says what each phase checks).
+replay, and the inputs the hook must refuse (kdtree_lab/lab/sglang_backend_proof.py says what each phase
+checks).
 
 Needs SGLang 0.5.23 and the packages its Triton backend imports (``scripts/fetch_wheels.sh --sglang-state`` gathers
 them for the H200). On the H200 (results committed under data/results/h200/):
@@ -30,12 +31,13 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")  # before Triton is imported: the dry run's kernels interpret
 
 from kdtree_lab.lab.provenance import provenance  # noqa: E402
-from kdtree_lab.sglang import backend_proof as proof  # noqa: E402
+from kdtree_lab.lab import sglang_backend_proof as proof  # noqa: E402
 from sglang_memory_defaults import MODEL_CONFIG  # noqa: E402  (the DeepSeek-V3 / Kimi-K2 shape: MLA, 64 heads)
 
 
 def settings(a: argparse.Namespace) -> proof.Settings:
-    base = proof.Settings.dry if not torch.cuda.is_available() else (proof.Settings.quick if a.quick else proof.Settings)
+    gpu = torch.cuda.is_available()
+    base = proof.Settings.dry if not gpu else (proof.Settings.quick if a.quick else proof.Settings)
     over = {k: v for k, v in (("max_bs", a.max_bs), ("context", a.context), ("replays", a.replays),
                               ("validate_replays", a.validate_replays), ("eager_batches", a.eager_batches),
                               ("seed", a.seed), ("sms", a.sms)) if v is not None}

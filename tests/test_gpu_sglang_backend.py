@@ -1,5 +1,5 @@
-"""GPU: SGLang 0.5.23's own TritonAttnBackend drives the verify hook (kdtree_lab/sglang/backend_proof.py): eager
-target verify, CUDA-graph capture and replay with fresh requests (on and validate modes), and the inputs the hook
+"""GPU: SGLang 0.5.23's own TritonAttnBackend drives the verify hook (kdtree_lab/lab/sglang_backend_proof.py):
+eager target verify, CUDA-graph capture and replay with fresh requests (on and validate modes), and the inputs the hook
 must refuse. Small settings; scripts/sglang_backend_proof.py runs the full counts for the committed result."""
 
 import sys
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kdtree_lab.sglang import backend_proof as proof
+from kdtree_lab.lab import sglang_backend_proof as proof
 
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[1]

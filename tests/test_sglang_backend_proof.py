@@ -12,7 +12,7 @@ import torch
 
 from kdtree_lab.checks.batch import build_verify_batch, full_tree_mask
 from kdtree_lab.core.tree import chain
-from kdtree_lab.sglang import backend_proof as proof
+from kdtree_lab.lab import sglang_backend_proof as proof
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -100,3 +100,11 @@ def test_dry_run_drives_the_hook_through_sglangs_backend(tmp_path, monkeypatch):
     assert any("float8_e5m2" in r for r in reasons) and any("max_bs=1" in r for r in reasons)
     assert all(r["probe"] == [{"served": False, "o_untouched": True}] for r in data["phases"]["refuse"])
     assert data["plugin"]["entry_point"] == "kdtree_verify = kdtree_lab.sglang.serve:sglang_plugin"
+
+
+def test_an_entry_point_published_from_a_checkout_is_what_importlib_metadata_finds(tmp_path, monkeypatch):
+    monkeypatch.setattr("sys.path", list(__import__("sys").path))
+    found = proof.publish_entry_point(tmp_path, "kdtree_lab.test_probe_group", "probe", "json:dumps",
+                                      dist="kdtree-lab-probe")
+    assert [(ep.name, ep.value) for ep in found] == [("probe", "json:dumps")]
+    assert found[0].load() is json.dumps

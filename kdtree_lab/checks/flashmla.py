@@ -99,7 +99,8 @@ def paged_reference(p: PagedBatch) -> torch.Tensor:
         q = p.q[b].double()  # [N, H, 576]
         logits = torch.einsum("nhd,ld->nhl", q, k) * p.sm_scale
         if p.causal:
-            visible = torch.arange(length, device=q.device)[None, :] < (length - n + 1 + torch.arange(n, device=q.device))[:, None]
+            last = length - n + torch.arange(n, device=q.device)  # query i sees positions <= L + i
+            visible = torch.arange(length, device=q.device)[None, :] <= last[:, None]
             logits = logits.masked_fill(~visible[:, None, :], float("-inf"))
         out[b * n:(b + 1) * n] = torch.einsum("nhl,ld->nhd", torch.softmax(logits, -1), k[:, :D_V])
     return out

@@ -57,8 +57,8 @@ from ..checks.oracle import compare, reference
 from ..checks.parity import sglang_verdict
 from ..core.mla import D_QK, D_V
 from ..core.tree import random_ddtree
-from . import hook as hook_module
-from . import serve
+from ..sglang import hook as hook_module
+from ..sglang import serve
 
 SGLANG_VERSION = "0.5.23"
 VOCAB = 4096  # the stand-in draft's vocabulary (its logits are random)
@@ -197,6 +197,24 @@ def entry_point() -> tuple[str, str]:
     return name, value
 
 
+def publish_entry_point(workdir: Path, group: str, name: str, value: str,
+                        dist: str = "kdtree-lab-checkout") -> list:
+    """Make entry point ``name = value`` of ``group`` visible to importlib.metadata as an installed distribution
+    ``dist`` would (a dist-info directory under ``workdir``, put on sys.path); returns what importlib.metadata then
+    finds. Raises ProofError where it finds nothing."""
+    info = workdir / f"{dist.replace('-', '_')}-0.0.0+checkout.dist-info"
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.0.0+checkout\n")
+    (info / "entry_points.txt").write_text(f"[{group}]\n{name} = {value}\n")
+    if str(workdir) not in sys.path:
+        sys.path.append(str(workdir))
+    importlib.invalidate_caches()
+    found = [ep for ep in importlib.metadata.entry_points(group=group) if ep.name == name]
+    if not found:
+        raise ProofError(f"importlib.metadata does not find the {name} entry point published in {info}")
+    return found
+
+
 def load_hook_plugin(sg: SimpleNamespace, workdir: Path) -> dict:
     """Install the hook the way ``sglang serve`` does: SGLang's ``load_plugins`` discovers kdtree-lab's entry point
     and applies the AFTER hook it registers on ``TritonAttnBackend.__init__``. From a source checkout (kdtree-lab
@@ -207,16 +225,8 @@ def load_hook_plugin(sg: SimpleNamespace, workdir: Path) -> dict:
     found = [ep for ep in importlib.metadata.entry_points(group=sg.GENERAL_PLUGINS_GROUP) if ep.name == name]
     source = "installed"
     if not found:
-        dist = workdir / "kdtree_lab-0.0.0+checkout.dist-info"
-        dist.mkdir(parents=True, exist_ok=True)
-        (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: kdtree-lab\nVersion: 0.0.0+checkout\n")
-        (dist / "entry_points.txt").write_text(f"[{sg.GENERAL_PLUGINS_GROUP}]\n{name} = {value}\n")
-        sys.path.append(str(workdir))
-        importlib.invalidate_caches()
-        found = [ep for ep in importlib.metadata.entry_points(group=sg.GENERAL_PLUGINS_GROUP) if ep.name == name]
+        found = publish_entry_point(workdir, sg.GENERAL_PLUGINS_GROUP, name, value)
         source = "pyproject.toml (published as a dist-info on sys.path)"
-        if not found:
-            raise ProofError(f"importlib.metadata does not find the {name} entry point published in {dist}")
     if found[0].value != value:
         raise ProofError(f"the installed {name} entry point is {found[0].value!r}, pyproject.toml declares {value!r}")
     if hook_module.parse_mode() == "off":
@@ -408,7 +418,8 @@ def fresh_requests(stack: Stack, bs: int, rnd: Rand, lens: list[int] | None = No
                     torch.tensor(lens, dtype=torch.int64, device=dev), out_cache_loc)
 
 
-def draft_step(stack: Stack, reqs: Requests, rnd: Rand, tree_mask_buf: torch.Tensor | None = None, mask_mode=None, fill_prefix_mask: bool = True,
+def draft_step(stack: Stack, reqs: Requests, rnd: Rand, tree_mask_buf: torch.Tensor | None = None, mask_mode=None,
+               fill_prefix_mask: bool = True,
                num_draft: int | None = None, steps: int | None = None):
     """SGLang's verify input for ``reqs``. EAGLE trees and chains: the draft loop of eagle_worker_v2 on random
     draft logits (SGLang's ``select_top_k_tokens`` run eagerly, ``organize_draft_results``), then
@@ -880,9 +891,21 @@ def run(st: Settings, out: Path | None, model_config: dict, modes: tuple[str, ..
     if not gpu and os.environ.get("TRITON_INTERPRET") != "1":
         raise ProofError("a dry run without a GPU needs TRITON_INTERPRET=1 set before Triton is imported")
     t_start = time.perf_counter()
+    saved_env = {v: os.environ.get(v) for v in (hook_module.ENV_VAR, hook_module.IMPL_VAR)}
+    try:
+        return _run(st, out, model_config, modes, phases, log, gpu, device, judge_sglang, impl, t_start)
+    finally:
+        for var, value in saved_env.items():  # the phases set the hook's variables; leave the process as it was
+            if value is None:
+                os.environ.pop(var, None)
+            else:
+                os.environ[var] = value
+
+
+def _run(st, out, model_config, modes, phases, log, gpu, device, judge_sglang, impl, t_start) -> dict:
     sg = import_sglang()
     meta = {"what": "SGLang 0.5.23's own TritonAttnBackend drives the kdtree verify hook (target verify eager, "
-                    "CUDA-graph capture and replay, refusals); kdtree_lab/sglang/backend_proof.py",
+                    "CUDA-graph capture and replay, refusals); kdtree_lab/lab/sglang_backend_proof.py",
             "sglang": sg.version, "torch": torch.__version__, "device": torch.cuda.get_device_name() if gpu else "cpu",
             "measured_on": "gpu" if gpu else "cpu dry run (Triton interpreter; graphs replaced by eager calls; "
                                              "SGLang's extend kernel recorded, not judged)",
@@ -950,7 +973,8 @@ def _where(exc: BaseException) -> str:
     """The innermost frame of the traceback in SGLang or kdtree_lab: file:line function."""
     import traceback
 
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "sglang" in f.filename or "kdtree_lab" in f.filename]
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if "sglang" in f.filename or "kdtree_lab" in f.filename]
     f = frames[-1] if frames else traceback.extract_tb(exc.__traceback__)[-1]
     return f"{Path(f.filename).name}:{f.lineno} {f.name}"
 
