@@ -62,6 +62,7 @@ from ..sglang import serve
 
 SGLANG_VERSION = "0.5.23"
 VOCAB = 4096  # the stand-in draft's vocabulary (its logits are random)
+VALIDATE_SAME_TOL = 1e-3  # validate mode: SGLang's in-graph output against its own eager run (relative L2)
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -746,11 +747,13 @@ def graph_phase(stack: Stack, rec: Recorder, rnd: Rand, mode: str, replays: int,
             _sync(dev)
             verdict = sglang_verdict(ours, theirs, oracle(stack, reqs, q[:rt], k[:rt], v[:rt], mask), judge_sglang)
             if mode == "validate":
-                # SGLang's kernel wrote o inside the graph: it must be what the unhooked backend writes eagerly, and
-                # the hook's device-side error (ours against it) within the tolerance
+                # SGLang's kernel wrote o inside the graph: it must be what the unhooked backend writes eagerly (to
+                # bf16 rounding: the two launches see int64 / int32 indptrs and another kv_indices length; whether
+                # they agree bit for bit is recorded), and the hook's device-side error within the tolerance
                 same = bool(torch.equal(ours.nan_to_num(nan=7.0), theirs.nan_to_num(nan=7.0)))
                 verdict.update(validate_error=err, sglang_output_equals_unhooked=same)
-                verdict["ok"] = err is not None and (not judge_sglang or (same and err <= hook.tol))
+                close = verdict["ours_nan"] == 0 and verdict["ours_vs_sglang_rel_l2"] <= VALIDATE_SAME_TOL
+                verdict["ok"] = err is not None and (not judge_sglang or (close and err <= hook.tol))
             if not verdict["ok"]:
                 mismatches += 1
             for key in ("ours_rel_l2", "sglang_rel_l2", "ours_vs_sglang_rel_l2") + (("validate_error",)
