@@ -694,7 +694,7 @@ def graph_phase(stack: Stack, rec: Recorder, rnd: Rand, mode: str, replays: int,
     prev = 0
     for bs in sorted(capture_bs):
         g, captured_metadata, run_once, capture_calls, warm_errors = graphs[bs]
-        mismatches, worst, rows_stats, validate_errors, lens_seen = 0, {}, _stats(hook), [], []
+        mismatches, worst, rows_stats, validate_errors, lens_seen, bit_equal = 0, {}, _stats(hook), [], [], 0
         for i in range(replays):
             raw = int(rnd.np.integers(prev + 1, bs + 1))
             reqs = fresh_requests(stack, raw, rnd)
@@ -752,6 +752,7 @@ def graph_phase(stack: Stack, rec: Recorder, rnd: Rand, mode: str, replays: int,
                 # they agree bit for bit is recorded), and the hook's device-side error within the tolerance
                 same = bool(torch.equal(ours.nan_to_num(nan=7.0), theirs.nan_to_num(nan=7.0)))
                 verdict.update(validate_error=err, sglang_output_equals_unhooked=same)
+                bit_equal += same
                 close = verdict["ours_nan"] == 0 and verdict["ours_vs_sglang_rel_l2"] <= VALIDATE_SAME_TOL
                 verdict["ok"] = err is not None and (not judge_sglang or (close and err <= hook.tol))
             if not verdict["ok"]:
@@ -771,6 +772,7 @@ def graph_phase(stack: Stack, rec: Recorder, rnd: Rand, mode: str, replays: int,
                           "capture_calls": capture_calls, "replay_calls": calls, **total,
                           "raw_bs_range": [prev + 1, bs], "longest_prefix": max(max(x) for x in lens_seen),
                           "validate_errors": validate_errors[:3], "warmup_validate_errors": warm_errors[:2],
+                          **({"sglang_bit_equal_replays": bit_equal} if mode == "validate" else {}),
                           "graph": g is not None})
         prev = bs
     del graphs, hooked, plain
