@@ -111,10 +111,15 @@ def time_sglang_extend(shape: Shape, iters: int = 5, method: str = "graph") -> T
 def time_sglang_verify_mla(shape: Shape, iters: int = 20, method: str = "graph") -> Timing:
     """SGLang 0.5.23's chain verify kernel ``verify_shared_kv_fwd`` (chains only) as its backend's verify slot
     calls it."""
+    from .oracle import compare, reference
+    from .parity import within_tolerance
     from .sglang_kernels import verify_shared_kv
 
     copies = _copies(shape)
     batches = shape_batches(shape, copies)
+    err = compare(verify_shared_kv(batches[0]), reference(batches[0]))
+    if not within_tolerance(err):
+        raise PeerUnavailable(f"verify_shared_kv_fwd's output differs from the oracle on {shape}: {err}")
     ms, n, how = timed(lambda i: verify_shared_kv(batches[i]), copies, method, iters=iters)
     return Timing("sglang_verify_mla", shape, ms, n, method=how)
 
@@ -202,13 +207,13 @@ def run_grid(shapes: list[Shape], impls: list[str], ceilings: Ceilings | None = 
                 timings[impl] = time_sglang_extend(shape, method=method)
             elif impl == "sglang_decode":
                 timings[impl] = time_sglang_decode(shape, method=method)
-            elif impl == "sglang_verify_mla":
-                timings[impl] = time_sglang_verify_mla(shape, method=method)
-            elif impl == "flashmla":
+            elif impl in ("sglang_verify_mla", "flashmla"):
+                peer = time_sglang_verify_mla if impl == "sglang_verify_mla" else time_flashmla
                 try:
-                    timings[impl] = time_flashmla(shape, method=method)
-                except PeerUnavailable as exc:  # recorded once per run, no row
-                    peers.setdefault(impl, str(exc))
+                    timings[impl] = peer(shape, method=method)
+                except Exception as exc:  # noqa: BLE001 - a peer that fails is recorded with its exact error, no row
+                    error = str(exc) if isinstance(exc, PeerUnavailable) else f"{type(exc).__name__}: {exc}"
+                    peers.setdefault(impl, error)
             torch.cuda.empty_cache()
         base = timings.get("sglang_extend")
         dec = timings.get("sglang_decode")
