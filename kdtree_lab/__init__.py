@@ -10,7 +10,8 @@ below it, never from one above, and no import cycle exists (tests/test_imports.p
 - ``sglang``: the verify hook for SGLang's Triton backend, the launcher and plugin that install it.
 - ``budget``: the memory budget and its widget (torch-free).
 - ``speculate``: what speculation buys end to end: acceptance, the step model, tokens per second by context.
-- ``lab``: the notebook runner, profiles, records, provenance, doctor, figures, the GPU fleet.
+- ``lab``: the notebook runner, profiles, records, provenance, doctor, figures, the GPU fleet, the proof that
+  SGLang's own backend drives the hook.
 - ``cli``: the ``kdtree-lab`` command, one module per command.
 
 The public API for an engine (SGLang's hook uses it too): ``kdtree_lab.VerifyAttention``, the plan/run object of

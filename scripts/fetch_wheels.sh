@@ -9,11 +9,23 @@
 # (scripts/slim_sglang_wheel.py: 39 -> 15 MB). --sglang-state: instead, the wheels scripts/sglang_graph_state.py needs there (SGLang's Triton attention backend
 # imports its server stack: openai, tvm-ffi, ...; the image's transformers 5.17 serves it) into .whl-sglang/ (add `/.whl-sglang/` to
 # .git/info/exclude); it stays under the 64 MiB a device call carries, so carry it instead of .whl/.
+#
+# --flashmla: the sgl-flash-mla 1.0.0 wheel (FlashMLA, the benchmark's Hopper peer: kdtree-lab bench --preset chain)
+# into .whl-flashmla/ (add `/.whl-flashmla/` to .git/info/exclude; 9.9 MB, carried beside .whl-sglang). Install it
+# on the device with --no-deps into a folder of its own (its metadata asks for torch >= 2.14.1; the benchmark
+# records the exact load error where it does not load).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PLATFORMS=(--python-version 3.12 --implementation cp --platform manylinux_2_34_x86_64 --platform manylinux_2_28_x86_64
            --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64
            --platform manylinux1_x86_64 --platform any)
+if [ "${1:-}" = "--flashmla" ]; then
+  python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+    -d .whl-flashmla sgl-flash-mla==1.0.0
+  du -sh .whl-flashmla
+  exit 0
+fi
 if [ "${1:-}" = "--sglang-state" ]; then
   python3 -m pip download -q --no-deps --only-binary=:all: "${PLATFORMS[@]}" -d .whl-sglang \
     sglang==0.5.23 orjson pybase64 starlette msgspec pydantic pydantic_core annotated_types typing_inspection pyzmq \

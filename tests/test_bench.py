@@ -167,3 +167,56 @@ def test_figure_problems_finds_text_outside_the_figure_and_overprinted(tmp_path)
     found = figure_problems(fig)
     assert any(p.startswith("legend") and "leaves the figure" in p for p in found), found
     assert "'209x' overlaps '199x'" in found and "annotation '209x' leaves its axes" in found
+
+
+def test_chain_preset_times_both_peers_beside_ours_on_chains_only():
+    items = bench_presets.preset("chain")
+    assert len(items) == len(bench_presets.CHAIN_SHAPES) == 7
+    assert all(s.mask == "chain" and s.kv == "bf16" for s, _ in items)
+    assert all(impls == ["cuda", "sglang_extend", "sglang_verify_mla", "flashmla"] for _, impls in items)
+    assert (1, 200_000, 4, 8) in [(s.batch, s.prefix, s.draft, s.heads) for s, _ in items]
+
+
+def test_flashmla_paged_layout_is_the_verify_batch_at_equal_rows():
+    """The peer's input: the chain batch's prefix rows (in kv_indices order) then its draft keys, in 64-token pages
+    in a random order; FlashMLA's causal decode over it is the verify step's attention (the oracle's)."""
+    from kdtree_lab.checks import flashmla
+    from kdtree_lab.checks.batch import build_verify_batch
+    from kdtree_lab.checks.oracle import compare, reference
+
+    b = build_verify_batch([130, 1, 64], 4, 8, mask="chain", seed=3)
+    p = flashmla.paged(b, seed=1)
+    assert p.q.shape == (3, 4, 8, 576) and p.k_cache.shape[1:] == (64, 1, 576) and p.causal
+    assert p.cache_seqlens.tolist() == [134, 5, 68] and p.block_table.shape == (3, 3)
+    used = p.block_table[0].tolist() + p.block_table[1, :1].tolist() + p.block_table[2, :2].tolist()
+    assert sorted(used) == list(range(6))
+    err = compare(flashmla.paged_reference(p), reference(b))
+    assert err["rel_l2"] < 1e-12 and err["nan"] == 0
+    with pytest.raises(ValueError, match="chains"):
+        flashmla.paged(build_verify_batch([9], 4, 8, mask="tree", seed=1))
+    with pytest.raises(ValueError, match="bf16 cache"):
+        flashmla.paged(build_verify_batch([9], 4, 8, mask="chain", kv_dtype="fp8"))
+
+
+def test_flashmla_load_reports_the_exact_error_when_it_does_not_import(monkeypatch):
+    import builtins
+
+    from kdtree_lab.checks import flashmla
+
+    real = builtins.__import__
+
+    def fake(name, *a, **kw):
+        if name == "flash_mla":
+            raise OSError("libtorch_cuda.so: undefined symbol: _ZN3c10xyz")
+        return real(name, *a, **kw)
+
+    monkeypatch.setattr(builtins, "__import__", fake)
+    assert flashmla.load() == (None, "OSError: libtorch_cuda.so: undefined symbol: _ZN3c10xyz")
+
+
+def test_sglangs_chain_verify_kernel_is_not_handed_a_tree():
+    from kdtree_lab.checks import sglang_kernels
+    from kdtree_lab.checks.batch import build_verify_batch
+
+    with pytest.raises(ValueError, match="chains \\(topk 1\\) only"):
+        sglang_kernels.verify_shared_kv(build_verify_batch([9], 4, 8, mask="tree", seed=1))

@@ -91,7 +91,7 @@ def test_install_plans_for_the_backends_pool_and_a_pool_not_served_falls_back(mo
     planned = []
 
     class Refuses:
-        def __init__(self, max_bs, num_draft, num_heads, kv_dtype, device, fp8_math="auto"):
+        def __init__(self, max_bs, num_draft, num_heads, kv_dtype, device, impl, fp8_math="auto"):
             planned.append((max_bs, num_draft, num_heads, kv_dtype))
             raise NoConfiguration(f"kv_dtype: verify_rows32_kernel<64,2> does not read {kv_dtype} pools")
 
@@ -109,6 +109,50 @@ def test_install_plans_for_the_backends_pool_and_a_pool_not_served_falls_back(mo
     sglang_hook.uninstall(backend)
     sglang_hook.install(backend, mode="on")
     assert planned[-1] == (48, 4, 8, "bf16")
+
+
+def test_parse_impl(monkeypatch):
+    monkeypatch.delenv("KDTREE_VERIFY_IMPL", raising=False)
+    assert sglang_hook.parse_impl() == "cuda"
+    monkeypatch.setenv("KDTREE_VERIFY_IMPL", "triton")
+    assert sglang_hook.parse_impl() == "triton" and sglang_hook.parse_impl("cuda_sm120") == "cuda_sm120"
+    with pytest.raises(ValueError, match="KDTREE_VERIFY_IMPL='cutlass': expected one of cuda, "):
+        sglang_hook.parse_impl("cutlass")
+
+
+def test_install_plans_what_it_is_asked_and_larger_batches_or_other_widths_fall_back_with_their_reason():
+    """install(max_bs=, num_draft=, impl=) plans the Triton twin (it runs here under the interpreter) for fewer
+    requests than the pool: a batch above the plan and a draft width it was not planned for fall back, o unwritten,
+    each reason counted in stats.reasons; a planned call is served and matches the oracle."""
+    from kdtree_lab.checks.oracle import compare, reference
+    from kdtree_lab.checks.parity import within_tolerance
+
+    backend = _fake_backend()
+    backend.device = "cpu"
+    hook = sglang_hook.install(backend, mode="on", max_bs=2, impl="triton")
+    assert (hook.max_bs, hook.num_draft, hook.num_heads, hook.impl) == (2, 4, 8, "triton")
+    big = build_verify_batch([5, 3, 2], 4, 8, seed=1)
+    assert hook(*big.extend_attention_args(), 1.0, 1.0, big.sm_scale, max_bs=48) is False
+    wide = build_verify_batch([5], 6, 8, seed=2)
+    assert hook(*wide.extend_attention_args(), 1.0, 1.0, wide.sm_scale, max_bs=48) is False
+    assert torch.isnan(big.o).all() and torch.isnan(wide.o).all(), "a refused call writes nothing"
+    assert hook.stats.fell_back == 2 and len(hook.stats.reasons) == 2
+    assert any("bs=3" in r and "max_bs=2" in r for r in hook.stats.reasons)
+    assert any("N=6" in r and "N=4" in r for r in hook.stats.reasons)
+    ok = build_verify_batch([7, 3], 4, 8, seed=3)
+    assert hook(*ok.extend_attention_args(), 1.0, 1.0, ok.sm_scale, max_bs=48) is True
+    assert hook.stats.served == 1 and within_tolerance(compare(ok.o, reference(ok)))
+
+
+def test_a_pool_the_implementation_does_not_read_is_refused_at_install(caplog):
+    backend = _fake_backend()
+    backend.device = "cpu"
+    backend.token_to_kv_pool = SimpleNamespace(dtype=torch.float8_e4m3fn)
+    hook = sglang_hook.install(backend, mode="on", impl="cuda_rows32")  # v3 reads bf16 pools only
+    assert hook.attn is None and "impl cuda_rows32 serves bf16 KV pools, not fp8" in hook.refusal
+    b = build_verify_batch([5], 4, 8, kv_dtype="fp8")
+    assert hook(*b.extend_attention_args(), 1.0, 1.0, b.sm_scale, max_bs=48) is False
+    assert list(hook.stats.reasons) == [hook.refusal]
 
 
 def test_install_refuses_an_unknown_backend_layout():

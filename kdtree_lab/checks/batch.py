@@ -82,6 +82,18 @@ def _make_tree(kind: MaskKind, n: int, rng: np.random.Generator) -> DraftTree:
     return chain(n)
 
 
+def full_tree_mask(prefix_lens: Sequence[int], trees: Sequence[DraftTree]) -> torch.Tensor:
+    """SGLang's FULL_MASK tree mask (bool, flat, on the CPU): per request an N x (L + N) row-major block, its prefix
+    columns True (as SGLang fills them), its draft columns the tree's ancestor-or-self mask."""
+    parts = []
+    for length, tree in zip(prefix_lens, trees, strict=True):
+        n = tree.size
+        block = np.ones((n, int(length) + n), dtype=bool)
+        block[:, int(length):] = tree.ancestor_mask()
+        parts.append(torch.from_numpy(block.reshape(-1)))
+    return torch.cat(parts)
+
+
 def build_verify_batch(
     prefix_lens: Sequence[int],
     num_draft: int,
@@ -185,12 +197,7 @@ def build_verify_batch(
 
     custom_mask = None
     if mask != "causal":
-        parts = []
-        for length, tree in zip(lens, trees):
-            block = np.ones((n, length + n), dtype=bool)  # prefix columns True, as SGLang fills them
-            block[:, length:] = tree.ancestor_mask()
-            parts.append(torch.from_numpy(block.reshape(-1)))
-        flat = torch.cat(parts)
+        flat = full_tree_mask(lens, trees)
         if variant == "capture":
             cap = max(bs * n * (ctx + n), flat.numel()) if ctx is not None else flat.numel() + bs * n * 16
             custom_mask = torch.full((cap,), 0xA5, dtype=torch.uint8, device=dev)  # poison past mask_indptr[bs]

@@ -108,6 +108,51 @@ def time_sglang_extend(shape: Shape, iters: int = 5, method: str = "graph") -> T
     return Timing("sglang_extend", shape, ms, n, method=how)
 
 
+def time_sglang_verify_mla(shape: Shape, iters: int = 20, method: str = "graph") -> Timing:
+    """SGLang 0.5.23's chain verify kernel ``verify_shared_kv_fwd`` (chains only) as its backend's verify slot
+    calls it."""
+    from .oracle import compare, reference
+    from .parity import within_tolerance
+    from .sglang_kernels import verify_shared_kv
+
+    copies = _copies(shape)
+    batches = shape_batches(shape, copies)
+    err = compare(verify_shared_kv(batches[0]), reference(batches[0]))
+    if not within_tolerance(err):
+        raise PeerUnavailable(f"verify_shared_kv_fwd's output differs from the oracle on {shape}: {err}")
+    ms, n, how = timed(lambda i: verify_shared_kv(batches[i]), copies, method, iters=iters)
+    return Timing("sglang_verify_mla", shape, ms, n, method=how)
+
+
+class PeerUnavailable(RuntimeError):
+    """A peer implementation that does not load here; the message is its exact error."""
+
+
+def time_flashmla(shape: Shape, method: str = "graph") -> Timing:
+    """FlashMLA's dense SM90 decode (``sgl-flash-mla``) on a chain shape at equal rows: N query tokens per request,
+    causal, over 64-token pages holding the prefix and the draft tokens (kdtree_lab.checks.flashmla). Checked
+    against the oracle before it is timed. Raises PeerUnavailable with the exact error where it does not load."""
+    from . import flashmla
+    from .oracle import compare, reference
+    from .parity import within_tolerance
+
+    module, error = flashmla.load()
+    if module is None:
+        raise PeerUnavailable(error)
+    copies = _copies(shape)
+    batches = shape_batches(shape, copies)
+    paged = [flashmla.paged(b, seed=i) for i, b in enumerate(batches)]
+    runs = [flashmla.make_runner(module, p) for p in paged]
+    out = runs[0]()  # also computes the scheduler metadata the timed calls reuse
+    err = compare(out.reshape(-1, shape.heads, D_V), reference(batches[0]))
+    if not within_tolerance(err):
+        raise PeerUnavailable(f"FlashMLA's output differs from the oracle on {shape}: {err}")
+    for r in runs[1:]:
+        r()
+    ms, n, how = timed(lambda i: runs[i](), copies, method)
+    return Timing("flashmla", shape, ms, n, method=how)
+
+
 def time_sglang_decode(shape: Shape, max_kv_splits: int = 256, method: str = "graph") -> Timing:
     """SGLang's split-K ``decode_attention_fwd`` (grouped MLA) for one token per request: the reference point a
     tree verify should match. Split counts come from SGLang's own ``get_num_kv_splits_triton``."""
@@ -148,6 +193,7 @@ def run_grid(shapes: list[Shape], impls: list[str], ceilings: Ceilings | None = 
 
         it = bar(shapes, desc="bench", unit="shape")
     have_sglang = sglang_available()
+    peers: dict[str, str] = {}
     for shape in it:
         timings = {}
         for impl in impls:
@@ -161,6 +207,13 @@ def run_grid(shapes: list[Shape], impls: list[str], ceilings: Ceilings | None = 
                 timings[impl] = time_sglang_extend(shape, method=method)
             elif impl == "sglang_decode":
                 timings[impl] = time_sglang_decode(shape, method=method)
+            elif impl in ("sglang_verify_mla", "flashmla"):
+                peer = time_sglang_verify_mla if impl == "sglang_verify_mla" else time_flashmla
+                try:
+                    timings[impl] = peer(shape, method=method)
+                except Exception as exc:  # noqa: BLE001 - a peer that fails is recorded with its exact error, no row
+                    error = str(exc) if isinstance(exc, PeerUnavailable) else f"{type(exc).__name__}: {exc}"
+                    peers.setdefault(impl, error)
             torch.cuda.empty_cache()
         base = timings.get("sglang_extend")
         dec = timings.get("sglang_decode")
@@ -171,7 +224,8 @@ def run_grid(shapes: list[Shape], impls: list[str], ceilings: Ceilings | None = 
             if dec and impl in TIMEABLE:
                 row["vs_sglang_decode_1tok"] = round(dec.ms / t.ms, 3)
             rows.append(row)
-    return {"ceilings": asdict(ceilings), "sglang": have_sglang, "timing": method, "rows": rows}
+    return {"ceilings": asdict(ceilings), "sglang": have_sglang, "timing": method, "rows": rows,
+            **({"peers_unavailable": peers} if peers else {})}
 
 
 def run_preset(name: str, impls: list[str] | None = None, progress: bool = True,
@@ -193,7 +247,10 @@ def run_preset(name: str, impls: list[str] | None = None, progress: bool = True,
     if resume:
         result["resumed_from"] = {"rows": len(resume["rows"]), "ceilings": resume.get("ceilings")}
     for shape, chosen in items:
-        rows += run_grid([shape], chosen, ceilings, progress=False, method=method)["rows"]
+        grid = run_grid([shape], chosen, ceilings, progress=False, method=method)
+        rows += grid["rows"]
+        for impl, error in grid.get("peers_unavailable", {}).items():
+            result.setdefault("peers_unavailable", {}).setdefault(impl, error)
         if checkpoint is not None:
             Path(checkpoint).write_text(json.dumps(result, indent=1))
     return result

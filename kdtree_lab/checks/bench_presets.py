@@ -12,10 +12,17 @@ OURS = ("cuda", "cuda_sm120", "cuda_sm120_roles", "triton")  # what the quick pr
 FP8_OURS = ("cuda", "cuda_sm120", "triton")  # over an fp8 pool the second generation runs the first kernel's e4m3 variant
 TIMEABLE = tuple(IMPLS)  # any registered implementation, when asked for (--impl)
 ALL_IMPLS = [*OURS, "sglang_extend", "sglang_decode"]
+PEERS = ("sglang_verify_mla", "flashmla")  # chain-only peers: SGLang's grouped-head verify kernel, FlashMLA (SM90)
+PEER_IMPLS = ("sglang_extend", "sglang_decode", *PEERS)  # every implementation that is not ours
+# chain (EAGLE topk 1) shapes: the issue-37 grid, where SGLang's verify_shared_kv_fwd and FlashMLA's causal decode
+# also serve the step; FlashMLA runs them at equal rows (N query tokens x H heads per request)
+CHAIN_SHAPES = ((1, 200_000, 4, 8), (8, 200_000, 4, 8), (1, 200_000, 4, 16), (8, 32_768, 4, 16), (1, 32_768, 4, 8),
+                (48, 8_192, 4, 8), (1, 200_000, 8, 8))
 
 
 def preset(name: str) -> list[tuple[Shape, list[str]]]:
-    """Named shape grids with the implementations each shape is timed with.
+    """Named shape grids with the implementations each shape is timed with (chain: CHAIN_SHAPES with SGLang's
+    chain verify kernel and FlashMLA beside ours and extend_attention_fwd).
 
     quick: the headline (B=1, L=200k, H=8, N=16), the reference deployment (B=8), batch 48, and memory- and
     compute-bound corners. issue: the full grid H {8,16,64,128} x N {4,16,64} x B {1,8,48} x L {4k,32k,200k}
@@ -46,7 +53,10 @@ def preset(name: str) -> list[tuple[Shape, list[str]]]:
             for kv in ("bf16", "fp8"):
                 out.append((Shape(b, length, n, h, kv=kv), [*FP8_OURS, "sglang_extend"]))
         return out
-    raise ValueError(f"unknown bench preset {name!r}: expected quick, issue or fp8")
+    if name == "chain":  # issue 37: chains beside SGLang's two verify kernels and FlashMLA
+        return [(Shape(b, length, n, h, mask="chain"), ["cuda", "sglang_extend", *PEERS])
+                for b, length, n, h in CHAIN_SHAPES]
+    raise ValueError(f"unknown bench preset {name!r}: expected quick, issue, fp8 or chain")
 
 
 def preset_items(name: str, impls: list[str] | None = None) -> list[tuple[Shape, list[str]]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..checks.bench_presets import PEER_IMPLS
 from ..kernels.impls import IMPLS
 from ..lab.record import emit
 from .args import fleet_flags, fleet_labels, fleet_report
@@ -57,9 +58,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argparse has no public type
     p = sub.add_parser("bench", help="time the CUDA kernel, the Triton twin and SGLang's kernels (GPU only)")
-    p.add_argument("--preset", choices=["quick", "issue", "fp8"], default="quick",
-                   help="shape grid (fp8: memory- and compute-bound shapes over a bf16 and an fp8 pool)")
-    p.add_argument("--impl", help=f"comma-separated subset of {', '.join([*IMPLS, 'sglang_extend', 'sglang_decode'])} "
+    p.add_argument("--preset", choices=["quick", "issue", "fp8", "chain"], default="quick",
+                   help="shape grid (fp8: memory- and compute-bound shapes over a bf16 and an fp8 pool; chain: "
+                        "chains beside SGLang's verify_shared_kv_fwd and FlashMLA)")
+    p.add_argument("--impl", help=f"comma-separated subset of {', '.join((*IMPLS, *PEER_IMPLS))} "
                                   "(default: the implementations the preset names for each shape)")
     p.add_argument("--timing", choices=["graph", "eager"], default="graph",
                    help="graph: replays of a captured call (GPU time, as SGLang runs verify); eager: CUDA events "

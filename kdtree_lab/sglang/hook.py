@@ -13,13 +13,18 @@ math of an fp8 pool, VerifyAttention's ``fp8_math``):
 - ``validate``: SGLang's kernel writes ``o``, ours writes a scratch buffer, and the worst relative difference is
   accumulated on the device (no host sync, so it works inside captured graphs); ``check()`` reads it after the
   step and raises past the tolerance. Outside capture the hook checks right away.
+
+The implementation the hook runs is ``kdtree_lab.kernels.impls`` name ``impl`` (argument, or ``KDTREE_VERIFY_IMPL``;
+default ``cuda``, the configuration this GPU selects; ``triton`` runs the Triton twin, e.g. on a CPU under
+``TRITON_INTERPRET=1``). A pool the implementation does not read is refused at install: every call then falls back.
+``stats.reasons`` counts the fall-backs per reason.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -31,6 +36,7 @@ from ..kernels.validate import VALIDATE_TOL, record_difference, validate_tol
 log = logging.getLogger("kdtree_lab.sglang.hook")
 MODES = ("off", "validate", "on")
 ENV_VAR = "KDTREE_VERIFY"
+IMPL_VAR = "KDTREE_VERIFY_IMPL"
 
 
 class HookInstallError(RuntimeError):
@@ -39,6 +45,18 @@ class HookInstallError(RuntimeError):
 
 class ValidationFailed(AssertionError):
     """validate mode: our kernel's output differs from SGLang's beyond the tolerance."""
+
+
+def parse_impl(value: str | None = None) -> str:
+    """The implementation from ``value`` or ``$KDTREE_VERIFY_IMPL`` (default ``cuda``); an unknown name raises naming
+    the variable and the names there are."""
+    from ..kernels.impls import IMPLS
+
+    raw = value if value is not None else os.environ.get(IMPL_VAR, "cuda")
+    impl = raw.strip()
+    if impl not in IMPLS:
+        raise ValueError(f"{IMPL_VAR}={raw!r}: expected one of {', '.join(IMPLS)}")
+    return impl
 
 
 def parse_mode(value: str | None = None) -> str:
@@ -126,6 +144,7 @@ class HookStats:
     calls: int = 0
     served: int = 0
     fell_back: int = 0
+    reasons: dict[str, int] = field(default_factory=dict)  # fall-backs per reason
 
 
 class VerifyHook:
@@ -136,10 +155,12 @@ class VerifyHook:
 
     def __init__(self, mode: str | None = None, max_bs: int = 48, num_draft: int = 4, num_heads: int = 16,
                  device: str | torch.device = "cuda", tol: float | None = None, kv_dtype: str = "bf16",
-                 fp8_math: str | None = None):
-        from ..kernels.attention import VerifyAttention
+                 impl: str = "cuda", fp8_math: str | None = None):
+        from ..kernels import attention
+        from ..kernels.impls import kv_refusal
 
         self.mode = parse_mode(mode)
+        self.impl = parse_impl(impl)
         self.fp8_math = parse_fp8_math(fp8_math)
         self.max_bs, self.num_draft, self.num_heads = max_bs, num_draft, num_heads
         self.tol = tol if tol is not None else VALIDATE_TOL
@@ -151,8 +172,13 @@ class VerifyHook:
         self.refusal: str | None = None  # why every call falls back (the pool is not served here)
         if self.mode == "off":  # nothing to allocate: every call falls back
             return
+        refused = kv_refusal(self.impl, kv_dtype)
+        if refused:
+            self.refusal = f"the {kv_dtype} KV pool: {refused}"
+            return
         try:
-            self.attn = VerifyAttention(max_bs, num_draft, num_heads, kv_dtype, self.device, fp8_math=self.fp8_math)
+            self.attn = attention.VerifyAttention(max_bs, num_draft, num_heads, kv_dtype, self.device, self.impl,
+                                                  fp8_math=self.fp8_math)
             self.kv_dtypes = (self.attn.kv_dtype,)
             if tol is None:  # e4m3 math is compared with SGLang's kernel at e4m3's tolerance
                 self.tol = validate_tol(self.attn.e4m3_math)
@@ -173,6 +199,7 @@ class VerifyHook:
 
     def _fall_back(self, reason: str) -> bool:
         self.stats.fell_back += 1
+        self.stats.reasons[reason] = self.stats.reasons.get(reason, 0) + 1
         if reason not in self._reasons_logged:
             self._reasons_logged.add(reason)
             log.warning("kdtree verify hook falls back to SGLang's kernel: %s", reason)
@@ -201,6 +228,7 @@ class VerifyHook:
         ours = o if self.mode == "on" else self.scratch[: q.shape[0]]
         self.attn.run(q, k_extend, v_extend, k_buffer, qo_indptr, kv_indptr, kv_indices, custom_mask, mask_indptr,
                       ours, scale, k_scale, v_scale)
+        self.stats.served += 1  # our kernel ran (in validate mode a failed check below still raises)
         if self.mode == "validate":
             from sglang.kernels.ops.attention.extend_attention import (
                 extend_attention_fwd,
@@ -210,15 +238,14 @@ class VerifyHook:
                                  custom_mask, is_causal, mask_indptr, max_extend_len, k_scale, v_scale,
                                  sm_scale=sm_scale)
             record_difference(self.err, ours, o)
-            if not torch.cuda.is_current_stream_capturing():
+            if not _capturing():
                 self.check()
-        self.stats.served += 1
         return True
 
     def check(self, reset: bool = True) -> float:
         """validate mode: read the worst difference recorded since the last check (a host read: after the step,
         outside capture) and raise ValidationFailed past the tolerance."""
-        if torch.cuda.is_current_stream_capturing():
+        if _capturing():
             raise RuntimeError("check() reads the device on the host; call it after replay, not under capture")
         worst = float(self.err.item())
         if reset:
@@ -227,6 +254,11 @@ class VerifyHook:
             raise ValidationFailed(f"kdtree verify kernel differs from SGLang's extend_attention_fwd: worst relative "
                                    f"difference {worst:.3g} > tolerance {self.tol:.3g}")
         return worst
+
+
+def _capturing() -> bool:
+    """Whether the current CUDA stream is capturing a graph (False without CUDA: a CPU build of torch raises)."""
+    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
 
 
 def _sglang_version() -> str:
@@ -238,9 +270,12 @@ def _sglang_version() -> str:
         return "not importable"
 
 
-def install(backend, mode: str | None = None, num_heads: int | None = None, num_draft: int | None = None) -> VerifyHook:
+def install(backend, mode: str | None = None, num_heads: int | None = None, num_draft: int | None = None,
+            max_bs: int | None = None, impl: str | None = None) -> VerifyHook:
     """Put a :class:`VerifyHook` into a live ``TritonAttnBackend``'s verify slot (workspace sized from the
-    backend's max batch, allocated now, outside capture). Raises HookInstallError if the layout differs."""
+    backend's max batch, allocated now, outside capture). ``num_heads``, ``num_draft``, ``max_bs``: plan for these
+    instead of what the backend holds (a larger batch, another width then falls back); ``impl``: see the module
+    docstring. Raises HookInstallError if the layout differs."""
     needed = ("verify_shared_kv_fwd", "use_verify_shared_kv", "req_to_token_pool")
     missing = [a for a in needed if not hasattr(backend, a)]
     if missing:
@@ -253,8 +288,9 @@ def install(backend, mode: str | None = None, num_heads: int | None = None, num_
                                "(backend.num_draft_tokens); pass num_heads= and num_draft=")
     device = getattr(backend, "device", "cuda")
     pool = kv_dtype_of(getattr(getattr(backend, "token_to_kv_pool", None), "dtype", None))
-    hook = VerifyHook(mode, max_bs=int(backend.req_to_token_pool.size), num_draft=int(draft), num_heads=int(heads),
-                      device=device, kv_dtype=pool.name if pool else "bf16")
+    hook = VerifyHook(mode, max_bs=int(max_bs or backend.req_to_token_pool.size), num_draft=int(draft),
+                      num_heads=int(heads), device=device, kv_dtype=pool.name if pool else "bf16",
+                      impl=parse_impl(impl))
     backend._kdtree_saved = (backend.verify_shared_kv_fwd, backend.use_verify_shared_kv)
     backend.verify_shared_kv_fwd = torch.compiler.disable(hook)
     backend.use_verify_shared_kv = hook.mode != "off"

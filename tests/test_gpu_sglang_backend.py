@@ -1,0 +1,66 @@
+"""GPU: SGLang 0.5.23's own TritonAttnBackend drives the verify hook (kdtree_lab/lab/sglang_backend_proof.py):
+eager target verify, CUDA-graph capture and replay with fresh requests (on and validate modes), and the inputs the hook
+must refuse. Small settings; scripts/sglang_backend_proof.py runs the full counts for the committed result."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from kdtree_lab.lab import sglang_backend_proof as proof
+
+pytestmark = pytest.mark.gpu
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def model_config():
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU (a skip is not a pass)")
+    try:
+        proof.import_sglang()
+    except proof.ProofError as exc:
+        pytest.skip(f"SGLang's Triton backend does not import here: {exc}")
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from sglang_memory_defaults import MODEL_CONFIG
+
+    return MODEL_CONFIG
+
+
+SMALL = dict(max_bs=4, context=2048, replays=3, validate_replays=2, eager_batches=2)
+
+
+def _failures(data):
+    return {k: v for k, v in data["summary"].items() if v["ok"] != v["rows"]}
+
+
+@pytest.mark.parametrize("kind", ["eagle", "ddtree", "chain"])
+def test_eager_target_verify_through_sglangs_backend_is_served_and_matches(model_config, kind, tmp_path):
+    st = proof.Settings(**SMALL, drafts=tuple(d for d in proof.DRAFTS if d.kind == kind))
+    data = proof.run(st, tmp_path / "p.json", model_config, phases=("eager",), log=lambda s: None)
+    assert data["ok"], _failures(data)
+    rows = data["phases"]["eager"]
+    assert {r["config"].split()[1] for r in rows} == {"bf16", "fp8"}
+    assert all(r["served"] == r["calls"] == 1 for r in rows)
+
+
+@pytest.mark.parametrize("kind", ["eagle", "ddtree", "chain"])
+def test_sglangs_graph_capture_and_replay_with_the_hook(model_config, kind, tmp_path):
+    st = proof.Settings(**SMALL, drafts=tuple(d for d in proof.DRAFTS if d.kind == kind))
+    data = proof.run(st, tmp_path / "p.json", model_config, phases=("graph",), log=lambda s: None)
+    assert data["ok"], _failures(data)
+    rows = data["phases"]["graph"]
+    assert all(r["graph"] for r in rows) and {r["capture_bs"] for r in rows} == set(data["capture_sizes"][
+        f"{kind}-N{next(d.num_draft for d in proof.DRAFTS if d.kind == kind)}"])
+    validate = [r for r in rows if r["config"].endswith("validate")]
+    assert validate and all(r["worst"]["validate_error"] <= 2.0 ** -5 for r in validate)
+
+
+def test_refusals_fall_back_with_their_reason_and_sglang_serves(model_config, tmp_path):
+    data = proof.run(proof.Settings(**SMALL), tmp_path / "p.json", model_config, phases=("refuse",),
+                     log=lambda s: None)
+    assert data["ok"], data["phases"]["refuse"]
+    rows = data["phases"]["refuse"]
+    assert len(rows) == 4 and all(r["sglang_output_equals_unhooked"] and r["fell_back"] == 1 for r in rows)
