@@ -15,41 +15,52 @@ FLAGS = ("measure", "accept_length", "accept_nodes", "step_context", "step_ms", 
 
 
 def _flagged(message: str) -> str:
-    """A setup error with the parameter names before its first colon written as flags (accept_length ->
-    --accept-length)."""
+    """A setup error as the command line words a refused argument: "argument --flag: expected ..., found ..."
+    (the parameter names before its first colon written as flags: accept_length -> --accept-length)."""
     head, sep, rest = message.partition(":")
+    named = False
     for name in FLAGS:
-        head = re.sub(rf"(?<![-\w]){name}(?!\w)", "--" + name.replace("_", "-"), head)
-    return head + sep + rest
+        head, n = re.subn(rf"(?<![-\w]){name}(?!\w)", "--" + name.replace("_", "-"), head)
+        named = named or bool(n)
+    return ("argument " if named else "") + head + sep + rest
 
 
-def _text(res: dict, s) -> str:
+def _text(res: dict, s, head: dict | None) -> str:
     from ..core.display import markdown_table
+    from ..speculate import answer, published, sweep
 
+    lines = []
+    if head is not None:
+        lines += [f"What our verify kernel buys against today's best ({res['label']}; kdtree_lab.speculate, "
+                  "docs/speculation.md):", "", markdown_table(answer.table_rows(head)), "", answer.words(head), "",
+                  "Today's best against its published measurements (model / measured - 1, one request):", "",
+                  markdown_table(published.residual_rows()), ""]
     chain_n = s.draft.chain[0]
     rows = []
     for r in res["rows"]:
         row = {"context": r["context"], "no speculation": r["no_spec"]["tokens_per_s"]}
         for k in r["chain"]:
-            row[f"chain of {chain_n}, {k}"] = r["chain"][k]["tokens_per_s"]
+            c = r["chain"][k]
+            row[f"chain of {chain_n}, {k}"] = c["tokens_per_s"] if c["fits"] else "does not fit"
         for k, b in r["best"].items():
-            row[f"best, {k}"] = f"{b['tokens_per_s']:.1f} ({b['kind']} of {b['nodes']})"
+            row[f"best, {k}"] = f"{b['tokens_per_s']:.1f} ({b['kind']} of {b['nodes']})" if b else "does not fit"
         rows.append(row)
-    lines = [f"Tokens per second per request, {res['label']} (kdtree_lab.speculate; inputs below, each with its "
-             "source):", "", markdown_table(rows), ""]
+    kinds = "; ".join(f"{k}: {w}" for k, w in sweep.KERNEL_WORDS.items())
+    lines += [f"Tokens per second per request by variant, draft {s.draft.name} ({res['label']}; {kinds}):", "",
+              markdown_table(rows), ""]
     lines += [b["words"] for b in res["break_even"].values()]
-    lines += ["", markdown_table([{"input": i["input"], "value": i["value"]} for i in res["inputs"]])]
+    lines += ["", "Inputs, each with its source:", "", markdown_table(res["inputs"])]
     return "\n".join(lines)
 
 
 def cmd_speculate(args: argparse.Namespace) -> int:
-    from ..speculate import kernel_times, sweep
+    from ..speculate import answer, kernel_times, sweep
     from ..speculate.step import target
 
     try:
         if (args.accept_length is None) != (args.accept_nodes is None):
             raise ValueError("accept_length and accept_nodes: expected both (a measured acceptance and the chain "
-                             "size it was measured at) or neither")
+                             "size it was measured at) or neither, found one")
         measured = None
         if args.measure:
             heads = target(args.gpu, args.model, args.tp, args.quant, {"copy_gbps": 1, "gemm_tflops": 1}).heads
@@ -60,10 +71,13 @@ def cmd_speculate(args: argparse.Namespace) -> int:
                         args.accept_nodes, args.step_ms, args.step_context, args.draft_ms,
                         tuple(args.nodes), measured)
         res = sweep.sweep(s, tuple(args.context))
+        head = answer.headline(s, tuple(args.context)) if s.today is not None else None
     except ValueError as exc:  # StepInputError, KernelTimeError and the checks above
         print(f"kdtree-lab speculate: {_flagged(str(exc))}", file=sys.stderr)
         return 2
-    emit(args, res, _text(res, s))
+    if head is not None:
+        res = {"headline": head, **res}
+    emit(args, res, _text(res, s, head))
     return 0
 
 
