@@ -108,6 +108,8 @@ class Published:
     spec: tuple[tuple[float, ...], ...]
     concurrency: tuple[int, ...]
     concurrency_no_spec: tuple[tuple[float, ...], ...]  # (context, tok/s at each concurrency)
+    beyond_fit: tuple[int, ...]  # concurrencies shown against the model but not fitted
+    beyond_fit_no_spec: tuple[tuple[float, ...], ...]  # (context, tok/s at each of them)
     interarrival_ms: tuple[float, float] | None  # (low, high) p50 across the spec contexts
     tolerance: float
     explained: tuple[Explained, ...]
@@ -191,6 +193,8 @@ def published() -> dict[str, Published]:
             draft=v["draft"], nodes=int(v["nodes"]), no_spec=tuple(tuple(r) for r in v["no_spec"]),
             spec=tuple(tuple(r) for r in v["spec"]), concurrency=tuple(int(c) for c in v.get("concurrency", [])),
             concurrency_no_spec=tuple(tuple(r) for r in v.get("concurrency_no_spec", [])),
+            beyond_fit=tuple(int(c) for c in v.get("beyond_fit", [])),
+            beyond_fit_no_spec=tuple(tuple(r) for r in v.get("beyond_fit_no_spec", [])),
             interarrival_ms=tuple(v["interarrival_ms"]) if v.get("interarrival_ms") else None,
             tolerance=float(v["tolerance"]),
             explained=tuple(Explained(s, int(c), float(tol), why) for s, c, tol, why in v.get("explained", [])),
