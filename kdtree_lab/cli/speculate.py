@@ -1,4 +1,5 @@
-"""``kdtree-lab speculate``: tokens per second by context and tree size, with SGLang's verify and ours (a model)."""
+"""``kdtree-lab speculate``: ours against today's best (vLLM's full-graph EAGLE-3 chain) by context and tree size,
+the ratio with its band, then the sweep by tree size and kernel (a model)."""
 
 from __future__ import annotations
 
@@ -95,8 +96,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
     from ..speculate.presets import drafts
     from ..speculate.sweep import DEFAULT_CONTEXTS, DEFAULT_NODES
 
-    p = sub.add_parser("speculate", help="tokens per second by context and tree size with SGLang's verify and ours "
-                                         "(a model of one decode step; runs on a CPU from committed results)")
+    p = sub.add_parser("speculate", help="ours against today's best (vLLM's full-graph EAGLE-3 chain) by context and "
+                                         "tree size, the ratio with its band (a model of one decode step; runs on a "
+                                         "CPU from committed results)")
     p.add_argument("--gpu", default="rtx-pro-6000", help="GPU preset (data/presets/gpus.yaml)")
     p.add_argument("--model", default="kimi-k2", help="model preset (data/presets/models.yaml)")
     p.add_argument("--tp", type=positive_int, default=8, help="tensor parallel size (the model's heads split over it)")
