@@ -699,9 +699,13 @@ def speculation_check_table() -> str:
             if m["why"]:
                 lines.append(f"- `{c['name']}` at {published.k_words(m['context'])}: {m['residual']:+.1%}, allowed "
                              f"{m['allowed']:.0%}: {m['why']}.")
-        if c["beyond_fit"]:
-            lines.append(f"- `{c['name']}`, no speculation at context 0 beyond the fit (concurrency "
-                         + ", ".join(f"{x['concurrency']}: {x['residual']:+.0%}" for x in c["beyond_fit"]) + ").")
+        for spec in (False, True):
+            b = [x for x in c["beyond_fit"] if x["speculation"] == spec]
+            if b:
+                lines.append(f"- `{c['name']}`, not fitted, {'the EAGLE-3 chain' if spec else 'no speculation'} at "
+                             "concurrency > 1 (context x target tokens per step: model / measured - 1): " + ", ".join(
+                                 f"{published.k_words(x['context'])} x {x['tokens']}: {x['residual']:+.0%}"
+                                 for x in b) + ".")
     return "\n".join(lines)
 
 

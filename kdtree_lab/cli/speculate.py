@@ -33,9 +33,14 @@ def _text(res: dict, s, head: dict | None) -> str:
     lines = []
     if head is not None:
         lines += [f"What our verify kernel buys against today's best ({res['label']}; kdtree_lab.speculate, "
-                  "docs/speculation.md):", "", markdown_table(answer.table_rows(head)), "", answer.words(head), "",
+                  "docs/speculation.md):", "", *([markdown_table(answer.table_rows(head)), ""] if head["rows"] else []),
+                  answer.words(head), "",
                   "Today's best against its published measurements (model / measured - 1, one request):", "",
                   markdown_table(published.residual_rows()), ""]
+    else:
+        lines += ["No published measurement pins today's best for this deployment (only Kimi K2.6 on 8 x RTX PRO 6000, "
+                  "TP8, int4 is): the tables below compare with no speculation, and without --step-ms every step is "
+                  "a lower bound.", ""]
     chain_n = s.draft.chain[0]
     rows = []
     for r in res["rows"]:

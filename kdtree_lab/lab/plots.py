@@ -251,13 +251,15 @@ def published_check(checks: list[dict], path: str | Path | None = None):
     cols = min(3, len(checks))
     rows_n = -(-len(checks) // cols)
     fig, axes = plt.subplots(rows_n, cols, figsize=(5.4 * cols, 4.2 * rows_n), squeeze=False)
-    styles = {"model no speculation": ("black", "-"), "model speculation": ("tab:red", "--"),
-              "model, ours (bf16 pool)": ("tab:blue", "-"), "model, ours (fp8 pool)": ("tab:purple", "-")}
+    styles = {"model no speculation": ("black", "-", "model: no speculation"),
+              "model speculation": ("tab:red", "--", "model: the chain as decode rows (today)"),
+              "model, ours (bf16 pool)": ("tab:blue", "-", "model: the chain, ours (bf16 pool)"),
+              "model, ours (fp8 pool)": ("tab:purple", "-", "model: the chain, ours (fp8 pool)")}
     for ax, res in zip(axes.flat, checks):
         rows = res["rows"]
         ctx = [max(r["context"], 1000) for r in rows]  # context 0 drawn at 1k
-        for key, (colour, ls) in styles.items():
-            ax.plot(ctx, [r[key] for r in rows], color=colour, ls=ls, label=key.replace("model ", "model: "))
+        for key, (colour, ls, label) in styles.items():
+            ax.plot(ctx, [r[key] for r in rows], color=colour, ls=ls, label=label)
         for key, marker in (("measured no speculation", "o"), ("measured speculation", "x")):
             pts = [(c, r[key]) for c, r in zip(ctx, rows) if r[key] is not None]
             ax.scatter([p[0] for p in pts], [p[1] for p in pts], marker=marker, s=60, color="red", zorder=3,

@@ -52,7 +52,8 @@ def headline(s: Setup, contexts: tuple[int, ...]) -> dict:
     tables = [x for x in published().values() if x.role == "today" and (x.gpu, x.model, x.tp, x.quant) ==
               (p.gpu, p.model, p.tp, p.quant)]
     head = next(x for x in tables if x.headline)
-    measured = {int(r[0]): float(r[1]) for r in head.spec}
+    # the published cells are of one request each: at another batch every cell is the model's
+    measured = {int(r[0]): float(r[1]) for r in head.spec} if s.batch == head.batch else {}
     longest = max(int(r[0]) for x in tables for r in (*x.spec, *x.no_spec))
     band = pub.band()
     same = with_draft(s, p.draft)
@@ -85,7 +86,7 @@ def headline(s: Setup, contexts: tuple[int, ...]) -> dict:
             "band_source": "the largest |model / measured - 1| over the speculative cells of every published table "
                            "of today's best (published.band); it does not cover our kernel's own time, which is "
                            "predicted for the card from H200 runs",
-            "longest_measured": longest,
+            "longest_measured": longest, "batch": s.batch, "capacity_per_request": s.capacity(None),
             "no_speculation": {c: round(no_spec_step(s, max(c, 1)).tokens_per_s, 1) for c in (r.context for r in rows)},
             "rows": [r.__dict__ | {"band": list(r.band)} for r in rows]}
 
@@ -108,6 +109,9 @@ def table_rows(h: dict) -> list[dict]:
 
 def words(h: dict) -> str:
     """The sentence under the headline."""
+    if not h["rows"]:
+        return (f"At batch {h['batch']} no context asked for fits the KV pool ({h['capacity_per_request']:,} tokens "
+                "per request): no headline.")
     return (f"Today's best: {h['today']} ({h['headline_table']}), measured where that table measured it and "
             f"modelled elsewhere; contexts beyond {_k(h['longest_measured'])} are predictions of both sides. "
             f"Band: the model's worst miss of today's best, {h['band']:.0%} ({h['band_source']}).")

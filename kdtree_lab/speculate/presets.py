@@ -110,6 +110,8 @@ class Published:
     concurrency_no_spec: tuple[tuple[float, ...], ...]  # (context, tok/s at each concurrency)
     beyond_fit: tuple[int, ...]  # concurrencies shown against the model but not fitted
     beyond_fit_no_spec: tuple[tuple[float, ...], ...]  # (context, tok/s at each of them)
+    spec_concurrency: tuple[int, ...]  # concurrencies of the speculative cells shown against the model, not fitted
+    spec_concurrency_rows: tuple[tuple[float, ...], ...]  # (context, aggregate tok/s at each of them)
     interarrival_ms: tuple[float, float] | None  # (low, high) p50 across the spec contexts
     tolerance: float
     explained: tuple[Explained, ...]
@@ -195,6 +197,8 @@ def published() -> dict[str, Published]:
             concurrency_no_spec=tuple(tuple(r) for r in v.get("concurrency_no_spec", [])),
             beyond_fit=tuple(int(c) for c in v.get("beyond_fit", [])),
             beyond_fit_no_spec=tuple(tuple(r) for r in v.get("beyond_fit_no_spec", [])),
+            spec_concurrency=tuple(int(c) for c in v.get("spec_concurrency", [])),
+            spec_concurrency_rows=tuple(tuple(r) for r in v.get("spec_concurrency_rows", [])),
             interarrival_ms=tuple(v["interarrival_ms"]) if v.get("interarrival_ms") else None,
             tolerance=float(v["tolerance"]),
             explained=tuple(Explained(s, int(c), float(tol), why) for s, c, tol, why in v.get("explained", [])),
