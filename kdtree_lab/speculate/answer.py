@@ -91,16 +91,12 @@ def headline(s: Setup, contexts: tuple[int, ...]) -> dict:
             "rows": [r.__dict__ | {"band": list(r.band)} for r in rows]}
 
 
-def _k(c: int) -> str:
-    return pub.k_words(c)
-
-
 def table_rows(h: dict) -> list[dict]:
     """The headline as table rows with plain numbers."""
     out = []
     for r in h["rows"]:
         lo, hi = r["band"]
-        out.append({"context": _k(r["context"]), "today's best (tok/s)": f"{r['today']:.1f}",
+        out.append({"context": pub.k_words(r["context"]), "today's best (tok/s)": f"{r['today']:.1f}",
                     "which": r["today_how"], "best with ours (tok/s)": f"{r['ours']:.1f}", "setup": r["ours_setup"],
                     "ratio [band]": f"{r['ratio']:.2f}x [{lo:.2f}-{hi:.2f}]",
                     "ours, same EAGLE-3 chain": f"{r['same_draft']:.1f} ({r['same_draft_ratio']:.2f}x)"})
@@ -113,7 +109,7 @@ def words(h: dict) -> str:
         return (f"At batch {h['batch']} no context asked for fits the KV pool ({h['capacity_per_request']:,} tokens "
                 "per request): no headline.")
     return (f"Today's best: {h['today']} ({h['headline_table']}), measured where that table measured it and "
-            f"modelled elsewhere; contexts beyond {_k(h['longest_measured'])} are predictions of both sides. "
+            f"modelled elsewhere; contexts beyond {pub.k_words(h['longest_measured'])} are predictions of both sides. "
             f"Band: the model's worst miss of today's best, {h['band']:.0%} ({h['band_source']}).")
 
 
