@@ -663,49 +663,50 @@ def xqa_peer_table() -> str:
 
 
 def speculation_table() -> str:
-    """Notebook 07's answer for the reference deployment (a model), from the committed kernel times and presets."""
-    from kdtree_lab.speculate import sweep
+    """Notebook 07's opening table for the reference deployment: today's best beside the best setup with ours, the
+    ratio with its band (a model beside measurements), from the presets and the committed kernel times."""
+    from kdtree_lab.core.display import markdown_table
+    from kdtree_lab.speculate import answer, sweep
 
     s = sweep.setup("rtx-pro-6000", "kimi-k2", 8, "int4", 1, "dflash-gsm8k")
-    res = sweep.sweep(s)
-    tabs, chain = s.tables, s.draft.chain[0]
-    lines = [f"**A model, not a measurement**: Kimi K2.6 (int4) on 8 x RTX PRO 6000, TP8, one request, DFlash drafts "
-             f"(acceptance preset `dflash-gsm8k`: {s.draft.chain[1]} tokens per step for its chain of {chain}), "
-             f"tokens per second per request. Attention per layer: ours `{tabs['ours'].impl}`, SGLang's verify and "
-             f"decode, each predicted for the card from the H200 rows of "
-             + " and ".join(f"`{src}`" for src in dict.fromkeys(t.source for t in (tabs['ours'], tabs['sglang'])))
-             + " by the rule of the RTX prediction table of docs/results.md; the rest of the step from the model's "
-             f"architecture; the step's fixed part ({s.fixed.ms:.2f} ms) from the published one-token step "
-             "(`data/presets/speculation.yaml`). Inputs and their sources: notebook 07, `docs/speculation.md`.", "",
-             f"| context | no speculation | chain of {chain}, ours / SGLang's | best tree, ours | best tree, SGLang's |",
-             "|---:|---:|---:|---:|---:|"]
-    for r in res["rows"]:
-        best = {k: f"{r['best'][k]['tokens_per_s']:.1f} ({r['best'][k]['kind']} of {r['best'][k]['nodes']})"
-                for k in sweep.KERNELS}
-        lines.append(f"| {r['context']:,} | {r['no_spec']['tokens_per_s']:.1f} | {r['chain']['ours']['tokens_per_s']:.1f}"
-                     f" / {r['chain']['sglang']['tokens_per_s']:.1f} | {best['ours']} | {best['sglang']} |")
-    words = {"ours": "With our verify", "sglang": "With SGLang's verify"}
-    lines += [""] + [f"{words[k]}: {b['words'].split(': ', 1)[1]}." for k, b in res["break_even"].items()]
-    return "\n".join(lines)
+    head = answer.headline(s, sweep.DEFAULT_CONTEXTS)
+    tabs = s.tables
+    return "\n".join([
+        f"**Kimi K2.6 (int4) on 8 x RTX PRO 6000, TP8, one request**: today's best measured where measured, a "
+        f"model elsewhere ({head['label']}). Ours: "
+        f"our verify kernel (`{tabs['ours'].impl}` over a bf16 pool, `{tabs['ours-fp8'].impl}` over an fp8 pool, "
+        "predicted for the card from the committed H200 rows) in the same step, with today's EAGLE-3 chain of 4 or "
+        f"with DFlash drafts (acceptance preset `dflash-gsm8k`: {s.draft.chain[1]} tokens per step for its chain of "
+        f"{s.draft.chain[0]}) verified as DDTree trees of 4-64 nodes; a bf16 pool holds half the fp8 pool's "
+        f"{s.today.preset.kv_capacity_tokens:,} tokens.", "", markdown_table(answer.table_rows(head)), "",
+        answer.words(head)])
 
 
 def speculation_check_table() -> str:
-    """The model against the published Kimi K2.6 figures (notebook 07's last part)."""
+    """Today's best (the model) against every published table of it, cell by cell (notebook 07's last part)."""
+    from kdtree_lab.core.display import markdown_table
     from kdtree_lab.speculate import published
 
-    lines = []
-    for c in published.check_all():
-        lines += [f"{c['label']} ({c['source']}); tokens per second, one request, measured / model:", "",
-                  "| context | no speculation | EAGLE-3 chain of 4: measured | model, decode-row verify | "
-                  "model, our verify | model, SGLang's verify |", "|---:|---:|---:|---:|---:|---:|"]
-        for r in c["rows"]:
-            ns = r["measured no speculation"]
-            sp = r["measured speculation"]
-            lines.append(f"| {r['context']:,} | {'-' if ns is None else ns} / {r['model no speculation']} | "
-                         f"{'-' if sp is None else sp} | {r['model speculation, decode rows verify']} | "
-                         f"{r['model speculation, ours verify']} | {r['model speculation, sglang verify']} |")
-        lines.append("")
-    return "\n".join(lines).rstrip()
+    lines = ["Model / measured - 1 per cell, one request (tables of `data/presets/speculation.yaml` `published`, "
+             "role `today`):", "", markdown_table(published.residual_rows()), ""]
+    for c in published.check_all(("today",)):
+        conc = c["concurrency"]
+        if conc:
+            lines.append(f"- `{c['name']}`, no speculation at concurrency "
+                         f"{min(x['concurrency'] for x in conc)}-{max(x['concurrency'] for x in conc)} "
+                         f"({len(conc)} cells): within {max(abs(x['residual']) for x in conc):.1%}.")
+        for m in c["misses"]:
+            if m["why"]:
+                lines.append(f"- `{c['name']}` at {published.k_words(m['context'])}: {m['residual']:+.1%}, allowed "
+                             f"{m['allowed']:.0%}: {m['why']}.")
+        for spec in (False, True):
+            b = [x for x in c["beyond_fit"] if x["speculation"] == spec]
+            if b:
+                lines.append(f"- `{c['name']}`, not fitted, {'the EAGLE-3 chain' if spec else 'no speculation'} at "
+                             "concurrency > 1 (context x target tokens per step: model / measured - 1): " + ", ".join(
+                                 f"{published.k_words(x['context'])} x {x['tokens']}: {x['residual']:+.0%}"
+                                 for x in b) + ".")
+    return "\n".join(lines)
 
 
 BUILD_OF_RECORD = RESULTS / "h200" / "2026-12-01-sm120-per-shape" / "call1-notebooks" / "build.json"

@@ -34,9 +34,12 @@ def test_cpu_profile_runs_every_notebook(tmp_path):
     assert [s["what"] for s in spec["skipped"]] == ["kernel timing on this GPU"]
     assert spec["kernel_times"] == "committed results" and spec["label"].startswith("model")
     assert {r["context"] for r in spec["sweep"]["rows"]} >= {4096, 262144}
-    assert set(spec["sweep"]["break_even"]) == {"ours", "sglang"} and len(spec["published"]) == 2
-    assert all(spec["explanations"].values())
-    for png in ("07_curves.png", "07_best.png", "07_published.png"):
+    from kdtree_lab.speculate.presets import published
+
+    assert set(spec["sweep"]["break_even"]) == {"ours", "ours-fp8", "sglang"}
+    assert len(spec["published"]) == len(published()) and all(spec["explanations"].values())
+    assert {r["context"] for r in spec["headline"]["rows"]} >= {0, 131072, 262144}
+    for png in ("07_headline.png", "07_curves.png", "07_best.png", "07_published.png"):
         assert (out / png).stat().st_size > 10_000
     for nb in status:
         assert (out / f"{nb}.ipynb").exists() and (out / f"{nb}.json").exists()

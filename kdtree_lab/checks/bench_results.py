@@ -139,15 +139,16 @@ def _issue_grids() -> list[tuple[str, Path, dict]]:
     return sorted(out, key=lambda t: (t[0], str(t[1])), reverse=True)
 
 
-def committed_grid(impl: str) -> Grid:
-    """The newest committed issue grid holding bf16 rows of ``impl`` (so a newly committed run of a default kernel is
-    picked up without a code change). Raises LookupError naming the implementation when none does."""
+def committed_grid(impl: str, kv: str = "bf16") -> Grid:
+    """The newest committed issue grid holding ``kv``-pool rows of ``impl`` (so a newly committed run of a default
+    kernel is picked up without a code change). Raises LookupError naming the implementation when none does."""
     for date, path, data in _issue_grids():
-        rows = tuple(r for r in data["rows"] if r["impl"] == impl and r.get("kv", "bf16") == "bf16")
+        rows = tuple(r for r in data["rows"] if r["impl"] == impl and r.get("kv", "bf16") == kv)
         if rows:
             return Grid(impl, str(path.relative_to(ROOT)), date, data["provenance"].get("gpu", MEASURED_ON),
                         data["ceilings"], rows)
-    raise LookupError(f"impl {impl}: no committed issue grid under data/results/{MEASURED_ON}/ holds its rows")
+    pool = "" if kv == "bf16" else f" over an {kv} pool"
+    raise LookupError(f"impl {impl}: no committed issue grid under data/results/{MEASURED_ON}/ holds its rows{pool}")
 
 
 CURRENT = ("cuda", "cuda_wgmma", "cuda_sm120", "cuda_sm120_roles", "sglang_extend", "sglang_decode_1tok")  # defaults, peers

@@ -1,4 +1,5 @@
-"""``kdtree-lab speculate``: tokens per second by context and tree size, with SGLang's verify and ours (a model)."""
+"""``kdtree-lab speculate``: ours against today's best (vLLM's full-graph EAGLE-3 chain) by context and tree size,
+the ratio with its band, then the sweep by tree size and kernel (a model)."""
 
 from __future__ import annotations
 
@@ -18,33 +19,47 @@ def _flagged(message: str) -> str:
     return as_flags(message, FLAGS)
 
 
-def _text(res: dict, s) -> str:
+def _text(res: dict, s, head: dict | None) -> str:
     from ..core.display import markdown_table
+    from ..speculate import answer, published, sweep
 
+    lines = []
+    if head is not None:
+        lines += [f"What our verify kernel buys against today's best ({res['label']}; kdtree_lab.speculate, "
+                  "docs/speculation.md):", "", *([markdown_table(answer.table_rows(head)), ""] if head["rows"] else []),
+                  answer.words(head), "",
+                  "Today's best against its published measurements (model / measured - 1, one request):", "",
+                  markdown_table(published.residual_rows()), ""]
+    else:
+        lines += ["No published measurement pins today's best for this deployment (only Kimi K2.6 on 8 x RTX PRO 6000, "
+                  "TP8, int4 is): the tables below compare with no speculation, and without --step-ms every step is "
+                  "a lower bound.", ""]
     chain_n = s.draft.chain[0]
     rows = []
     for r in res["rows"]:
         row = {"context": r["context"], "no speculation": r["no_spec"]["tokens_per_s"]}
         for k in r["chain"]:
-            row[f"chain of {chain_n}, {k}"] = r["chain"][k]["tokens_per_s"]
+            c = r["chain"][k]
+            row[f"chain of {chain_n}, {k}"] = c["tokens_per_s"] if c["fits"] else "does not fit"
         for k, b in r["best"].items():
-            row[f"best, {k}"] = f"{b['tokens_per_s']:.1f} ({b['kind']} of {b['nodes']})"
+            row[f"best, {k}"] = f"{b['tokens_per_s']:.1f} ({b['kind']} of {b['nodes']})" if b else "does not fit"
         rows.append(row)
-    lines = [f"Tokens per second per request, {res['label']} (kdtree_lab.speculate; inputs below, each with its "
-             "source):", "", markdown_table(rows), ""]
+    kinds = "; ".join(f"{k}: {w}" for k, w in sweep.KERNEL_WORDS.items())
+    lines += [f"Tokens per second per request by variant, draft {s.draft.name} ({res['label']}; {kinds}):", "",
+              markdown_table(rows), ""]
     lines += [b["words"] for b in res["break_even"].values()]
-    lines += ["", markdown_table([{"input": i["input"], "value": i["value"]} for i in res["inputs"]])]
+    lines += ["", "Inputs, each with its source:", "", markdown_table(res["inputs"])]
     return "\n".join(lines)
 
 
 def cmd_speculate(args: argparse.Namespace) -> int:
-    from ..speculate import kernel_times, sweep
+    from ..speculate import answer, kernel_times, sweep
     from ..speculate.step import target
 
     try:
         if (args.accept_length is None) != (args.accept_nodes is None):
             raise ValueError("accept_length and accept_nodes: expected both (a measured acceptance and the chain "
-                             "size it was measured at) or neither")
+                             "size it was measured at) or neither, found one")
         measured = None
         if args.measure:
             heads = target(args.gpu, args.model, args.tp, args.quant, {"copy_gbps": 1, "gemm_tflops": 1}).heads
@@ -55,10 +70,13 @@ def cmd_speculate(args: argparse.Namespace) -> int:
                         args.accept_nodes, args.step_ms, args.step_context, args.draft_ms,
                         tuple(args.nodes), measured)
         res = sweep.sweep(s, tuple(args.context))
+        head = answer.headline(s, tuple(args.context)) if s.today is not None else None
     except ValueError as exc:  # StepInputError, KernelTimeError and the checks above
         print(f"kdtree-lab speculate: {_flagged(str(exc))}", file=sys.stderr)
         return 2
-    emit(args, res, _text(res, s))
+    if head is not None:
+        res = {"headline": head, **res}
+    emit(args, res, _text(res, s, head))
     return 0
 
 
@@ -76,8 +94,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
     from ..speculate.presets import drafts
     from ..speculate.sweep import DEFAULT_CONTEXTS, DEFAULT_NODES
 
-    p = sub.add_parser("speculate", help="tokens per second by context and tree size with SGLang's verify and ours "
-                                         "(a model of one decode step; runs on a CPU from committed results)")
+    p = sub.add_parser("speculate", help="ours against today's best (vLLM's full-graph EAGLE-3 chain) by context and "
+                                         "tree size, the ratio with its band (a model of one decode step; runs on a "
+                                         "CPU from committed results)")
     p.add_argument("--gpu", default="rtx-pro-6000", type=gpu_preset, help="GPU preset (data/presets/gpus.yaml)")
     p.add_argument("--model", default="kimi-k2", help="model preset (data/presets/models.yaml)")
     p.add_argument("--tp", type=positive_int, default=8, help="tensor parallel size (the model's heads split over it)")

@@ -136,6 +136,83 @@ def _end_labels(ax, ends: list[tuple[float, float, Any]], fontsize: float, fig_h
                     arrowprops=dict(arrowstyle="-", lw=0.6, color=colour, shrinkA=0, shrinkB=2) if moved else None)
 
 
+def context_axis(ax, contexts, zero_at: int = 1000) -> None:
+    """A log2 context axis with plain tick labels at the given contexts (16384 -> "16k"; 0 drawn at ``zero_at``
+    and labelled "0"), thinned so two labels are at least half an octave apart, and no minor labels."""
+    import math
+
+    from matplotlib.ticker import FixedLocator, NullLocator
+
+    from ..speculate.published import k_words
+
+    ax.set_xscale("log", base=2)
+    kept: list[int] = []
+    for c in sorted(set(contexts)):
+        x = max(c, zero_at)
+        if not kept or math.log2(x) - math.log2(max(kept[-1], zero_at)) >= 0.5:
+            kept.append(c)
+        elif c == max(contexts):  # keep the longest context's label, drop the one before it
+            kept[-1] = c
+    ax.xaxis.set_major_locator(FixedLocator([max(c, zero_at) for c in kept]))
+    ax.set_xticklabels([k_words(c) for c in kept])
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xlabel("context (tokens)")
+
+
+def _plain_y(ax) -> None:
+    """A linear y axis from 0 with plain-number ticks."""
+    from matplotlib.ticker import MaxNLocator, ScalarFormatter
+
+    ax.set_ylim(bottom=0)
+    ax.yaxis.set_major_locator(MaxNLocator(nbins=7))
+    fmt = ScalarFormatter(useOffset=False)
+    fmt.set_scientific(False)
+    ax.yaxis.set_major_formatter(fmt)
+
+
+KERNEL_TITLES = {"ours": "our kernel, bf16 pool", "ours-fp8": "our kernel, fp8 pool",
+                 "sglang": "SGLang's Triton verify, bf16 pool"}
+
+
+def speculation_headline(head: dict, path: str | Path | None = None):
+    """Today's best (measured markers, modelled line) and the best setup with our kernel against context (left),
+    and their ratio with its band (right, a linear axis with 1 marked). ``speculate.answer.headline``'s result."""
+    import matplotlib.pyplot as plt
+
+    rows = head["rows"]
+    ctx = [max(r["context"], 1000) for r in rows]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.6))
+    a.plot(ctx, [r["today_model"] for r in rows], color="black", lw=2, label="today's best, model")
+    m = [(x, r["today"]) for x, r in zip(ctx, rows) if r["today_how"].startswith("measured")]
+    a.scatter([x for x, _ in m], [y for _, y in m], color="red", marker="o", s=45, zorder=3,
+              label="today's best, measured")
+    a.plot(ctx, [r["ours"] for r in rows], color="tab:blue", lw=2, marker="s", ms=4, label="best setup with ours")
+    a.fill_between(ctx, [r["ours"] / (1 + head["band"]) for r in rows], [r["ours"] / (1 - head["band"]) for r in rows],
+                   color="tab:blue", alpha=0.15, label=f"band (+-{head['band']:.0%})")
+    a.plot(ctx, [r["same_draft"] for r in rows], color="tab:cyan", ls="--", label="ours, same EAGLE-3 chain")
+    context_axis(a, [r["context"] for r in rows])
+    _plain_y(a)
+    a.set_ylabel("tokens per second (one request)")
+    a.legend(fontsize=8, loc="lower left")
+    a.grid(True, alpha=0.3)
+    b.plot(ctx, [r["ratio"] for r in rows], color="tab:blue", lw=2, marker="s", ms=4, label="best setup with ours")
+    b.fill_between(ctx, [r["band"][0] for r in rows], [r["band"][1] for r in rows], color="tab:blue", alpha=0.15,
+                   label="band")
+    b.plot(ctx, [r["same_draft_ratio"] for r in rows], color="tab:cyan", ls="--", label="ours, same EAGLE-3 chain")
+    b.axhline(1.0, color="black", lw=1)
+    for x, r in zip(ctx, rows):
+        b.annotate(f"{r['ratio']:.2f}x", (x, r["ratio"]), textcoords="offset points", xytext=(0, 7), ha="center",
+                   fontsize=7, color="tab:blue")
+    context_axis(b, [r["context"] for r in rows])
+    _plain_y(b)
+    b.set_ylabel("ours / today's best (tokens per second)")
+    b.legend(fontsize=8, loc="lower right")
+    b.grid(True, alpha=0.3)
+    fig.suptitle(f"What our verify kernel buys against {head['today']} ({head['label']})", fontsize=9)
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
 def speculation_curves(res: dict, path: str | Path | None = None):
     """Tokens per second per request against context (``speculate.sweep`` result): one panel per verify kernel,
     no speculation in black, the draft's chain dashed, trees of N nodes from light to dark, the break-even context
@@ -143,28 +220,31 @@ def speculation_curves(res: dict, path: str | Path | None = None):
     import matplotlib.pyplot as plt
 
     kernels = list(res["break_even"])
-    fig, axes = plt.subplots(1, len(kernels), figsize=(6.2 * len(kernels), 4.6), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(kernels), figsize=(5.2 * len(kernels), 4.6), sharey=True, squeeze=False)
     ctx = [r["context"] for r in res["rows"]]
     sizes = sorted(int(n) for n in res["rows"][0]["trees"][kernels[0]])
     cmap = plt.get_cmap("viridis")
+
+    def line(ax, rows, **kw):
+        pts = [(c, r["tokens_per_s"]) for c, r in zip(ctx, rows) if r and r["fits"]]
+        ax.plot([c for c, _ in pts], [y for _, y in pts], **kw)
+
     for ax, k in zip(axes[0], kernels):
         ax.plot(ctx, [r["no_spec"]["tokens_per_s"] for r in res["rows"]], color="black", lw=2.5,
                 label="no speculation")
         chain_n = res["rows"][0]["chain"][k]["nodes"]
-        ax.plot(ctx, [r["chain"][k]["tokens_per_s"] for r in res["rows"]], color="grey", ls="--", lw=1.8,
-                label=f"chain of {chain_n}")
+        line(ax, [r["chain"][k] for r in res["rows"]], color="grey", ls="--", lw=1.8, label=f"chain of {chain_n}")
         for i, n in enumerate(sizes):
-            ax.plot(ctx, [r["trees"][k][str(n)]["tokens_per_s"] for r in res["rows"]], marker="o", ms=3,
-                    color=cmap(0.15 + 0.75 * i / max(1, len(sizes) - 1)), label=f"tree of {n}")
+            line(ax, [r["trees"][k][str(n)] for r in res["rows"]], marker="o", ms=3,
+                 color=cmap(0.15 + 0.75 * i / max(1, len(sizes) - 1)), label=f"tree of {n}")
         b = res["break_even"][k]
         if b["context"]:
             ax.axvline(b["context"], color="red", ls=":", lw=1.5, label=f"stops paying: {b['context'] / 1000:.0f}k")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("context (tokens)")
-        ax.set_title({"ours": "verify with our kernel", "sglang": "verify with SGLang's Triton kernel"}.get(k, k))
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7, loc="lower left")
+        context_axis(ax, ctx)
+        _plain_y(ax)
+        ax.set_title(KERNEL_TITLES.get(k, k), fontsize=9)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7, loc="upper right")
     axes[0][0].set_ylabel("tokens per second per request")
     fig.suptitle(f"Decode speed by context ({res['label']})", fontsize=10)
     fig.tight_layout()
@@ -172,44 +252,47 @@ def speculation_curves(res: dict, path: str | Path | None = None):
 
 
 def speculation_best(res: dict, path: str | Path | None = None):
-    """The best variant's speed-up over no speculation against context, one line per verify kernel, each point
-    labelled with the winning tree size; below 1 speculation costs speed."""
+    """The best variant's speed over no speculation against context, one line per verify kernel, each point
+    labelled with the winning tree size; below 1 speculation costs speed (a linear axis with 1 marked)."""
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    fig, ax = plt.subplots(figsize=(8, 4.4))
     ctx = [r["context"] for r in res["rows"]]
-    for k, colour in zip(res["break_even"], ("tab:blue", "tab:orange", "tab:green")):
-        up = [r["best"][k]["tokens_per_s"] / r["no_spec"]["tokens_per_s"] for r in res["rows"]]
-        ax.plot(ctx, up, marker="o", color=colour, label={"ours": "our verify", "sglang": "SGLang's verify"}.get(k, k))
-        for x, y, r in zip(ctx, up, res["rows"]):
-            b = r["best"][k]
+    for k, colour in zip(res["break_even"], ("tab:blue", "tab:purple", "tab:orange")):
+        pts = [(c, r["best"][k], r["no_spec"]) for c, r in zip(ctx, res["rows"]) if r["best"][k]]
+        ups = [b["tokens_per_s"] / n["tokens_per_s"] for _, b, n in pts]
+        ax.plot([c for c, _, _ in pts], ups, marker="o", color=colour, label=KERNEL_TITLES.get(k, k))
+        for (x, b, _), y in zip(pts, ups):
             ax.annotate(f"{'C' if b['kind'] == 'chain' else 'N'}{b['nodes']}", (x, y), textcoords="offset points",
                         xytext=(0, 6), ha="center", fontsize=7, color=colour)
     ax.axhline(1.0, color="black", lw=1)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("context (tokens)")
+    context_axis(ax, ctx)
+    _plain_y(ax)
     ax.set_ylabel("best speculative / no speculation (tokens per second)")
     ax.set_title(f"Best tree per context (N: tree of N nodes, C: the chain; {res['label']})", fontsize=9)
-    ax.grid(True, which="both", alpha=0.3)
+    ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
     return save_figure(fig, path)
 
 
 def published_check(checks: list[dict], path: str | Path | None = None):
-    """Measured (markers) against modelled (lines) tokens per second for each published deployment
-    (``speculate.published.check``), with and without speculation."""
+    """Measured (markers) against modelled (lines) tokens per second for each published table
+    (``speculate.published.check``), with and without speculation; today's best first."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(checks), figsize=(6.2 * len(checks), 4.4), squeeze=False)
-    styles = {"model no speculation": ("black", "-"), "model speculation, decode rows verify": ("tab:green", "--"),
-              "model speculation, ours verify": ("tab:blue", "-"), "model speculation, sglang verify": ("tab:orange", "-")}
-    for ax, res in zip(axes[0], checks):
+    cols = min(3, len(checks))
+    rows_n = -(-len(checks) // cols)
+    fig, axes = plt.subplots(rows_n, cols, figsize=(5.4 * cols, 4.2 * rows_n), squeeze=False)
+    styles = {"model no speculation": ("black", "-", "model: no speculation"),
+              "model speculation": ("tab:red", "--", "model: the chain as decode rows (today)"),
+              "model, ours (bf16 pool)": ("tab:blue", "-", "model: the chain, ours (bf16 pool)"),
+              "model, ours (fp8 pool)": ("tab:purple", "-", "model: the chain, ours (fp8 pool)")}
+    for ax, res in zip(axes.flat, checks):
         rows = res["rows"]
-        ctx = [max(r["context"], 1000) for r in rows]  # context 0 drawn at 1k on the log axis
-        for key, (colour, ls) in styles.items():
-            ax.plot(ctx, [r[key] for r in rows], color=colour, ls=ls, label=key.replace("model ", "model: "))
+        ctx = [max(r["context"], 1000) for r in rows]  # context 0 drawn at 1k
+        for key, (colour, ls, label) in styles.items():
+            ax.plot(ctx, [r[key] for r in rows], color=colour, ls=ls, label=label)
         for key, marker in (("measured no speculation", "o"), ("measured speculation", "x")):
             pts = [(c, r[key]) for c, r in zip(ctx, rows) if r[key] is not None]
             ax.scatter([p[0] for p in pts], [p[1] for p in pts], marker=marker, s=60, color="red", zorder=3,
@@ -217,12 +300,13 @@ def published_check(checks: list[dict], path: str | Path | None = None):
         for r in res["reported"]:
             ax.scatter([r["context"]], [r["tokens_per_s"]], marker="*", s=120, color="purple", zorder=3,
                        label="reported second-hand")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("context (tokens)")
+        context_axis(ax, [r["context"] for r in rows])
+        _plain_y(ax)
         ax.set_ylabel("tokens per second (one request)")
-        ax.set_title(res["label"], fontsize=8)
-        ax.grid(True, which="both", alpha=0.3)
+        ax.set_title(("" if res["role"] == "today" else "historical: ") + res["label"], fontsize=8)
+        ax.grid(True, alpha=0.3)
         ax.legend(fontsize=6, loc="lower left")
+    for ax in list(axes.flat)[len(checks):]:
+        ax.set_visible(False)
     fig.tight_layout()
     return save_figure(fig, path)

@@ -42,9 +42,9 @@ def rank_distribution(top1: float, ratio: float, ranks: int = RANKS) -> np.ndarr
     times the one before, the ratio lowered where needed to keep the sum at most 1. What is left, 1 - sum, is the
     chance that the target's token is none of the candidates."""
     if not 0.0 < top1 < 1.0:
-        raise ValueError(f"top1: expected a probability in (0, 1), got {top1}")
+        raise ValueError(f"top1: expected a probability in (0, 1), found {top1}")
     if not 0.0 < ratio < 1.0:
-        raise ValueError(f"ratio: expected a value in (0, 1), got {ratio}")
+        raise ValueError(f"ratio: expected a value in (0, 1), found {ratio}")
     total = lambda g: top1 * (1.0 - g ** ranks) / (1.0 - g)  # noqa: E731
     if total(ratio) > 1.0:
         lo, hi = 0.0, ratio  # the largest ratio whose sum stays at most 1
@@ -81,7 +81,7 @@ def chain_tree(probs: np.ndarray, nodes: int) -> DraftTree:
     top-k 1 and a DFlash block verify it."""
     probs = np.asarray(probs, dtype=np.float64)
     if not 1 <= nodes <= probs.shape[0] + 1:
-        raise ValueError(f"nodes: expected 1 to {probs.shape[0] + 1} (the draft's depth + the root), got {nodes}")
+        raise ValueError(f"nodes: expected 1 to {probs.shape[0] + 1} (the draft's depth + the root), found {nodes}")
     tokens = np.concatenate([[-1], np.argmax(probs[: nodes - 1], axis=1)]).astype(np.int64)
     scores = np.ones(nodes)
     return DraftTree(np.arange(-1, nodes - 1, dtype=np.int64), tokens, scores)
@@ -118,11 +118,11 @@ def population(mean: float, concentration: float, tail: float, depth: int, steps
     """A population whose per-step first-choice probability follows Beta(mean, concentration) (mean in (0, 1),
     concentration > 0: small = steps differ a lot)."""
     if not 0.0 < mean < 1.0:
-        raise ValueError(f"mean: expected a probability in (0, 1), got {mean}")
+        raise ValueError(f"mean: expected a probability in (0, 1), found {mean}")
     if concentration <= 0:
-        raise ValueError(f"concentration: expected > 0, got {concentration}")
+        raise ValueError(f"concentration: expected > 0, found {concentration}")
     if depth < 1:
-        raise ValueError(f"depth: expected >= 1, got {depth}")
+        raise ValueError(f"depth: expected >= 1, found {depth}")
     top1 = tuple(float(p) for p in np.clip(_beta_quantiles(mean, concentration, steps), 1e-4, 1.0 - 1e-4))
     return StepPopulation(mean, concentration, tail, depth, top1)
 
@@ -131,7 +131,7 @@ def chain_tokens(pop: StepPopulation, nodes: int) -> float:
     """Mean tokens per step of a chain of ``nodes`` nodes over the population (closed form of
     ``expected_tokens(chain_tree(...))``: 1 + p + ... + p**(nodes - 1) per step, p its first-choice probability)."""
     if not 1 <= nodes <= pop.depth + 1:
-        raise ValueError(f"nodes: expected 1 to {pop.depth + 1} (the draft's depth + the root), got {nodes}")
+        raise ValueError(f"nodes: expected 1 to {pop.depth + 1} (the draft's depth + the root), found {nodes}")
     p = np.asarray(pop.top1)
     return float(np.mean(np.sum(p[:, None] ** np.arange(nodes)[None, :], axis=1)))
 
@@ -141,7 +141,7 @@ def tree_curve(pop: StepPopulation, max_nodes: int) -> np.ndarray:
     included). One best-first pass per step serves every size: the tree of n nodes is the first n nodes the heap
     pops, whatever the budget."""
     if max_nodes < 1:
-        raise ValueError(f"nodes: expected >= 1, got {max_nodes}")
+        raise ValueError(f"nodes: expected >= 1, found {max_nodes}")
     return np.array(_tree_curve(pop, max_nodes))
 
 
@@ -160,12 +160,23 @@ def tree_tokens(pop: StepPopulation, nodes: int) -> float:
     return float(tree_curve(pop, nodes)[nodes - 1])
 
 
+def tree_depth(pop: StepPopulation, nodes: int) -> float:
+    """Mean over the population's steps of the depth of each step's DDTree of ``nodes`` nodes: the draft forwards an
+    autoregressive drafter (EAGLE) takes to grow it."""
+    return _tree_depth(pop, nodes)
+
+
+@lru_cache(maxsize=256)
+def _tree_depth(pop: StepPopulation, nodes: int) -> float:
+    return float(np.mean([int(ddtree(pop.probs(k), nodes).depths.max(initial=0)) for k in range(len(pop.top1))]))
+
+
 def _solve_mean(concentration: float, tail: float, depth: int, nodes: int, tau: float) -> StepPopulation:
     """The population of this shape whose chain of ``nodes`` nodes commits ``tau`` tokens per step (bisection on the
     mean; the chain's tokens grow with it)."""
     if not 1.0 < tau < nodes:
         raise ValueError(f"acceptance length: a chain of {nodes} nodes commits between 1 and {nodes} tokens per "
-                         f"step, got {tau}")
+                         f"step, found {tau}")
     lo, hi = 1e-3, 1.0 - 1e-3
     for _ in range(40):
         mid = 0.5 * (lo + hi)

@@ -10,6 +10,10 @@ H {8, 16, 64, 128}), as CUDA-graph replays of one call:
 - sm_120 cards: predicted from the H200 rows exactly as the RTX tables of docs/results.md are (``predict_ms``) and labelled
   predictions.
 - this GPU: measured first (``measure``), through ``checks.bench.run_grid``.
+- ours over an fp8 pool (``ours-fp8``): per shape the configuration the launcher runs for an fp8 pool there, from
+  the newest committed issue grid holding fp8-pool rows of it; while none does, its bf16 sibling's issue rows times
+  the fp8 / bf16 time ratio the newest committed run of any preset measured for that kernel on the H200 (said so
+  in the table's label). Carried to sm_120 cards with the fp8 pool's bytes (half the bf16 pool's).
 
 Between grid points a time is interpolated linearly in L, then N, then B; below the shortest prefix it is held
 (a call over fewer tokens costs no more, to first order); beyond the longest it is extrapolated along the last
@@ -33,7 +37,8 @@ from ..core.paths import ROOT
 
 SGLANG_VERIFY = "sglang_extend"  # extend_attention_fwd, SGLang 0.5.23's Triton verify path for MLA
 SGLANG_DECODE = "sglang_decode_1tok"  # decode_attention_fwd, one token per request (no speculation)
-KERNELS = ("ours", "sglang", "decode")  # the tables a step needs: verify with ours, verify with SGLang's, decode
+KERNELS = ("ours", "ours-fp8", "sglang", "decode")  # verify with ours over a bf16 and an fp8 pool, SGLang's, decode
+POOLS = {"ours": "bf16", "ours-fp8": "fp8", "sglang": "bf16", "decode": "bf16"}  # the KV pool each table reads
 
 
 class KernelTimeError(ValueError):
@@ -116,9 +121,11 @@ class KernelTable:
         if x < values[0]:
             if clamp_low:
                 return values[0], values[0], 0.0
-            raise KernelTimeError(f"{name}: {x} is below the grid ({values}) of {self.kernel} times")
+            raise KernelTimeError(f"{name}: expected {values[0]} to {values[-1]} (the grid of {self.kernel} times), "
+                                  f"found {x:g}")
         if x > values[-1]:
-            raise KernelTimeError(f"{name}: {x} is above the grid ({values}) of {self.kernel} times")
+            raise KernelTimeError(f"{name}: expected {values[0]} to {values[-1]} (the grid of {self.kernel} times), "
+                                  f"found {x:g}")
         i = bisect_left(values, x)
         lo, hi = values[i - 1], values[i]
         return lo, hi, (x - lo) / (hi - lo)
@@ -175,13 +182,20 @@ def table(kernel: str, gpu: str, measured: dict | None = None) -> KernelTable:
     from ..budget.presets import gpus
 
     if kernel not in KERNELS:
-        raise KernelTimeError(f"kernel: expected one of {KERNELS}, got {kernel!r}")
+        raise KernelTimeError(f"kernel: expected one of {KERNELS}, found {kernel!r}")
     cards = gpus()
     if gpu not in cards:
-        raise KernelTimeError(f"gpu: expected one of {sorted(cards)}, got {gpu!r}")
+        raise KernelTimeError(f"gpu: expected one of {', '.join(sorted(cards))}, found {gpu!r}")
     if measured is None and gpu != MEASURED_ON and not cards[gpu].mma_sync_tflops:
         raise KernelTimeError(f"gpu {gpu}: predicting its times from the H200's needs its mma.sync rate "
                               "(gpus.yaml mma_sync_tflops); run notebook 07 on that GPU to measure them instead")
+    if kernel == "ours-fp8":
+        if measured is not None:
+            rows = [r for r in measured["rows"] if r["impl"] == "cuda" and r.get("kv", "bf16") == "fp8"]
+            if rows:
+                return KernelTable(kernel, "cuda (fp8 pool)", gpu, False, "measured in this run",
+                                   measured["ceilings"], _series(rows, lambda r: r["ms"], False))
+        return _ours_fp8(gpu)
     impl = {"ours": "cuda" if measured else ours_impl(gpu), "sglang": SGLANG_VERIFY, "decode": SGLANG_DECODE}[kernel]
     one = kernel == "decode"
     if measured is not None:
@@ -225,9 +239,122 @@ def table(kernel: str, gpu: str, measured: dict | None = None) -> KernelTable:
                        _series(rows, lambda r: r["ms"], one))
 
 
-def _predicted(r: dict, grid: Grid, card, share: float) -> float:
-    """Row ``r`` of ``grid`` (an H200 run) carried to ``card`` by ``predict_ms`` (a prediction, ms)."""
-    return predict_ms(r["ms"], Shape(r["B"], r["L"], r["N"], r["H"]).kv_bytes, grid.ceilings, card, share)
+def _predicted(r: dict, grid: Grid, card, share: float, kv: str = "bf16") -> float:
+    """Row ``r`` of ``grid`` (an H200 run) carried to ``card`` by ``predict_ms`` over a ``kv`` pool (a prediction,
+    ms)."""
+    return predict_ms(r["ms"], Shape(r["B"], r["L"], r["N"], r["H"], kv=kv).kv_bytes, grid.ceilings, card, share)
+
+
+def fp8_kernel(impl: str) -> str | None:
+    """The configuration an fp8 pool runs under implementation ``impl`` (a forced one: its kernel or the e4m3
+    variant the launcher maps it to, ``launch_plan.AUTO_CONFIGS``), None where it reads no fp8 pool or selects per
+    device."""
+    from ..kernels.impls import IMPLS
+    from ..kernels.launch_plan import AUTO_CONFIGS
+
+    i = IMPLS.get(impl)
+    if i is None or i.kernel is None or "fp8" not in i.kv_dtypes:
+        return None
+    for a in AUTO_CONFIGS:
+        if a.fp8 is not None and i.kernel in (a.config.name, a.fp8.name):
+            return a.fp8.name
+    return None
+
+
+def _fp8_sources(gpu: str, config_name: str) -> tuple[list[str], str | None]:
+    """(the implementations whose fp8-pool rows time ``config_name`` on GPU preset ``gpu``, the bf16 sibling whose
+    rows stand in scaled while none has fp8 rows: the forced configuration of the same row tile that maps an fp8
+    pool to it)."""
+    from ..kernels.impls import IMPLS
+    from ..kernels.launch_plan import AUTO_CONFIGS
+
+    names = sorted(i for i in IMPLS if fp8_kernel(i) == config_name)
+    if gpu == MEASURED_ON:
+        names = ["cuda", *names]  # cuda on the H200 runs what the H200 selects
+    sibling = None
+    for a in AUTO_CONFIGS:
+        if a.fp8 is not None and a.fp8.name == config_name and a.config.block_m == a.fp8.block_m:
+            sibling = next((i for i in IMPLS if IMPLS[i].kernel == a.config.name), None)
+    if gpu == MEASURED_ON:
+        sibling = "cuda"
+    return names, sibling
+
+
+def pool_ratio(impl: str) -> tuple[float, str, int]:
+    """(the median fp8 / bf16 time ratio of ``impl`` over the shapes a committed run timed over both pools, that
+    run's path, the shapes): the newest such run of any preset under data/results/h200/."""
+    from ..checks.bench_results import RESULTS
+
+    found = []
+    for path in (RESULTS / MEASURED_ON).rglob("bench-*.json"):
+        if path.name.endswith(".partial.json"):
+            continue
+        data = json.loads(path.read_text())
+        by = {(r["B"], r["L"], r["N"], r["H"], r.get("kv", "bf16")): r["ms"] for r in data.get("rows", [])
+              if r["impl"] == impl}
+        ratios = [ms / by[k[:4] + ("bf16",)] for k, ms in by.items() if k[4] == "fp8" and k[:4] + ("bf16",) in by]
+        if ratios:
+            found.append((data.get("provenance", {}).get("date_utc", ""), str(path.relative_to(ROOT)), ratios))
+    if not found:
+        raise KernelTimeError(f"impl {impl}: no committed run timed it over both a bf16 and an fp8 pool")
+    date, src, ratios = max(found)
+    return statistics.median(ratios), src, len(ratios)
+
+
+def _ours_fp8(gpu: str) -> KernelTable:
+    """Our kernel over an fp8 pool on GPU preset ``gpu``: per shape of the issue grid, the configuration the
+    launcher runs for an fp8 pool there, from committed fp8-pool rows of it, else from its bf16 sibling's rows times
+    the H200 pool ratio (``pool_ratio``); carried to an sm_120 card with the fp8 pool's bytes."""
+    from ..budget.presets import gpus
+    from ..kernels.launch_plan import NoConfiguration, select
+
+    card = gpus()[gpu]
+    shapes = committed_grid(ours_impl(gpu)).rows
+    grids: dict[tuple[str, str], Grid | None] = {}
+
+    def grid_of(impl: str, kv: str) -> Grid | None:
+        if (impl, kv) not in grids:
+            try:
+                grids[(impl, kv)] = committed_grid(impl) if kv == "bf16" else bench_results.committed_grid(impl, "fp8")
+            except (KernelTimeError, LookupError):
+                grids[(impl, kv)] = None
+        return grids[(impl, kv)]
+
+    picked, how = [], {}
+    for r in shapes:
+        key = (r["B"], r["L"], r["N"], r["H"])
+        try:
+            name = select(r["B"], r["N"], r["H"], "fp8", card.device).name
+        except NoConfiguration as exc:
+            raise KernelTimeError(f"gpu {gpu}: {exc}") from None
+        names, sibling = _fp8_sources(gpu, name)
+        row = None
+        for impl in names:
+            g = grid_of(impl, "fp8")
+            at = {(x["B"], x["L"], x["N"], x["H"]): x for x in g.rows} if g else {}
+            if key in at:
+                row, grid, scale = at[key], g, 1.0
+                how[f"{impl} over fp8 ({g.source})"] = None
+                break
+        if row is None:
+            g = grid_of(sibling, "bf16") if sibling else None
+            at = {(x["B"], x["L"], x["N"], x["H"]): x for x in g.rows} if g else {}
+            if key not in at:
+                raise KernelTimeError(f"gpu {gpu}: no committed rows time {name} over an fp8 pool at B, L, N, H = "
+                                      f"{', '.join(map(str, key))}, nor its bf16 sibling's")
+            scale, src, n = pool_ratio(sibling)
+            row, grid = at[key], g
+            how[f"{sibling} bf16 rows ({g.source}) x {scale:.3f}, its fp8 / bf16 time on the H200 (median of {n} "
+                f"shapes, {src})"] = None
+        ms = row["ms"] * scale
+        if gpu != MEASURED_ON:
+            ms = _predicted(dict(row, ms=ms), grid, card, bandwidth_share(grid), kv="fp8")
+        picked.append(dict(row, ms=ms))
+    predicted = gpu != MEASURED_ON
+    label_src = "; ".join(how)
+    impl = " + ".join(sorted({k.split(" ")[0] for k in how})) + " (fp8 pool)"
+    ceilings = next(g for g in grids.values() if g is not None).ceilings
+    return KernelTable("ours-fp8", impl, gpu, predicted, label_src, ceilings, _series(picked, lambda r: r["ms"], False))
 
 
 def tables(gpu: str, measured: dict | None = None) -> dict[str, KernelTable]:

@@ -48,10 +48,17 @@ class Rates:
 
 @dataclass(frozen=True)
 class DraftCost:
+    """What one step of a drafting method costs (ms) on ``gpu``, over ``forwards`` draft forwards."""
+
     method: str
     ms: float
+    forwards: int
     gpu: str
     source: str
+
+    @property
+    def per_forward_ms(self) -> float:
+        return self.ms / self.forwards
 
 
 @dataclass(frozen=True)
@@ -69,12 +76,26 @@ class DraftPreset:
 
 
 @dataclass(frozen=True)
+class Explained:
+    """A published cell the model may miss by more than its table's tolerance, with why: ``series`` "spec" or
+    "no_spec", at ``context``, allowed ``tolerance``."""
+
+    series: str
+    context: int
+    tolerance: float
+    why: str
+
+
+@dataclass(frozen=True)
 class Published:
-    """Tokens per second someone else measured for one deployment, with and without speculation."""
+    """Tokens per second someone else measured for one deployment, with and without speculation (one request),
+    and without speculation at several concurrencies (aggregate)."""
 
     name: str
     label: str
     source: str
+    role: str  # "today" (full CUDA graphs: reproduced within tolerance) or "historical"
+    headline: bool  # the table whose cells stand for today's best where it measured them
     gpu: str
     model: str
     quant: str
@@ -83,13 +104,55 @@ class Published:
     kv: str
     draft: str
     nodes: int
-    calibrate_at: int  # the no-speculation row (context) the model's fixed part is set from
     no_spec: tuple[tuple[float, ...], ...]  # (context, tok/s[, step ms])
     spec: tuple[tuple[float, ...], ...]
+    concurrency: tuple[int, ...]
+    concurrency_no_spec: tuple[tuple[float, ...], ...]  # (context, tok/s at each concurrency)
+    beyond_fit: tuple[int, ...]  # concurrencies shown against the model but not fitted
+    beyond_fit_no_spec: tuple[tuple[float, ...], ...]  # (context, tok/s at each of them)
+    spec_concurrency: tuple[int, ...]  # concurrencies of the speculative cells shown against the model, not fitted
+    spec_concurrency_rows: tuple[tuple[float, ...], ...]  # (context, aggregate tok/s at each of them)
+    interarrival_ms: tuple[float, float] | None  # (low, high) p50 across the spec contexts
+    tolerance: float
+    explained: tuple[Explained, ...]
     reported: tuple[tuple[int, float, str], ...]  # (context, tok/s, what): second-hand figures
-    parts: dict[str, tuple[int, float, str]]  # name -> (context, ms, what)
-    decode_kernel_ms: tuple[tuple[int, int, float], ...]  # (context, batch, ms per call) the report measured
     notes: str
+
+
+@dataclass(frozen=True)
+class DecodeKernelPreset:
+    """vLLM's TRITON_MLA decode as a deployment launches it (see ``today.DecodeKernel``)."""
+
+    max_splits: int
+    cta_target: int
+    block_h: int
+    block_n: int
+    ctas_per_sm: int
+    kv_bytes_per_token: int
+    partial_bytes: int  # fp32 partial output + LSE per head and split
+
+
+@dataclass(frozen=True)
+class TodayPreset:
+    """Today's best on one deployment: the decode kernel as launched, the four fitted values, each with its
+    source."""
+
+    name: str
+    label: str
+    gpu: str
+    model: str
+    tp: int
+    quant: str
+    kv: str
+    draft: str
+    nodes: int
+    kv_capacity_tokens: int
+    kernel: DecodeKernelPreset
+    fixed_ms: float
+    moe_efficiency: float
+    cta_gbps: float
+    draft_ms: float
+    sources: dict[str, str]
 
 
 @lru_cache(maxsize=1)
@@ -111,7 +174,8 @@ def rates() -> dict[str, Rates]:
 
 
 def draft_costs() -> dict[str, DraftCost]:
-    return {k: DraftCost(method=k, **v) for k, v in _raw()["draft_costs"].items()}
+    return {k: DraftCost(method=k, ms=float(v["ms"]), forwards=int(v["forwards"]), gpu=v["gpu"], source=v["source"])
+            for k, v in _raw()["draft_costs"].items()}
 
 
 def drafts() -> dict[str, DraftPreset]:
@@ -125,12 +189,31 @@ def drafts() -> dict[str, DraftPreset]:
 def published() -> dict[str, Published]:
     out = {}
     for k, v in _raw()["published"].items():
-        out[k] = Published(name=k, label=v["label"], source=v["source"], gpu=v["gpu"], model=v["model"],
-                           quant=v["quant"], tp=int(v["tp"]), batch=int(v["batch"]), kv=v["kv"], draft=v["draft"],
-                           nodes=int(v["nodes"]), calibrate_at=int(v["calibrate_at"]),
-                           no_spec=tuple(tuple(r) for r in v["no_spec"]), spec=tuple(tuple(r) for r in v["spec"]),
-                           reported=tuple((int(c), float(t), w) for c, t, w in v.get("reported", [])),
-                           parts={p: (int(c), float(ms), what) for p, (c, ms, what) in (v.get("parts") or {}).items()},
-                           decode_kernel_ms=tuple((int(c), int(b), float(ms)) for c, b, ms in v.get("decode_kernel_ms", [])),
-                           notes=v["notes"])
+        out[k] = Published(
+            name=k, label=v["label"], source=v["source"], role=v["role"], headline=bool(v.get("headline", False)),
+            gpu=v["gpu"], model=v["model"], quant=v["quant"], tp=int(v["tp"]), batch=int(v["batch"]), kv=v["kv"],
+            draft=v["draft"], nodes=int(v["nodes"]), no_spec=tuple(tuple(r) for r in v["no_spec"]),
+            spec=tuple(tuple(r) for r in v["spec"]), concurrency=tuple(int(c) for c in v.get("concurrency", [])),
+            concurrency_no_spec=tuple(tuple(r) for r in v.get("concurrency_no_spec", [])),
+            beyond_fit=tuple(int(c) for c in v.get("beyond_fit", [])),
+            beyond_fit_no_spec=tuple(tuple(r) for r in v.get("beyond_fit_no_spec", [])),
+            spec_concurrency=tuple(int(c) for c in v.get("spec_concurrency", [])),
+            spec_concurrency_rows=tuple(tuple(r) for r in v.get("spec_concurrency_rows", [])),
+            interarrival_ms=tuple(v["interarrival_ms"]) if v.get("interarrival_ms") else None,
+            tolerance=float(v["tolerance"]),
+            explained=tuple(Explained(s, int(c), float(tol), why) for s, c, tol, why in v.get("explained", [])),
+            reported=tuple((int(c), float(t), w) for c, t, w in v.get("reported", [])), notes=v["notes"])
+    return out
+
+
+def today() -> dict[str, TodayPreset]:
+    out = {}
+    for k, v in _raw()["today"].items():
+        f = v["fitted"]
+        out[k] = TodayPreset(name=k, label=v["label"], gpu=v["gpu"], model=v["model"], tp=int(v["tp"]),
+                             quant=v["quant"], kv=v["kv"], draft=v["draft"], nodes=int(v["nodes"]),
+                             kv_capacity_tokens=int(v["kv_capacity_tokens"]),
+                             kernel=DecodeKernelPreset(**{n: int(x) for n, x in v["kernel"].items()}),
+                             fixed_ms=float(f["fixed_ms"]), moe_efficiency=float(f["moe_efficiency"]),
+                             cta_gbps=float(f["cta_gbps"]), draft_ms=float(f["draft_ms"]), sources=v["sources"])
     return out

@@ -28,7 +28,7 @@ from .kernel_times import KernelTable
 from .presets import Architecture, architectures, rates
 
 MODEL_LABEL = "model, not a measurement"
-VERIFY_KERNELS = ("ours", "sglang", "decode rows")  # how a tree's verify attention runs
+VERIFY_KERNELS = ("ours", "ours-fp8", "sglang", "decode rows")  # how a tree's verify attention runs
 
 
 class StepInputError(ValueError):
@@ -73,16 +73,16 @@ def target(gpu: str, model: str, tp: int, quant: str, ceilings: dict | None = No
     as measured. Raises StepInputError naming a bad input."""
     g, m, a, r = gpus(), models(), architectures(), rates()
     if gpu not in g:
-        raise StepInputError(f"gpu: expected one of {sorted(g)}, got {gpu!r}")
+        raise StepInputError(f"gpu: expected one of {', '.join(sorted(g))}, found {gpu!r}")
     if gpu not in r:
         raise StepInputError(f"gpu: no step-model rates for {gpu!r} in data/presets/speculation.yaml (known: "
                              f"{sorted(r)})")
     if model not in m or model not in a:
-        raise StepInputError(f"model: expected one of {sorted(set(m) & set(a))}, got {model!r}")
+        raise StepInputError(f"model: expected one of {', '.join(sorted(set(m) & set(a)))}, found {model!r}")
     if tp < 1 or m[model].heads % tp:
-        raise StepInputError(f"tp: expected a divisor of the model's {m[model].heads} heads, got {tp}")
+        raise StepInputError(f"tp: expected a divisor of the model's {m[model].heads} heads, found {tp}")
     if quant not in a[model].weight_bytes:
-        raise StepInputError(f"quant: expected one of {sorted(a[model].weight_bytes)} for {model}, got {quant!r}")
+        raise StepInputError(f"quant: expected one of {', '.join(sorted(a[model].weight_bytes))} for {model}, found {quant!r}")
     rate = r[gpu]
     src = dict(rate.sources)
     weights, tensor = rate.weights_gbps, rate.tensor_tflops
@@ -102,17 +102,21 @@ def experts_touched(tokens: float, experts: int, per_token: int) -> float:
     return experts * (1.0 - (1.0 - per_token / experts) ** tokens)
 
 
-def _roofline(name: str, params_read: float, bytes_per_param: float, flops: float, t: Target, what: str) -> Part:
-    t_mem = params_read * bytes_per_param / (t.weights_gbps * 1e9)
+def _roofline(name: str, params_read: float, bytes_per_param: float, flops: float, t: Target, what: str,
+              efficiency: float = 1.0) -> Part:
+    """The larger of the bytes at ``efficiency`` of the weight bandwidth and the FLOPs at the tensor rate."""
+    t_mem = params_read * bytes_per_param / (efficiency * t.weights_gbps * 1e9)
     t_cmp = flops / (t.tensor_tflops * 1e12)
     bound = "bytes" if t_mem >= t_cmp else "FLOPs"
     return Part(name, max(t_mem, t_cmp) * 1e3,
-                f"{what}; {params_read / 1e6:.0f}M params at {bytes_per_param:g} B over {t.weights_gbps:.0f} GB/s, "
+                f"{what}; {params_read / 1e6:.0f}M params at {bytes_per_param:g} B over "
+                f"{t.weights_gbps:.0f} GB/s{f' x {efficiency:.3g}' if efficiency != 1.0 else ''}, "
                 f"{flops / 1e9:.0f} GFLOP at {t.tensor_tflops:.0f} TFLOP/s ({bound}-bound)")
 
 
-def weight_parts(t: Target, tokens: float) -> list[Part]:
-    """The weight groups ``tokens`` tokens (B x N) read on one GPU per step, as rooflines."""
+def weight_parts(t: Target, tokens: float, moe_efficiency: float = 1.0) -> list[Part]:
+    """The weight groups ``tokens`` tokens (B x N) read on one GPU per step, as rooflines; the routed experts'
+    bytes at ``moe_efficiency`` of the bandwidth (today's fused MoE at a few tokens; 1: the roofline)."""
     a, m, tp, wb = t.arch, t.model, t.tp, t.arch.weight_bytes[t.quant]
     heads, rope = m.heads, m.qk_rope_head_dim
     q_head = a.qk_nope_head_dim + rope
@@ -135,7 +139,7 @@ def weight_parts(t: Target, tokens: float) -> list[Part]:
         _roofline("weights: dense MLP", dense, wb["dense"], 2 * tokens * dense, t, f"{a.dense_layers} dense layers"),
         _roofline("weights: routed experts", routed, wb["experts"], 2 * tokens * active_routed, t,
                   f"{tokens:g} tokens select {touched:.1f} of {a.experts} experts per layer (top-{a.experts_per_token}"
-                  f", independent uniform routing) x {t.moe_layers} layers"),
+                  f", independent uniform routing) x {t.moe_layers} layers", moe_efficiency),
         _roofline("weights: router", router, 2.0, 2 * tokens * router, t,
                   f"bf16 gate over {a.experts} experts on every GPU, {t.moe_layers} layers"),
         _roofline("weights: shared experts", shared, wb["shared"], 2 * tokens * shared, t,
@@ -156,18 +160,21 @@ def allreduce_part(t: Target, tokens: float) -> Part:
 
 
 def attention_part(t: Target, tables: dict[str, KernelTable], kernel: str | None, context: int, batch: int,
-                   nodes: int) -> tuple[Part, bool]:
+                   nodes: int, today=None) -> tuple[Part, bool]:
     """The attention of one step over ``t.model.layers`` layers and whether a kernel time was extrapolated.
-    ``kernel`` None: no speculation (SGLang's one-token decode)."""
+    ``kernel`` None: no speculation (one-token decode: vLLM's as today runs it when ``today`` (a ``today.Today``) is
+    given, else SGLang's); "decode rows": the verify as B x N one-token decode rows (likewise)."""
     layers, h = t.model.layers, t.heads
+    if today is not None and kernel in (None, "decode rows"):
+        return today.attention(batch, 1 if kernel is None else nodes, context), False
     if kernel is None:
         tab, args, what = tables["decode"], (batch, context, 1, h), "one-token decode"
     elif kernel == "decode rows":
         tab, args, what = tables["decode"], (batch * nodes, context, 1, h), f"verify as {batch * nodes} decode rows"
-    elif kernel in ("ours", "sglang"):
+    elif kernel in tables and kernel != "decode":
         tab, args, what = tables[kernel], (batch, context, nodes, h), f"{kernel} verify of {nodes} nodes"
     else:
-        raise StepInputError(f"kernel: expected one of {VERIFY_KERNELS} or None, got {kernel!r}")
+        raise StepInputError(f"kernel: expected one of {VERIFY_KERNELS} or None, found {kernel!r}")
     ms, extra = tab.lookup(*args)
     return Part(f"attention ({what})", layers * ms,
                 f"{layers} x {ms:.4f} ms per layer call: {tab.label}{'; extrapolated in L' if extra else ''}"), extra
@@ -203,15 +210,17 @@ class Step:
 
 def step(t: Target, tables: dict[str, KernelTable], context: int, batch: int, fixed: Part,
          kernel: str | None = None, nodes: int = 1, tokens: float = 1.0, draft: Part | None = None,
-         kind: str | None = None) -> Step:
+         kind: str | None = None, today=None) -> Step:
     """A step without speculation (``kernel`` None) or verifying ``nodes``-node trees with ``kernel``, committing
-    ``tokens`` per request, with the draft's cost ``draft``."""
+    ``tokens`` per request, with the draft's cost ``draft``; ``today`` (a ``today.Today``): the deployment as today's
+    best runs it (vLLM's decode for no speculation and decode rows, its MoE efficiency)."""
     if context < 1 or batch < 1 or nodes < 1:
-        raise StepInputError(f"context, batch, nodes: expected >= 1, got {context}, {batch}, {nodes}")
+        raise StepInputError(f"context, batch, nodes: expected >= 1, found {context}, {batch}, {nodes}")
     if kernel is None and (nodes != 1 or tokens != 1.0):
         raise StepInputError("a step without speculation verifies 1 node and commits 1 token")
-    att, extra = attention_part(t, tables, kernel, context, batch, nodes)
-    parts = [att, *weight_parts(t, batch * nodes), allreduce_part(t, batch * nodes)]
+    att, extra = attention_part(t, tables, kernel, context, batch, nodes, today)
+    eff = 1.0 if today is None else today.moe_efficiency
+    parts = [att, *weight_parts(t, batch * nodes, eff), allreduce_part(t, batch * nodes)]
     if kernel is not None:
         if draft is None:
             raise StepInputError("draft: a speculative step needs the draft's cost")
@@ -225,12 +234,12 @@ NO_FIXED = Part("fixed per step", 0.0, "0: no measured step time given, so every
 
 
 def fixed_from(t: Target, tables: dict[str, KernelTable], step_ms: float, context: int, batch: int,
-               source: str) -> Part:
+               source: str, today=None) -> Part:
     """The fixed part that makes the modelled one-token step at ``context`` equal a measured ``step_ms``; 0 (and
     said so) when the model already exceeds it."""
     if step_ms <= 0:
-        raise StepInputError(f"step_ms: expected a measured step time > 0 ms, got {step_ms}")
-    bare = step(t, tables, context, batch, Part("fixed", 0.0, ""))
+        raise StepInputError(f"step_ms: expected a measured step time > 0 ms, found {step_ms}")
+    bare = step(t, tables, context, batch, Part("fixed", 0.0, ""), today=today)
     rest = step_ms - bare.ms
     if rest < 0:
         return Part("fixed per step", 0.0, f"0: the modelled step ({bare.ms:.2f} ms) already exceeds the measured "

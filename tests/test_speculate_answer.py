@@ -1,0 +1,145 @@
+"""The one table a person reads (today's best, the best setup with ours, the ratio with its band), our kernel over
+an fp8 pool from committed results, the command's text, and plots with plain-number ticks."""
+
+import json
+
+import pytest
+
+from kdtree_lab.speculate import answer
+from kdtree_lab.speculate import kernel_times as kt
+from kdtree_lab.speculate import published as pb
+from kdtree_lab.speculate import sweep as sw
+from kdtree_lab.speculate.presets import published
+
+GPU = "rtx-pro-6000"
+
+
+@pytest.fixture(scope="module")
+def reference():
+    return sw.setup(GPU, "kimi-k2", 8, "int4", 1, "dflash-gsm8k")
+
+
+@pytest.fixture(scope="module")
+def head(reference):
+    return answer.headline(reference, sw.DEFAULT_CONTEXTS)
+
+
+def test_the_headline_says_which_cells_are_measured_and_which_are_predictions(head):
+    table = next(p for p in published().values() if p.headline)
+    measured = {int(r[0]): float(r[1]) for r in table.spec}
+    rows = {r["context"]: r for r in head["rows"]}
+    assert set(measured) <= set(rows) and set(sw.DEFAULT_CONTEXTS) <= set(rows)
+    for c, r in rows.items():
+        if c in measured:
+            assert r["today"] == measured[c] and r["today_how"].startswith("measured")
+        elif c > head["longest_measured"]:
+            assert r["today_how"] == "model, a prediction" and r["today"] == r["today_model"]
+        else:
+            assert r["today_how"] == "model"
+    assert head["longest_measured"] == 131_072
+
+
+def test_the_ratio_and_its_band(head):
+    for r in head["rows"]:
+        lo, hi = r["band"]
+        assert r["ratio"] == pytest.approx(r["ours"] / r["today"])
+        assert lo < r["ratio"] < hi and lo == pytest.approx(r["ratio"] / (1 + head["band"]))
+        assert r["ours"] >= r["same_draft"]  # the best setup includes today's own chain with our kernel
+    assert head["band"] == pytest.approx(pb.band())
+
+
+def test_the_best_setup_respects_each_pool_s_capacity(reference, head):
+    """A bf16 pool holds half the fp8 pool's tokens: past it only the fp8 pool can be the best setup."""
+    cap = reference.capacity("ours")
+    assert cap == reference.today.preset.kv_capacity_tokens // 2 and reference.capacity("ours-fp8") == 2 * cap
+    for r in head["rows"]:
+        if r["context"] > cap:
+            assert "fp8 pool" in r["ours_setup"]
+    v = sw.evaluate(reference, 262_144, ("ours",))
+    assert sw.best(reference, v, "ours") is None and not sw.fits(reference, v["chain"]["ours"])
+
+
+def test_committed_fp8_pool_rows_are_used_once_an_issue_grid_holds_them(monkeypatch):
+    """While no issue grid holds fp8-pool rows of the kernel an fp8 pool runs, its bf16 sibling's rows are scaled by
+    the H200 pool ratio (and the label says so); a committed grid with those rows is then taken as it is."""
+    from kdtree_lab.checks import bench_results
+
+    scaled = kt.table("ours-fp8", GPU)
+    assert "fp8 / bf16 time on the H200" in scaled.label and scaled.predicted
+    grid = bench_results.committed_grid("cuda_sm120")
+    rows = [dict(r, impl="cuda_sm120_fp8", kv="fp8", ms=r["ms"] / 3) for r in grid.rows]
+    data = {"preset": "issue", "provenance": {"date_utc": "2099-01-01T00:00:00+00:00", "gpu": "NVIDIA H200"},
+            "ceilings": grid.ceilings, "rows": rows}
+    path = bench_results.RESULTS / "h200" / "2099-01-01-e4m3" / "bench-issue.json"  # a run as if committed
+    real = bench_results._issue_grids
+    monkeypatch.setattr(bench_results, "_issue_grids", lambda: [(data["provenance"]["date_utc"], path, data), *real()])
+    new = kt.table("ours-fp8", GPU)
+    assert "cuda_sm120_fp8 over fp8" in new.label and "2099-01-01-e4m3" in new.label
+    assert new.ms(1, 131_072, 4, 8) < scaled.ms(1, 131_072, 4, 8)
+
+
+def test_the_command_opens_with_the_headline_and_names_every_source(capsys):
+    from kdtree_lab.cli.main import main
+
+    assert main(["speculate", "--context", "16384,262144", "--nodes", "4,16"]) == 0
+    out = capsys.readouterr().out
+    first_table = out[out.index("|"):].split("\n\n")[0]
+    assert "today's best (tok/s)" in first_table and "ratio [band]" in first_table
+    inputs = out[out.index("Inputs, each with its source"):]
+    header = next(ln for ln in inputs.splitlines() if ln.startswith("| input"))
+    assert header == "| input | value | source |"
+    assert "{'" not in out and "Traceback" not in out
+
+
+def test_the_json_carries_the_headline(capsys):
+    from kdtree_lab.cli.main import main
+
+    assert main(["speculate", "--context", "4096,200000", "--nodes", "4,16", "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert [r["context"] for r in res["rows"]] == [4096, 200000]
+    assert {r["context"] for r in res["headline"]["rows"]} >= {0, 16384, 131072, 200000}
+    assert set(res["rows"][0]["trees"]["ours"]) == {"4", "16"} and res["label"].startswith("model")
+    assert set(res["break_even"]) == set(sw.KERNELS)
+
+
+def _labels(ax, axis):
+    return [t.get_text() for t in (ax.get_xticklabels() if axis == "x" else ax.get_yticklabels()) if t.get_text()]
+
+
+def _check_axes(fig):
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        if not ax.get_visible():
+            continue
+        for axis in ("x", "y"):
+            labels = _labels(ax, axis)
+            if not labels and axis == "y":  # a panel sharing its neighbour's y axis shows no labels of its own
+                assert any(_labels(o, "y") for o in ax.get_shared_y_axes().get_siblings(ax)), ax.get_title()
+                continue
+            assert labels, (axis, ax.get_title())
+            assert not [s for s in labels if "10^" in s or "times" in s or "e+" in s or "$" in s], labels
+        xs = [t for t in ax.get_xticklabels() if t.get_text()]
+        boxes = [t.get_window_extent(renderer) for t in xs]
+        assert all(a.x1 <= b.x0 for a, b in zip(boxes, boxes[1:])), [t.get_text() for t in xs]  # none run together
+        ys = [float(s.replace("\u2212", "-")) for s in _labels(ax, "y")]
+        assert not ys or (len(ys) >= 3 and all(b > a for a, b in zip(ys, ys[1:])))  # a readable linear scale
+
+
+def test_plots_have_plain_number_ticks_and_the_ratio_reads_off_its_axis(reference, head, tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from kdtree_lab.lab import plots
+
+    res = sw.sweep(reference)
+    figs = [plots.speculation_headline(head, tmp_path / "h.png"), plots.speculation_curves(res, tmp_path / "c.png"),
+            plots.speculation_best(res, tmp_path / "b.png"),
+            plots.published_check(pb.check_all(), tmp_path / "p.png")]
+    for fig in figs:
+        _check_axes(fig)
+    ratio_ax = figs[0].axes[1]  # the ratio: a linear axis from 0 past the band, ticks at most 0.5 apart
+    lo, hi = ratio_ax.get_ylim()
+    ticks = [float(s) for s in _labels(ratio_ax, "y")]
+    assert lo == 0 and hi >= max(r["band"][1] for r in head["rows"])
+    assert max(b - a for a, b in zip(ticks, ticks[1:])) <= 0.5 and min(ticks) < 1.0 < max(ticks)
