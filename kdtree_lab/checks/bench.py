@@ -243,7 +243,10 @@ def run_preset(name: str, impls: list[str] | None = None, progress: bool = True,
         from ..core.display import progress as bar
 
         items = bar(items, desc=f"bench {name}", unit="shape")
-    result = {"preset": name, "ceilings": asdict(ceilings), "sglang": have, "timing": method, "rows": rows}
+    from ..kernels.build import e4m3_timing_proxy
+
+    result = {"preset": name, "ceilings": asdict(ceilings), "sglang": have, "timing": method, "rows": rows,
+              "timing_library": e4m3_timing_proxy()}  # True: e4m3 MMAs issued as sm_120a issues them, values wrong
     if resume:
         result["resumed_from"] = {"rows": len(resume["rows"]), "ceilings": resume.get("ceilings")}
     for shape, chosen in items:

@@ -46,6 +46,9 @@ def preset(name: str) -> list[tuple[Shape, list[str]]]:
                         slow = b * h * math.ceil(n / 32) > 132 and length > 32_768
                         out.append((s, ["cuda", "triton"] + ([] if slow else ["sglang_extend", "sglang_decode"])))
         return out
+    if name == "issue-fp8":  # the issue grid's TP8 / TP4 rows over an fp8 pool: what sm_120 runs for it, e4m3 and exact
+        return [(Shape(b, length, n, h, kv="fp8"), ["cuda_sm120_e4m3", "cuda_sm120_fp8"])
+                for h in (8, 16) for n in (4, 16, 64) for b in (1, 8) for length in (4096, 32_768, 200_000)]
     if name == "fp8":  # issue 17: each shape over a bf16 pool and over an fp8 one, in one run
         out = []
         for b, length, n, h in ((1, 200_000, 4, 8), (8, 200_000, 4, 8), (8, 32_768, 4, 16), (1, 200_000, 16, 8),
@@ -56,7 +59,7 @@ def preset(name: str) -> list[tuple[Shape, list[str]]]:
     if name == "chain":  # issue 37: chains beside SGLang's two verify kernels and FlashMLA
         return [(Shape(b, length, n, h, mask="chain"), ["cuda", "sglang_extend", *PEERS])
                 for b, length, n, h in CHAIN_SHAPES]
-    raise ValueError(f"unknown bench preset {name!r}: expected quick, issue, fp8 or chain")
+    raise ValueError(f"unknown bench preset {name!r}: expected quick, issue, issue-fp8, fp8 or chain")
 
 
 def preset_items(name: str, impls: list[str] | None = None) -> list[tuple[Shape, list[str]]]:

@@ -128,13 +128,14 @@ class Grid:
 
 
 def _issue_grids() -> list[tuple[str, Path, dict]]:
-    """(date, path, data) of every committed benchmark file of the ``issue`` preset, newest first."""
+    """(date, path, data) of every committed benchmark file of the ``issue`` preset (or its fp8 rows,
+    ``issue-fp8``), newest first."""
     out = []
     for path in sorted((RESULTS / MEASURED_ON).rglob("bench-*.json")):
         if path.name.endswith(".partial.json"):
             continue
         data = json.loads(path.read_text())
-        if data.get("preset") == "issue" and "provenance" in data:
+        if data.get("preset") in ("issue", "issue-fp8") and "provenance" in data:
             out.append((data["provenance"].get("date_utc", ""), path, data))
     return sorted(out, key=lambda t: (t[0], str(t[1])), reverse=True)
 

@@ -58,9 +58,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argparse has no public type
     p = sub.add_parser("bench", help="time the CUDA kernel, the Triton twin and SGLang's kernels (GPU only)")
-    p.add_argument("--preset", choices=["quick", "issue", "fp8", "chain"], default="quick",
-                   help="shape grid (fp8: memory- and compute-bound shapes over a bf16 and an fp8 pool; chain: "
-                        "chains beside SGLang's verify_shared_kv_fwd and FlashMLA)")
+    p.add_argument("--preset", choices=["quick", "issue", "issue-fp8", "fp8", "chain"], default="quick",
+                   help="shape grid (issue-fp8: the issue grid's H = 8, 16 rows over an fp8 pool on the sm_120 e4m3 "
+                        "and exact configurations; fp8: memory- and compute-bound shapes over a bf16 and an fp8 "
+                        "pool; chain: chains beside SGLang's verify_shared_kv_fwd and FlashMLA)")
     p.add_argument("--impl", help=f"comma-separated subset of {', '.join((*IMPLS, *PEER_IMPLS))} "
                                   "(default: the implementations the preset names for each shape)")
     p.add_argument("--timing", choices=["graph", "eager"], default="graph",
