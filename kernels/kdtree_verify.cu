@@ -215,7 +215,7 @@ const char* kdtree_verify_strerror(int status) {
     case KDT_ERR_BAD_STRIDE: return "a stride or base pointer breaks the 16-byte alignment the kernel loads need";
     case KDT_ERR_BAD_DTYPE: return "unknown kv_dtype code, or a bf16 pool on a forced e4m3 (fp8) configuration";
     case KDT_ERR_WORKSPACE: return "workspace is NULL, not 16-byte aligned, or smaller than kdtree_verify_workspace_bytes()";
-    case KDT_ERR_UNSUPPORTED: return "unsupported by this kernel configuration (fp8 KV pools: the sm_120 kernel and v4 only)";
+    case KDT_ERR_UNSUPPORTED: return "unsupported by this kernel configuration (fp8 KV pools: the sm_120 configurations and v4/v5 only)";
     case KDT_ERR_LAUNCH: return "the CUDA kernel launch failed";
     case KDT_ERR_DEVICE: return "device query failed or the GPU has too little shared memory per block";
     default: return "unknown kdtree-lab status";
