@@ -255,9 +255,11 @@ def fp8_kernel(impl: str) -> str | None:
     i = IMPLS.get(impl)
     if i is None or i.kernel is None or "fp8" not in i.kv_dtypes:
         return None
-    for a in AUTO_CONFIGS:
-        if a.fp8 is not None and i.kernel in (a.config.name, a.fp8.name):
-            return a.fp8.name
+    if "bf16" not in i.kv_dtypes:  # an fp8 configuration forced: itself
+        return i.kernel
+    for a in AUTO_CONFIGS:  # automatic fp8 math: the e4m3 tensor-core configuration where it is the default
+        if a.config.name == i.kernel and a.fp8 is not None:
+            return (a.fp8_e4m3 if a.e4m3_default and a.fp8_e4m3 is not None else a.fp8).name
     return None
 
 
@@ -273,11 +275,21 @@ def _fp8_sources(gpu: str, config_name: str) -> tuple[list[str], str | None]:
         names = ["cuda", *names]  # cuda on the H200 runs what the H200 selects
     sibling = None
     for a in AUTO_CONFIGS:
-        if a.fp8 is not None and a.fp8.name == config_name and a.config.block_m == a.fp8.block_m:
-            sibling = next((i for i in IMPLS if IMPLS[i].kernel == a.config.name), None)
+        for fp8 in (a.fp8, a.fp8_e4m3):
+            if fp8 is not None and fp8.name == config_name and a.config.block_m == fp8.block_m:
+                sibling = next((i for i in IMPLS if IMPLS[i].kernel == a.config.name), None)
     if gpu == MEASURED_ON:
         sibling = "cuda"
     return names, sibling
+
+
+def _grid_ratio(fp8: Grid, bf16: Grid) -> tuple[float, int]:
+    """(the median time ratio of ``fp8``'s rows over ``bf16``'s at the shapes both hold, how many)."""
+    at = {(x["B"], x["L"], x["N"], x["H"]): x["ms"] for x in bf16.rows}
+    ratios = [x["ms"] / at[k] for x in fp8.rows if (k := (x["B"], x["L"], x["N"], x["H"])) in at]
+    if not ratios:
+        raise KernelTimeError(f"{fp8.source} and {bf16.source} share no shape")
+    return statistics.median(ratios), len(ratios)
 
 
 def pool_ratio(impl: str) -> tuple[float, str, int]:
@@ -342,10 +354,18 @@ def _ours_fp8(gpu: str) -> KernelTable:
             if key not in at:
                 raise KernelTimeError(f"gpu {gpu}: no committed rows time {name} over an fp8 pool at B, L, N, H = "
                                       f"{', '.join(map(str, key))}, nor its bf16 sibling's")
-            scale, src, n = pool_ratio(sibling)
-            row, grid = at[key], g
-            how[f"{sibling} bf16 rows ({g.source}) x {scale:.3f}, its fp8 / bf16 time on the H200 (median of {n} "
-                f"shapes, {src})"] = None
+            fp8_grids = [(i, f) for i in names if (f := grid_of(i, "fp8")) is not None]
+            if fp8_grids:  # the configuration's fp8 rows elsewhere in the grid over its sibling's bf16 rows
+                impl, f = fp8_grids[0]
+                scale, n = _grid_ratio(f, g)
+                row, grid = at[key], g
+                how[f"{sibling} bf16 rows ({g.source}) x {scale:.3f}, {impl}'s fp8 / {sibling}'s bf16 time (median "
+                    f"of the {n} shapes {f.source} holds)"] = None
+            else:
+                scale, src, n = pool_ratio(sibling)
+                row, grid = at[key], g
+                how[f"{sibling} bf16 rows ({g.source}) x {scale:.3f}, its fp8 / bf16 time on the H200 (median of {n} "
+                    f"shapes, {src})"] = None
         ms = row["ms"] * scale
         if gpu != MEASURED_ON:
             ms = _predicted(dict(row, ms=ms), grid, card, bandwidth_share(grid), kv="fp8")
