@@ -95,15 +95,16 @@ def test_selection_follows_the_declared_properties(lib):
 def test_every_configuration_names_what_it_runs_over_each_pool(lib):
     """One home for the pool mapping: bf16 runs the configuration itself, fp8 the e4m3 variant of the sm_120 kernel
     or of v4 (the launcher calls the same function) under exact fp8 math, the sm_120 configurations' e4m3
-    tensor-core configuration under e4m3 and automatic math (v4 and v5 have none: exact there too); v3 and v1 have
-    none; a forced variant refuses bf16."""
+    tensor-core configuration under e4m3 math and, above 32 rows, automatic math (v4 and v5 have none: exact there
+    too); v3 and v1 have none; a forced variant refuses bf16."""
     names = [c["kernel"] for c in lib.configs()]
     impl = loader.CUDA_IMPLS
     for mode in ("auto", "e4m3"):
         with loader.fp8_math_mode(mode):
             for sm120 in ("cuda_sm120", "cuda_sm120_roles", "cuda_sm120_halves"):
                 got = lib.lib.kdtree_verify_config_for_pool(names.index(impl[sm120]), 1)
-                assert names[got] == impl["cuda_sm120_e4m3"], (mode, sm120)
+                want = "cuda_sm120_fp8" if mode == "auto" and sm120 == "cuda_sm120" else "cuda_sm120_e4m3"
+                assert names[got] == impl[want], (mode, sm120)  # automatic math: exact at 32 rows and fewer
             assert names[lib.lib.kdtree_verify_config_for_pool(names.index(impl["cuda_wgmma_v5"]), 1)] == \
                 impl["cuda_wgmma_fp8"]
     assert lib.lib.kdtree_verify_set_fp8_math(7) == -2  # unknown mode: refused, the mode kept
@@ -195,7 +196,8 @@ def test_configurations_are_named_exactly(lib):
         lib.config_index("verify_sm120_kernel")  # a prefix of two configurations' names
     assert lib.forced("verify_sm120_kernel<32,2>", "fp8", "exact") == \
         launch_plan.Config("verify_sm120_kernel<32,2,true>", 32)
-    assert lib.forced("verify_sm120_kernel<32,2>", "fp8") == launch_plan.E4M3_SM120
+    assert lib.forced("verify_sm120_kernel<32,2>", "fp8", "e4m3") == launch_plan.E4M3_SM120
+    assert lib.forced("verify_sm120_roles_kernel<64>", "fp8") == launch_plan.E4M3_SM120
     with pytest.raises(launch_plan.NoConfiguration, match="verify_rows32_kernel<64,2> does not read fp8"):
         lib.forced("verify_rows32_kernel<64,2>", "fp8")
 

@@ -362,7 +362,6 @@ def test_audit_cli_names_an_fp8_declaration_over_a_bf16_pool(capsys):
     (["--tp", "3"], "kdtree-lab speculate: argument --tp: expected a divisor of the model's 64 heads, found 3"),
     (["--model", "llama"], "argument --model: expected one of deepseek-v2-lite, deepseek-v3, kimi-k2, found 'llama'"),
     (["--accept-length", "2.3"], "--accept-length and --accept-nodes: expected both"),
-    (["--draft", "medusa"], "argument --draft: expected one of ddtree-math500, dflash-gsm8k"),
     (["--accept-length", "5", "--accept-nodes", "4"], "acceptance length: a chain of 4 nodes commits between 1 and 4"),
     (["--step-ms", "12"], "argument --step-context: a measured step time needs the context"),
     (["--batch", "100"], "argument --batch: expected 1 to 48 (the grid of ours times), found 100"),

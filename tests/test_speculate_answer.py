@@ -59,23 +59,27 @@ def test_the_best_setup_respects_each_pool_s_capacity(reference, head):
     assert sw.best(reference, v, "ours") is None and not sw.fits(reference, v["chain"]["ours"])
 
 
-def test_committed_fp8_pool_rows_are_used_once_an_issue_grid_holds_them(monkeypatch):
-    """While no issue grid holds fp8-pool rows of the kernel an fp8 pool runs, its bf16 sibling's rows are scaled by
-    the H200 pool ratio (and the label says so); a committed grid with those rows is then taken as it is."""
+def test_committed_fp8_pool_rows_are_used_where_an_issue_grid_holds_them(monkeypatch):
+    """The kernel an fp8 pool runs per shape (the e4m3 configuration above 32 rows, the first kernel's exact variant
+    below) is taken from the newest committed issue grid holding its fp8-pool rows; a shape that grid lacks takes
+    its bf16 sibling's row times their measured ratio (the label says which); a newer committed grid is taken as it
+    is."""
     from kdtree_lab.checks import bench_results
 
-    scaled = kt.table("ours-fp8", GPU)
-    assert "fp8 / bf16 time on the H200" in scaled.label and scaled.predicted
-    grid = bench_results.committed_grid("cuda_sm120")
-    rows = [dict(r, impl="cuda_sm120_fp8", kv="fp8", ms=r["ms"] / 3) for r in grid.rows]
+    now = kt.table("ours-fp8", GPU)
+    assert "cuda_sm120_e4m3 over fp8 (data/results/h200/2026-12-02-e4m3/" in now.label and now.predicted
+    assert "cuda_sm120_fp8 over fp8" in now.label  # 32 rows: the exact variant's own rows
+    assert "fp8 / cuda_sm120_roles's bf16 time" in now.label  # H = 64, 128 and B = 48: the sibling, scaled
+    grid = bench_results.committed_grid("cuda_sm120_e4m3", "fp8")
+    rows = [dict(r, ms=r["ms"] / 3) for r in grid.rows]
     data = {"preset": "issue", "provenance": {"date_utc": "2099-01-01T00:00:00+00:00", "gpu": "NVIDIA H200"},
             "ceilings": grid.ceilings, "rows": rows}
     path = bench_results.RESULTS / "h200" / "2099-01-01-e4m3" / "bench-issue.json"  # a run as if committed
     real = bench_results._issue_grids
     monkeypatch.setattr(bench_results, "_issue_grids", lambda: [(data["provenance"]["date_utc"], path, data), *real()])
     new = kt.table("ours-fp8", GPU)
-    assert "cuda_sm120_fp8 over fp8" in new.label and "2099-01-01-e4m3" in new.label
-    assert new.ms(1, 131_072, 4, 8) < scaled.ms(1, 131_072, 4, 8)
+    assert "2099-01-01-e4m3" in new.label
+    assert new.ms(1, 200_000, 16, 8) < now.ms(1, 200_000, 16, 8)
 
 
 def test_the_command_opens_with_the_headline_and_names_every_source(capsys):
