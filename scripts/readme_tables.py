@@ -721,7 +721,14 @@ def configs_table() -> str:
 
     smem = {c["kernel"]: c["dynamic_smem"] for c in json.loads(BUILD_OF_RECORD.read_text())["check"]["configs"]}
     auto = {a.config.name: (n, a) for n, a in enumerate(AUTO_CONFIGS)}
-    fp8_of = {a.fp8.name: a.config.name for a in AUTO_CONFIGS if a.fp8}
+    fp8_of: dict[str, list[str]] = {}
+    for a in AUTO_CONFIGS:
+        if a.fp8:
+            fp8_of.setdefault(a.fp8.name, []).append(f"an fp8 pool under `{a.config.name}`"
+                                                     + (" with exact fp8 math" if a.e4m3_default else ""))
+        if a.fp8_e4m3:
+            fp8_of.setdefault(a.fp8_e4m3.name, []).append(f"an fp8 pool under `{a.config.name}`" + (
+                "" if a.e4m3_default else " with e4m3 fp8 math"))
 
     def where(kernel: str) -> str:
         if kernel in auto:
@@ -732,7 +739,7 @@ def configs_table() -> str:
                 rule.append(f"N x H >= {a.rows[0]}" if a.rows[1] == 1 << 30 else f"N x H in [{a.rows[0]}, {a.rows[1]})")
             return f"**automatic**, tried {('first', 'second', 'third', 'fourth')[n]}: " + ", ".join(rule)
         if kernel in fp8_of:
-            return f"an fp8 pool under `{fp8_of[kernel]}`"
+            return "; ".join(fp8_of[kernel])
         return "forced only"
 
     lines = [f"Generated from `kdtree_lab/kernels/impls.py`, `launch_plan.AUTO_CONFIGS` and the build of record "
@@ -798,12 +805,161 @@ def headline_sentence() -> str:
             f"({ext['ms']:.1f} ms); sources and the other shapes in `docs/results.md`.")
 
 
+# The e4m3 tensor-core configuration (issue 36): the mma.sync ceilings per instruction, its accuracy beside the exact
+# path and SGLang's own fp8 kernel, the issue grid's fp8 rows on the timing library (what sm_120a issues).
+E4M3_DIR = RESULTS / "h200" / "2026-12-02-e4m3"
+E4M3_CEILING = RESULTS / "h200" / "2026-12-02-e4m3-ceiling" / "mma-ceilings.json"
+E4M3_ACCURACY = E4M3_DIR / "call5-q-split" / "e4m3-lab.json"  # Q as two e4m3 terms (as landed)
+E4M3_ACCURACY_ONE_TERM = E4M3_DIR / "call4-accuracy-hook" / "e4m3-accuracy.json"  # Q as one e4m3 term (tried)
+E4M3_GRID = E4M3_DIR / "call7-issue-fp8" / "bench-issue-fp8.json"
+E4M3, FP8_EXACT = "cuda_sm120_e4m3", "cuda_sm120_fp8"
+
+
+def e4m3_ceiling_table() -> str:
+    """The mma.sync rate per instruction measured on the H200, and the cards' e4m3 rate from their presets."""
+    from kdtree_lab.budget.presets import gpus
+
+    data = json.loads(E4M3_CEILING.read_text())
+    med, sass, p = data["median_tflops"], data["sass"], data["provenance"]
+    ops = {k: ", ".join(f"{n} {op}" for op, n in sorted(v.items())) for k, v in sass.items()}
+    lines = [f"From `{_rel(E4M3_CEILING)}` ({p['gpu']}, driver {p['driver']}, {p['date_utc'][:10]}; median of "
+             f"{len(data['rows']) // len(med)} runs each): the ceiling loop of `kernels/ceilings/mma_peak.cuh` on 8 "
+             "CTAs per SM, fp32 accumulation, each chain its own operands.", "",
+             "| instruction | H200 (TFLOP/s, measured) | its SASS on sm_90a | on sm_120a |", "|---|---:|---|---|"]
+    names = {"bf16": "bf16 m16n8k16", "f16": "f16 m16n8k16", "e4m3": "e4m3 m16n8k32"}
+    for k, label in names.items():
+        lines.append(f"| {label} | {med[k]:.0f} | {ops[f'sm_90a/{k}']} | {ops[f'sm_120a/{k}']} |")
+    cards = [g for g in gpus().values() if g.mma_e4m3_tflops]
+    lines += ["", f"The H200 has no e4m3 tensor-core MMA: ptxas emulates it (F2FP conversions, f16 HMMAs), at "
+              f"{data['e4m3_over_bf16']:.2f}x the bf16 rate in e4m3 FLOPs. The cards' e4m3 rates are not the H200's: "
+              + "; ".join(f"{g.label} {g.mma_e4m3_tflops:g} TFLOP/s against {g.mma_sync_tflops:g} bf16 "
+                          f"({g.mma_e4m3_tflops / g.mma_sync_tflops:.2f}x; {g.sources['mma_e4m3_tflops']})"
+                          for g in cards) + "."]
+    return "\n".join(lines)
+
+
+def _accuracy(path: Path) -> list[dict]:
+    return json.loads(path.read_text())["accuracy"]
+
+
+def e4m3_accuracy_table() -> str:
+    """rel_l2 against the fp64 oracle of the dequantised pool: the e4m3 configuration, the exact path, SGLang."""
+    rows, one = _accuracy(E4M3_ACCURACY), _accuracy(E4M3_ACCURACY_ONE_TERM)
+    p = json.loads(E4M3_ACCURACY.read_text())["provenance"]
+
+    def span(vals):
+        return f"{min(vals):.4f}-{max(vals):.4f}"
+
+    lines = [f"From `{_rel(E4M3_ACCURACY)}` ({p['gpu']}, {p['date_utc'][:10]}): the fp8 GPU grid (edge grid and 150 "
+             "random draws, each over three (k_scale, v_scale)), every case against the fp64 oracle of the "
+             "dequantised pool; rel_l2 over the live rows. SGLang 0.5.23's `extend_attention_fwd` rounds Q (unscaled) "
+             "and P (in [0, 1]) to e4m3.", "",
+             f"| k_scale, v_scale | cases | `{E4M3}` | exact (`{FP8_EXACT}`) | SGLang's own fp8 kernel | worst "
+             "ours / SGLang | ours above SGLang |", "|---|---:|---|---|---|---:|---:|"]
+    groups = sorted({(r["k_scale"], r["v_scale"]) for r in rows})
+    for g in groups + [None]:
+        sel = [r for r in rows if g is None or (r["k_scale"], r["v_scale"]) == g]
+        ratio = [r[E4M3]["rel_l2"] / r["sglang_extend"]["rel_l2"] for r in sel]
+        worse = sum(x > 1 for x in ratio)
+        lines.append(f"| {'all' if g is None else f'{g[0]:g}, {g[1]:g}'} | {len(sel)} | "
+                     f"{span([r[E4M3]['rel_l2'] for r in sel])} | {span([r[FP8_EXACT]['rel_l2'] for r in sel])} | "
+                     f"{span([r['sglang_extend']['rel_l2'] for r in sel])} | {max(ratio):.2f} | {worse} |")
+    one_ratio = [r[E4M3]["rel_l2"] / r["sglang_extend"]["rel_l2"] for r in one]
+    lines += ["", f"Q as one e4m3 term (the first form, `{_rel(E4M3_ACCURACY_ONE_TERM)}`): rel_l2 "
+              f"{span([r[E4M3]['rel_l2'] for r in one])}, above SGLang's in {sum(x > 1 for x in one_ratio)} of "
+              f"{len(one)} cases (median ours / SGLang {sorted(one_ratio)[len(one_ratio) // 2]:.2f}): both round Q "
+              "to 3 mantissa bits, and that is almost all of either error. Two terms hold Q to about 2^-8."]
+    return "\n".join(lines)
+
+
+def _e4m3_grid() -> tuple[dict, dict]:
+    data = json.loads(E4M3_GRID.read_text())
+    return data, {(r["impl"], r["B"], r["L"], r["N"], r["H"]): r for r in data["rows"]}
+
+
+def sm120_fp8_table() -> str:
+    """What an sm_120 card runs over an fp8 pool per shape (automatic fp8 math) beside the bf16 pool's choice, both
+    on the H200 under sm_120's limits; the cards' predictions."""
+    from kdtree_lab.budget.presets import gpus
+    from kdtree_lab.kernels.launch_plan import select
+
+    data, rows = _e4m3_grid()
+    bf, by_shape = _bench(SM120_RUN)
+    c, p = data["ceilings"], data["provenance"]
+    card = gpus()["rtx-pro-6000"]
+    cards = [g for g in gpus().values() if g.mma_sync_tflops]
+
+    def grid_of(impl, src, d, kv):
+        return Grid(impl, src, d["provenance"]["date_utc"], d["provenance"]["gpu"], d["ceilings"],
+                    tuple(r for r in d["rows"] if r["impl"] == impl and row_kv(r) == kv))
+
+    share = {i: bandwidth_share(grid_of(i, _rel(E4M3_GRID), data, "fp8")) for i in (E4M3, FP8_EXACT)}
+    share |= {i: bandwidth_share(grid_of(i, _rel(SM120_RUN), bf, "bf16")) for i in (SM120_FIRST, SM120_ROLES)}
+    lines = [f"From `{_rel(E4M3_GRID)}` ({p['gpu']}, driver {p['driver']}, {p['date_utc'][:10]}; {_timing_words(data)}) "
+             "on the **timing library** (`KDT_E4M3_TIMING=1`: each e4m3 MMA issued as one f16 MMA, the instruction "
+             "stream sm_120a issues, its values not checked; the exact path is the same code either way), and, for "
+             f"the bf16 pool, `{_rel(SM120_RUN)}`. H200 times in ms under sm_120's limits, not sm_120 runs. \"fp8 "
+             "runs\": what the launcher takes for an fp8 pool on RTX PRO 6000 / RTX 5090 under automatic fp8 math. "
+             "Predictions (labelled) by the rule of the RTX table (mma.sync rate ratio, or the KV bytes at the "
+             "configuration's best bandwidth share in its run: " + ", ".join(f"`{i}` {u:.1%}"
+                                                                             for i, u in sorted(share.items())) + ").",
+             "", "| B, L, N, H | bf16 runs (ms) | fp8, e4m3 (ms) | fp8, exact (ms) | fp8 runs | bf16 / fp8 | "
+             + " | ".join(f"{g.label.split(' (')[0]}: bf16 / fp8 (ms, predicted)" for g in cards) + " |",
+             "|---|---:|---:|---:|---|---:|" + "---:|" * len(cards)]
+    slower = []
+    for h in (8, 16):
+        for n in (4, 16, 64):
+            for b in (1, 8):
+                for length in (4096, 32_768, 200_000):
+                    key = (b, length, n, h)
+                    bimpl = sm120_impl(key, card)
+                    fimpl = E4M3 if select(b, n, h, "fp8", card.device).name == "verify_sm120_e4m3_kernel<64>" \
+                        else FP8_EXACT
+                    bms, fms = by_shape[key][bimpl]["ms"], rows[(fimpl, *key)]["ms"]
+                    if fms > bms * 1.03:
+                        slower.append(f"{b}, {length // 1000}k, {n}, {h}")
+                    preds = []
+                    for g in cards:
+                        pb = predict_ms(bms, Shape(*key).kv_bytes, bf["ceilings"], g, share[bimpl])
+                        pf = predict_ms(fms, Shape(*key, kv="fp8").kv_bytes, c, g, share[fimpl])
+                        preds.append(f"{pb:.3f} / {pf:.3f} ({pb / pf:.2f}x)")
+                    lines.append(f"| {b}, {length // 1000}k, {n}, {h} | {bms:.4f} | {rows[(E4M3, *key)]['ms']:.4f} | "
+                                 f"{rows[(FP8_EXACT, *key)]['ms']:.4f} | `{fimpl}` | {bms / fms:.2f} | "
+                                 + " | ".join(preds) + " |")
+    lines += ["", f"fp8 more than 3% slower than bf16 (H200, what each pool runs): {len(slower)} of 36 shapes"
+              + (f" ({'; '.join(slower)})" if slower else "") + "."]
+    return "\n".join(lines)
+
+
+CHAIN_BENCH = RESULTS / "h200" / "2026-12-02-sglang-backend" / "call7-chain" / "bench-chain.json"
+
+
+def chain_peers_table() -> str:
+    """The chain grid: ours beside SGLang's two verify kernels and FlashMLA, one run."""
+    data, by_shape = _bench(CHAIN_BENCH)
+    c, p = data["ceilings"], data["provenance"]
+    lines = [f"From `{_rel(CHAIN_BENCH)}` ({p['gpu']}, driver {p['driver']}, {p['date_utc'][:10]}; {_timing_words(data)}; "
+             f"ceilings in the same run: copy {c['copy_gbps']:.0f} GB/s, mma.sync {c['mma_sync_tflops']:.0f} TFLOP/s). "
+             "Chains (each draft token sees the ones before it), bf16 pool, times in ms; `cuda` is v5 here.", "",
+             "| B, L, N, H | ours (`cuda`) | FlashMLA (`sgl-flash-mla`, SM90, page 64) | SGLang `verify_shared_kv_fwd` | "
+             "SGLang `extend_attention_fwd` | FlashMLA / ours | `verify_shared_kv_fwd` / ours |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for key in sorted(by_shape, key=lambda k: (k[0], k[1], k[2], k[3])):
+        d = by_shape[key]
+        ours, fm, vm, ex = (d[i]["ms"] for i in ("cuda", "flashmla", "sglang_verify_mla", "sglang_extend"))
+        lines.append(f"| {', '.join(map(str, key))} | {ours:.4f} | {fm:.4f} | {vm:.3f} | {ex:.2f} | {fm / ours:.2f} | "
+                     f"{vm / ours:.1f} |")
+    return "\n".join(lines)
+
+
 BLOCKS = {"headline": headline_sentence, "configs": configs_table, "current": current_table, "v5": v5_table, "fixed_cost": fixed_cost_table, "issue18_targets": issue18_targets_table, "fp8": fp8_table,
           "xqa_peer": xqa_peer_table, "rtx_fp8_prediction": rtx_fp8_prediction_table, "bench": bench_table, "versions": versions_table,
           "targets": targets_table, "floors": floors_table,
           "sm120": sm120_table, "sm120_targets": sm120_targets_table, "rtx_prediction": rtx_prediction_table,
           "sm120_per_shape": sm120_per_shape_table, "sm120_gen2_targets": sm120_gen2_targets_table,
-          "speculation": speculation_table, "speculation_check": speculation_check_table}
+          "speculation": speculation_table, "speculation_check": speculation_check_table,
+          "e4m3_ceiling": e4m3_ceiling_table, "e4m3_accuracy": e4m3_accuracy_table, "sm120_fp8": sm120_fp8_table,
+          "chain_peers": chain_peers_table}
 FILES = (ROOT / "README.md", *(ROOT / "docs" / f"{name}.md" for name in ("kernels", "results", "performance",
                                                                          "memory", "sglang", "speculation")))
 

@@ -112,12 +112,12 @@ def within_tolerance(err: dict[str, float], e4m3: bool = False) -> bool:
     return err["nan"] == 0 and err["rel_l2"] <= rel and err["max_abs"] <= mx * max(1.0, err["max_ref"])
 
 
-def e4m3_case(impl: Impl, case: Case, device: str | torch.device) -> bool:
+def e4m3_case(impl: Impl, case: Case, device: str | torch.device, fp8_math: str = "auto") -> bool:
     """Whether ``impl`` runs ``case`` with e4m3 tensor-core math (so e4m3's tolerance applies)."""
     from ..kernels.attention import e4m3_math
 
     bs = len(case.prefix_lens) if case.padded_bs is None else case.padded_bs
-    return e4m3_math(impl, case.kv_dtype, bs, case.num_draft, case.num_heads, device)
+    return e4m3_math(impl, case.kv_dtype, bs, case.num_draft, case.num_heads, device, fp8_math)
 
 
 def edge_cases(max_prefix: int = 2048, max_batch: int = 48, heads: tuple[int, ...] = (8, 16),
@@ -197,14 +197,15 @@ def gpu_grid(random_count: int, seed: int, heads: tuple[int, ...] = (8, 16, 64, 
                 budget_tokens=100_000_000)
 
 
-def run_case(impl: Impl, case: Case, device: str | torch.device) -> CaseResult:
-    """Build the case (output poisoned with NaN), run the kernel, compare with the fp64 oracle."""
+def run_case(impl: Impl, case: Case, device: str | torch.device, fp8_math: str = "auto") -> CaseResult:
+    """Build the case (output poisoned with NaN), run the kernel (an fp8 pool under ``fp8_math``), compare with the
+    fp64 oracle (at e4m3's tolerance where the call ran e4m3 tensor-core math)."""
     refusal = kv_refusal(impl, case.kv_dtype)
     if refusal:
         raise ValueError(f"{case.name}: {refusal}")
     batch = case.build(device)
     t0 = time.perf_counter()
-    out, flags = runner(impl)(batch, case.nsplit)
+    out, flags = runner(impl, fp8_math)(batch, case.nsplit)
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize()
     secs = time.perf_counter() - t0
@@ -212,11 +213,11 @@ def run_case(impl: Impl, case: Case, device: str | torch.device) -> CaseResult:
     rows = batch.live_bs * batch.max_extend_len  # padded rows' outputs are discarded by SGLang
     err = compare(out[:rows], ref[:rows])
     return CaseResult(case, err["max_abs"], err["rel_l2"], err["nan"], err["max_ref"],
-                      within_tolerance(err, e4m3_case(impl, case, device)) and flags == 0, secs, flags)
+                      within_tolerance(err, e4m3_case(impl, case, device, fp8_math)) and flags == 0, secs, flags)
 
 
 def run_parity(impl: Impl, cases: list[Case], device: str | torch.device,
-               progress: bool = False) -> ParityReport:
+               progress: bool = False, fp8_math: str = "auto") -> ParityReport:
     report = ParityReport(impl, str(device))
     iterator = cases
     if progress:
@@ -224,7 +225,7 @@ def run_parity(impl: Impl, cases: list[Case], device: str | torch.device,
 
         iterator = bar(cases, desc=f"parity {impl}", unit="case")
     for case in iterator:
-        report.results.append(run_case(impl, case, device))
+        report.results.append(run_case(impl, case, device, fp8_math))
     return report
 
 

@@ -31,7 +31,7 @@ def cmd_parity(args: argparse.Namespace) -> int:
         cases = fp8_cases(cases)
     if args.gpus:
         return _fleet_parity(args, cases)
-    report = run_parity(args.impl, cases, device, progress=not args.json)
+    report = run_parity(args.impl, cases, device, progress=not args.json, fp8_math=args.fp8_math)
     summary = report.summary()
     text = (f"{args.impl} on {device}: {summary['passed']}/{summary['cases']} cases within tolerance; "
             f"max rel_l2 {summary['max_rel_l2']:.3g}, max abs {summary['max_abs']:.3g}")
@@ -89,6 +89,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
     p.add_argument("--seed", type=int, default=0, help="random seed of the generated batches")
     p.add_argument("--kv-dtype", choices=["bf16", "fp8"], default="bf16",
                    help="KV pool: bf16, or fp8 (SGLang's fp8_e4m3, with k_scale / v_scale other than 1)")
+    p.add_argument("--fp8-math", choices=["auto", "exact", "e4m3"], default="auto",
+                   help="with --kv-dtype fp8: exact (e4m3 -> bf16/f16), e4m3 (e4m3 tensor cores, its own tolerance) or "
+                        "auto, what VerifyAttention takes (e4m3 above 32 rows on sm_120, exact elsewhere)")
     p.add_argument("--json", action="store_true", help="print the summary and every case as JSON")
     fleet_flags(p)
     p.set_defaults(func=cmd_parity)
