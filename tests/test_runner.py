@@ -247,7 +247,7 @@ def test_after_ctrl_c_every_later_notebook_names_the_one_that_stopped_the_run(mo
     started = [ln for ln in shown.splitlines() if ln.startswith("[")]
     assert [ln.split()[1] for ln in started] == ["07_speculation", "03_eager_parity"]
     assert all(len(ln) <= 80 for ln in started), started  # a long title ends in an ellipsis, on its one line
-    assert started[0].startswith("[1/4] 07_speculation (profile cpu): When tree speculation pays")
+    assert started[0].startswith("[1/4] 07_speculation (profile cpu): What tree verify buys")  # the manifest's title
     assert started[0].endswith("\u2026") and shown.splitlines()[1].split()[0] == "passed"  # cut, not wrapped
 
 
