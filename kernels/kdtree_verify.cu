@@ -5,17 +5,17 @@
 //                the prefix and draft-block pipelines, the tree mask, the partial-row epilogue) and the
 //                shared-memory layouts host checks share (layout.cuh)
 //   mma_sync/    warp-level mma.sync kernels (sm_80..sm_120): what sm_120 runs, verify_sm120 (32 rows and fewer)
-//                and its second generation verify_sm120_roles (above 32 rows); the third form
-//                verify_sm120_halves (a 2-CTA cluster, forced only) and what roles and halves share
-//                (roles_common.cuh: the context, the m-tile softmax, the P hand-off, the epilogue), verify_rows32
-//                (v3, Hopper-sized shared memory), verify_split (v1)
+//                and its second generation verify_sm120_roles (above 32 rows), the e4m3 tensor-core configuration
+//                verify_sm120_e4m3 (fp8 pools), and what roles and e4m3 share (roles_common.cuh: the context, the
+//                m-tile softmax, the P hand-off, the epilogue)
 //   sm90/        the sm_90a warpgroup-MMA kernels: v5 (the default on compute capability 9.x: v4 with its two
 //                warpgroups out of step) and v4 (forced, and its e4m3 variant, which fp8 pools run under v5), and
 //                the frame both use (wgmma_common.cuh: swizzle atoms, descriptors, wgmma wrappers, v4's step,
 //                the draft block, the epilogue)
 //   combine/     the kernel that merges the split partials by their log-sum-exps
 //   ceilings/    the mma.sync peak loop the benchmark measures beside the kernels
-//   checks/      host programs that check the kernels' tile layouts exhaustively (tests/test_kernel_layouts.py)
+//   checks/      host programs that check a kernel's tile layout exhaustively (tests/test_kernel_layouts.py runs
+//                each; none since the third form left)
 // Work decomposition: grid = (row_tiles, nsplit + 1, bs); row tiles are the fastest grid dimension so the CTAs
 // sharing one prefix range run together and read the latent KV from DRAM once; split nsplit is the draft block.
 #include "kdtree_verify.h"
@@ -27,12 +27,9 @@
 
 #include "ceilings/mma_peak.cuh"
 #include "combine/verify_reduce.cuh"
-#include "mma_sync/verify_rows32.cuh"
 #include "mma_sync/verify_sm120.cuh"
 #include "mma_sync/verify_sm120_e4m3.cuh"
-#include "mma_sync/verify_sm120_halves.cuh"
 #include "mma_sync/verify_sm120_roles.cuh"
-#include "mma_sync/verify_split.cuh"
 #include "sm90/verify_wgmma.cuh"
 #include "sm90/verify_wgmma_v5.cuh"
 
@@ -43,11 +40,14 @@ namespace {
 // policy: the configuration an fp8 pool runs instead, the automatic priority (0: forced only) and the row range
 // (N x H) automatic selection gives it. Selection, the pool mapping and the arch check read these fields only, and
 // Python names a configuration by its kernel name (kdtree_verify_config_name), never by its position here.
-//   v5 (sm_90a) on compute capability 9.x; v3 (rows32) elsewhere with Hopper-sized shared memory; on 99 KB GPUs the
-//   sm_120 kernel's second generation (roles) above 32 rows, where 64-row tiles halve the KV reads per row, and the
-//   first sm_120 kernel for the rest (32 rows and fewer, where half a 64-row tile would be empty, or less shared
-//   memory than roles' 99,432 B; docs/performance.md, "Per-shape choice on sm_120"). v4, v1, the third form
-//   (halves) and the e4m3 variants are forced only (an fp8 pool reaches the variants through fp8_variant).
+//   v5 (sm_90a) on compute capability 9.x with sm_90a code; everywhere else the sm_120 kernel's second generation
+//   (roles) above 32 rows, where 64-row tiles halve the KV reads per row, and the first sm_120 kernel for the rest
+//   (32 rows and fewer, where half a 64-row tile would be empty, or less shared memory than roles' 99,432 B;
+//   docs/performance.md, "Per-shape choice on sm_120"). They fit any GPU with 99,432 / 86,912 B of shared memory per
+//   block, so GPUs with Hopper-sized shared memory but no sm_90a code (B200, compute capability 10.0; an H100 or
+//   H200 under a library built without sm_90a) run them too. v4 and the e4m3 variants are forced only (an fp8 pool
+//   reaches the variants through fp8_variant / fp8_e4m3). v1, v3 and the third form (halves) left the table (git
+//   tag last-with-v1-v3-halves); their results stay under data/results/.
 struct Policy {
   const char* fp8_variant;  // kernel name of the configuration an fp8 pool runs (exact math); nullptr: itself or none
   int auto_priority, min_rows, max_rows;
@@ -62,15 +62,12 @@ constexpr const char* kSm120Fp8 = "verify_sm120_kernel<32,2,true>";
 constexpr const char* kWgmmaFp8 = "verify_wgmma_kernel<64,2,true>";
 constexpr const char* kSm120E4m3 = "verify_sm120_e4m3_kernel<64>";
 const Config kConfigs[] = {
-    {rows32_entry<2>(), {nullptr, 3, 1, 0}},
     {sm120_entry<2>(), {kSm120Fp8, 1, 1, 0, kSm120E4m3, false}},  // 32 rows: e4m3's 64-row tile is half empty
     {sm120_roles_entry(), {kSm120Fp8, 2, 33, 0, kSm120E4m3, true}},
-    {split_entry<32, 2>(), {nullptr, 0, 1, 0}},
     {sm120_fp8_entry(), {nullptr, 0, 1, 0}},
     {wgmma_entry<2>(), {kWgmmaFp8, 0, 1, 0}},
     {wgmma_fp8_entry(), {nullptr, 0, 1, 0}},
     {wgmma_v5_entry(), {kWgmmaFp8, 4, 1, 0}},
-    {sm120_halves_entry(), {kSm120Fp8, 0, 33, 0, kSm120E4m3, true}},  // slower than the second generation
     {sm120_e4m3_entry(), {nullptr, 0, 1, 0}},
 };
 #ifdef KDT_SM90A_BUILT

@@ -88,7 +88,7 @@ typedef struct {
 
 KDT_API int kdtree_verify_num_configs(void);
 KDT_API int kdtree_verify_config(int index, kdt_config* out);           // the configs compiled in
-KDT_API const char* kdtree_verify_config_name(int index);               // its kernel, e.g. "verify_rows32_kernel<64,2>"
+KDT_API const char* kdtree_verify_config_name(int index);               // its kernel, e.g. "verify_sm120_roles_kernel<64>"
 // Index of the configuration (kdtree_verify_select_config) or -1: a pure function of the device's opt-in shared
 // memory per block (bytes), compute capability (major*10+minor) and SM count, and of the call's batch size, draft
 // tokens and heads, so a captured graph's configuration (and split count) stays valid for every replay. Among the

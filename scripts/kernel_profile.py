@@ -5,7 +5,7 @@ oracle, then, per shape and split count, the CUDA time of each kernel (the split
 PyTorch profiler, averaged over rotated inputs. Writes JSON to --out. A development tool for kernel work; the
 benchmark of record is ``kdtree-lab bench``.
 
-    python3 scripts/kernel_profile.py --out $OUT/profile.json [--configs cuda_sm120_roles,cuda_sm120_halves]
+    python3 scripts/kernel_profile.py --out $OUT/profile.json [--configs cuda_sm120_roles,cuda_sm120_e4m3]
         [--nsplit 66,132,264]
 
 Configurations are named by their implementation names (``kdtree_lab.kernels.impls``).

@@ -39,7 +39,7 @@ def test_the_plan_covers_each_batch_size_and_one_workspace_serves_them():
     (dict(num_heads=-2), "num_heads: expected an integer >= 1, found -2"),
     (dict(kv_dtype="int8"), "kv_dtype: expected one of bf16, fp8, found 'int8'"),
     (dict(impl="cuda_nonesuch"), "impl: expected one of cuda, "),
-    (dict(impl="cuda_rows32", kv_dtype="fp8"), "kv_dtype: impl cuda_rows32 serves bf16 KV pools, not fp8"),
+    (dict(impl="cuda_sm120_fp8", kv_dtype="bf16"), "kv_dtype: impl cuda_sm120_fp8 serves fp8 KV pools, not bf16"),
     (dict(nsplit=600), "nsplit: expected 0 .* or 1..512, found 600"),
     (dict(batch_sizes=(1, 9)), r"batch_sizes: expected sizes in 1..max_bs=8, found \[1, 9\]"),
 ])

@@ -20,9 +20,9 @@ def test_build_passes_checks(built):
     assert report.ok, report.problems
     assert all(report.symbols.values())
     assert report.cubins["sm_120a"] >= 1 and report.cubins["sm_90a"] >= 1
-    split = [r for r in report.resources if r.kernel.startswith("verify_split")]
-    assert {r.arch for r in split} == {"sm_120a", "sm_90a"}
-    assert all(r.hmma > 0 and r.local_bytes == 0 for r in split)
+    sm120 = [r for r in report.resources if r.kernel == "verify_sm120_kernel<32,2>"]  # an mma.sync kernel: both archs
+    assert {r.arch for r in sm120} == {"sm_120a", "sm_90a"}
+    assert all(r.hmma > 0 and r.local_bytes == 0 for r in sm120)
     fits = {c["block_m"]: c["fits"] for c in report.configs}
     assert any(f["sm_120a"] for f in fits.values()), "a configuration must fit sm_120's 99 KB"
 

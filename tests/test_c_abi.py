@@ -62,14 +62,14 @@ def test_config_selection(lib):
 
     v5 = [c["kernel"] for c in cfgs].index(loader.CUDA_IMPLS["cuda_wgmma_v5"])
     assert "sm_90a" in lib.archs and sel(232_448, 90) == v5  # H200 with sm_90a code: the wgmma kernel v5
-    assert cfgs[sel(232_448, 80)]["kernel"] == loader.CUDA_IMPLS["cuda_rows32"]  # A100-sized smem, no wgmma
-    assert cfgs[sel(232_448, 100)]["kernel"] == loader.CUDA_IMPLS["cuda_rows32"]  # wgmma is sm_90a only
-    for cc in (120, 90):  # sm_120's 99 KB; a 9.x part with too little shared memory for v4 gets a portable one
-        idx = sel(101_376, cc, sms=188)
+    # sm_120's 99 KB; a 9.x part with too little shared memory for v5; B200 (10.0) and A100 (8.0), Hopper-sized
+    # shared memory but no wgmma: the sm_120 configurations, per shape
+    for cc, smem in ((120, 101_376), (90, 101_376), (100, 232_448), (80, 232_448)):
+        idx = sel(smem, cc, sms=188)
         assert idx >= 0 and cfgs[idx]["dynamic_smem"] <= 101_376
         assert cfgs[idx]["kernel"] == loader.CUDA_IMPLS["cuda_sm120"]  # 32 rows: the first sm_120 kernel
         for bs, n, h in ((1, 16, 8), (8, 33, 1), (48, 64, 128)):  # above 32 rows: its second generation
-            assert cfgs[sel(101_376, cc, 188, bs, n, h)]["kernel"] == loader.CUDA_IMPLS["cuda_sm120_roles"]
+            assert cfgs[sel(smem, cc, 188, bs, n, h)]["kernel"] == loader.CUDA_IMPLS["cuda_sm120_roles"]
     assert cfgs[sel(99_431, 120, 188, 1, 16, 8)]["kernel"] == loader.CUDA_IMPLS["cuda_sm120"]  # it does not fit
     assert sel(1000, 120) == -1
 
@@ -96,12 +96,13 @@ def test_every_configuration_names_what_it_runs_over_each_pool(lib):
     """One home for the pool mapping: bf16 runs the configuration itself, fp8 the e4m3 variant of the sm_120 kernel
     or of v4 (the launcher calls the same function) under exact fp8 math, the sm_120 configurations' e4m3
     tensor-core configuration under e4m3 math and, above 32 rows, automatic math (v4 and v5 have none: exact there
-    too); v3 and v1 have none; a forced variant refuses bf16."""
+    too); every bf16 configuration has an fp8 path (-KDT_ERR_UNSUPPORTED is for one without); a forced variant
+    refuses bf16 (the refusal: -KDT_ERR_BAD_DTYPE, and KernelCallError naming the configuration in Python)."""
     names = [c["kernel"] for c in lib.configs()]
     impl = loader.CUDA_IMPLS
     for mode in ("auto", "e4m3"):
         with loader.fp8_math_mode(mode):
-            for sm120 in ("cuda_sm120", "cuda_sm120_roles", "cuda_sm120_halves"):
+            for sm120 in ("cuda_sm120", "cuda_sm120_roles"):
                 got = lib.lib.kdtree_verify_config_for_pool(names.index(impl[sm120]), 1)
                 want = "cuda_sm120_fp8" if mode == "auto" and sm120 == "cuda_sm120" else "cuda_sm120_e4m3"
                 assert names[got] == impl[want], (mode, sm120)  # automatic math: exact at 32 rows and fewer
@@ -117,11 +118,14 @@ def test_every_configuration_names_what_it_runs_over_each_pool(lib):
     assert names[run[impl["cuda_wgmma_v5"]]["fp8"]] == impl["cuda_wgmma_fp8"]  # v5 has no e4m3 variant of its own
     for variant in ("cuda_sm120_fp8", "cuda_wgmma_fp8", "cuda_sm120_e4m3"):
         assert names[run[impl[variant]]["fp8"]] == impl[variant] and run[impl[variant]]["bf16"] == -4
-    for bf16_only in ("cuda_rows32", "cuda_narrow"):
-        assert run[impl[bf16_only]]["fp8"] == -6 and names[run[impl[bf16_only]]["bf16"]] == impl[bf16_only]
+    for bf16 in ("cuda_sm120", "cuda_sm120_roles", "cuda_wgmma", "cuda_wgmma_v5"):
+        assert names[run[impl[bf16]]["bf16"]] == impl[bf16] and run[impl[bf16]]["fp8"] >= 0
+    assert all(r["fp8"] != -6 for r in run.values())  # no configuration of the table lacks an fp8 path
     assert lib.lib.kdtree_verify_config_for_pool(0, 7) == -4 and lib.lib.kdtree_verify_config_for_pool(99, 0) == -2
-    with pytest.raises(loader.KernelCallError, match="verify_split_kernel<32,2>, fp8 KV pool: unsupported"):
-        lib.config_for_pool(names.index(impl["cuda_narrow"]), "fp8")
+    for variant in ("cuda_sm120_fp8", "cuda_sm120_e4m3"):
+        with pytest.raises(loader.KernelCallError, match=re.escape(f"{impl[variant]}, bf16 KV pool: ") + ".*a bf16 "
+                           "pool on a forced e4m3 \\(fp8\\) configuration"):
+            lib.config_for_pool(names.index(impl[variant]), "bf16")
 
 
 def test_each_forced_impl_lists_the_pools_its_configuration_reads(lib):
@@ -198,8 +202,8 @@ def test_configurations_are_named_exactly(lib):
         launch_plan.Config("verify_sm120_kernel<32,2,true>", 32)
     assert lib.forced("verify_sm120_kernel<32,2>", "fp8", "e4m3") == launch_plan.E4M3_SM120
     assert lib.forced("verify_sm120_roles_kernel<64>", "fp8") == launch_plan.E4M3_SM120
-    with pytest.raises(launch_plan.NoConfiguration, match="verify_rows32_kernel<64,2> does not read fp8"):
-        lib.forced("verify_rows32_kernel<64,2>", "fp8")
+    with pytest.raises(launch_plan.NoConfiguration, match=re.escape("verify_sm120_kernel<32,2,true> does not read bf16")):
+        lib.forced("verify_sm120_kernel<32,2,true>", "bf16")
 
 
 def test_force_config_range(lib):
@@ -235,13 +239,11 @@ def test_the_sanitizers_every_configuration_covers_the_table(lib):
 
     configs = lib.configs()
     h200 = every_configuration(configs, 90, 232_448)
-    assert set(h200) == {"cuda_sm120", "cuda_sm120_roles", "cuda_sm120_halves", "cuda_rows32", "cuda_wgmma",
-                         "cuda_wgmma_v5", "cuda_narrow", "cuda_sm120_e4m3"}
+    assert set(h200) == {"cuda_sm120", "cuda_sm120_roles", "cuda_wgmma", "cuda_wgmma_v5", "cuda_sm120_e4m3"}
     reached = {loader.CUDA_IMPLS[i] for i in h200} | {loader.CUDA_IMPLS["cuda_sm120_fp8"],
                                                       loader.CUDA_IMPLS["cuda_wgmma_fp8"]}
     assert reached == {c["kernel"] for c in configs}
-    assert set(every_configuration(configs, 120, 101_376)) == {"cuda_sm120", "cuda_sm120_roles", "cuda_sm120_halves",
-                                                              "cuda_narrow", "cuda_sm120_e4m3"}
+    assert set(every_configuration(configs, 120, 101_376)) == {"cuda_sm120", "cuda_sm120_roles", "cuda_sm120_e4m3"}
     orphan = configs + [dict(configs[0], index=len(configs), kernel="verify_new_kernel<64>", fp8_config=-1)]
     with pytest.raises(ValueError, match="configs: no implementation runs verify_new_kernel<64>"):
         every_configuration(orphan, 90, 232_448)
@@ -257,24 +259,25 @@ def test_the_kernel_lab_names_configurations_by_name(lib, monkeypatch):
     monkeypatch.syspath_prepend(str(ROOT / "scripts"))
     profile = importlib.import_module("kernel_profile")
     names = [c["kernel"] for c in lib.configs()]
-    got = profile.config_indices("cuda_sm120_halves,cuda_sm120,cuda_wgmma_v5", lib)
-    assert [names[i] for i in got] == ["verify_sm120_halves_kernel<64>", "verify_sm120_kernel<32,2>",
+    got = profile.config_indices("cuda_sm120_roles,cuda_sm120,cuda_wgmma_v5", lib)
+    assert [names[i] for i in got] == ["verify_sm120_roles_kernel<64>", "verify_sm120_kernel<32,2>",
                                        "verify_wgmma_v5_kernel<64>"]
     assert profile.config_indices("all", lib) == list(range(len(names)))
     with pytest.raises(SystemExit, match="--configs: expected implementation names .*cuda_sm120_roles.*, found 2"):
         profile.config_indices("cuda_sm120,2", lib)
 
 
-def test_a_cluster_configuration_counts_its_ctas_in_the_split_rule(lib):
-    """A configuration whose row tile is served by a cluster of CTAs (kdt_config.cluster) launches that many CTAs
-    per tile: the split rule counts them, so the headline's 64-row tiles in 2-CTA clusters get the split count of
-    32-row tiles (one wave), and a plan forced to it carries the cluster."""
-    configs = {c["kernel"]: c for c in lib.configs()}
-    pair = loader.CUDA_IMPLS["cuda_sm120_halves"]
-    assert configs[pair]["cluster"] == 2 and all(c["cluster"] == 1 for k, c in configs.items() if k != pair)
+def test_the_split_rule_counts_the_ctas_of_a_cluster_configuration(lib):
+    """kdt_config.cluster (the CTAs that serve one row tile, one thread-block cluster) stays in the ABI: every
+    configuration of the table has 1 since the third form, the one 2-CTA cluster, left (git tag
+    last-with-v1-v3-halves). The split rule counts a cluster's CTAs, so 64-row tiles in 2-CTA clusters get the split
+    count of 32-row tiles (one wave), and a plan fixed to such a configuration carries the cluster."""
+    assert all(c["cluster"] == 1 for c in lib.configs())
+    assert lib.forced(loader.CUDA_IMPLS["cuda_sm120_roles"], "bf16") == launch_plan.Config(
+        loader.CUDA_IMPLS["cuda_sm120_roles"], 64, 1)
     assert launch_plan.default_nsplit(1, 16, 8, 132, 64, cluster=2) == launch_plan.default_nsplit(1, 16, 8, 132, 32)
-    cfg = lib.forced(pair, "bf16")
-    assert cfg == launch_plan.Config(pair, 64, 2)
+    cfg = launch_plan.Config("verify_pair_kernel<64>", 64, 2)  # a configuration of 2-CTA clusters
     p = launch_plan.plan([1, 8], 16, 8, "bf16", launch_plan.Device(132, 90, 232_448, True),
                          select=launch_plan.fixed(cfg))
+    assert p.config(1) == cfg
     assert p.nsplit(1) == 32 and p.nsplit(8) == launch_plan.default_nsplit(8, 16, 8, 132, 64, cluster=2)

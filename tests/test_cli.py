@@ -340,12 +340,12 @@ def test_run_refuses_a_gpu_profile_without_a_gpu_and_an_unwritable_out(capsys, t
     assert "--profile h200: expected a CUDA GPU, found none" in capsys.readouterr().err
 
 
-def test_parity_refuses_an_fp8_pool_for_an_impl_that_does_not_serve_it(capsys):
+def test_parity_refuses_a_pool_for_an_impl_that_does_not_serve_it(capsys):
     from kdtree_lab.cli.main import main
 
-    assert main(["parity", "--impl", "cuda_narrow", "--kv-dtype", "fp8", "--device", "cuda"]) == 2
+    assert main(["parity", "--impl", "cuda_sm120_fp8", "--kv-dtype", "bf16", "--device", "cuda"]) == 2
     err = capsys.readouterr().err
-    assert "--kv-dtype fp8: impl cuda_narrow serves bf16 KV pools, not fp8" in err and "Traceback" not in err
+    assert "--kv-dtype bf16: impl cuda_sm120_fp8 serves fp8 KV pools, not bf16" in err and "Traceback" not in err
 
 
 def test_audit_cli_names_an_fp8_declaration_over_a_bf16_pool(capsys):

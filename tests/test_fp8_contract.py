@@ -35,6 +35,6 @@ def test_the_contract_names_the_installed_version_and_the_hook_serves_fp8_only_w
     bf16 = dict(dtype=torch.bfloat16)
     args = (torch.zeros(2, 2, 576, **bf16), torch.zeros(2, 1, 576, **bf16), torch.zeros(2, 1, 512, **bf16),
             torch.zeros(2, 2, 512, **bf16), pool, None, True)
-    reason = sglang_hook.unsupported_reason(*args)  # a configuration that reads bf16 pools only (v3, v1)
+    reason = sglang_hook.unsupported_reason(*args)  # an implementation that reads bf16 pools only
     assert reason and "fp8" in reason and "bfloat16 only" not in reason
     assert sglang_hook.unsupported_reason(*args, kv_dtypes=("bf16", "fp8")) is None  # the sm_120 kernel, v4

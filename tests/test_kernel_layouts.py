@@ -23,6 +23,3 @@ def test_layout_check_passes(source, tmp_path):
     run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0 and run.stdout.strip().endswith("layout ok"), run.stdout[-2000:]
 
-
-def test_there_is_a_layout_check_for_the_third_form():
-    assert "halves_layout.cpp" in [p.name for p in CHECKS]

@@ -14,6 +14,7 @@ from kdtree_lab.kernels import launch_plan
 
 H200 = launch_plan.Device(132, 90, 232_448)
 RTX = launch_plan.Device(188, 120, 101_376)
+B200 = launch_plan.Device(148, 100, 232_448)  # compute capability 10.0: no sm_90a code runs there
 
 
 def test_plan_is_the_largest_workspace_over_its_batch_sizes():
@@ -36,11 +37,16 @@ def test_the_split_count_follows_the_row_tile_of_each_batch_sizes_configuration(
     assert all(p.nsplit(bs) == launch_plan.default_nsplit(bs, 16, 8, 188, p.config(bs).block_m) for bs in range(1, 9))
 
 
-def test_select_names_the_configuration_by_device_and_pool():
+def test_select_names_the_configuration_by_device_and_pool(monkeypatch):
     pick = launch_plan.select
     assert pick(1, 16, 8, "bf16", H200).name == "verify_wgmma_v5_kernel<64>"
     assert pick(1, 16, 8, "fp8", H200).name == "verify_wgmma_kernel<64,2,true>"  # v5's pools run v4's e4m3 variant
-    assert pick(1, 16, 8, "bf16", launch_plan.Device(132, 90, 232_448, sm90a=False)).name == "verify_rows32_kernel<64,2>"
+    # Hopper-sized shared memory without sm_90a code (an H200 under a library built without it, B200): the sm_120
+    # configurations, per shape
+    for no_wgmma in (launch_plan.Device(132, 90, 232_448, sm90a=False), B200):
+        assert pick(1, 16, 8, "bf16", no_wgmma).name == "verify_sm120_roles_kernel<64>"
+        assert pick(1, 4, 8, "bf16", no_wgmma).name == "verify_sm120_kernel<32,2>"
+        assert pick(1, 16, 8, "fp8", no_wgmma) == launch_plan.E4M3_SM120
     assert pick(8, 4, 16, "fp8", RTX, "exact") == launch_plan.Config("verify_sm120_kernel<32,2,true>", 32)
     assert pick(8, 4, 16, "fp8", RTX) == pick(1, 16, 8, "fp8", RTX) == launch_plan.E4M3_SM120  # above 32 rows
     assert pick(1, 4, 8, "fp8", RTX).name == "verify_sm120_kernel<32,2,true>"  # 32 rows: exact under automatic math
@@ -48,8 +54,12 @@ def test_select_names_the_configuration_by_device_and_pool():
     assert pick(1, 16, 8, "fp8", H200, "e4m3").name == "verify_wgmma_kernel<64,2,true>"  # none on sm_90a: exact
     with pytest.raises(ValueError, match="fp8_math: expected one of auto, exact, e4m3, found 'fast'"):
         pick(1, 16, 8, "fp8", RTX, "fast")
-    with pytest.raises(launch_plan.NoConfiguration, match="kv_dtype: verify_rows32_kernel<64,2>.*fp8"):
-        pick(1, 16, 8, "fp8", launch_plan.Device(108, 80, 232_448))
+    bf16_only = launch_plan.AutoConfig(launch_plan.Config("verify_bf16_only_kernel<64>", 64), smem=1_000)
+    with monkeypatch.context() as m:  # every configuration of the table reads fp8; the rule still refuses one without
+        m.setattr(launch_plan, "AUTO_CONFIGS", (bf16_only,))
+        with pytest.raises(launch_plan.NoConfiguration, match=r"kv_dtype: verify_bf16_only_kernel<64>.*fp8"):
+            pick(1, 16, 8, "fp8", launch_plan.Device(108, 80, 232_448))
+        assert pick(1, 16, 8, "bf16", launch_plan.Device(108, 80, 232_448)).name == "verify_bf16_only_kernel<64>"
     with pytest.raises(launch_plan.NoConfiguration, match="device: no kernel configuration fits 1000 B"):
         pick(1, 16, 8, "bf16", launch_plan.Device(1, 120, 1000))
 

@@ -93,7 +93,7 @@ def test_install_plans_for_the_backends_pool_and_a_pool_not_served_falls_back(mo
     class Refuses:
         def __init__(self, max_bs, num_draft, num_heads, kv_dtype, device, impl, fp8_math="auto"):
             planned.append((max_bs, num_draft, num_heads, kv_dtype))
-            raise NoConfiguration(f"kv_dtype: verify_rows32_kernel<64,2> does not read {kv_dtype} pools")
+            raise NoConfiguration(f"kv_dtype: verify_bf16_only_kernel<64> does not read {kv_dtype} pools")
 
     monkeypatch.setattr(attention, "VerifyAttention", Refuses)
     backend = _fake_backend()
@@ -147,10 +147,10 @@ def test_install_plans_what_it_is_asked_and_larger_batches_or_other_widths_fall_
 def test_a_pool_the_implementation_does_not_read_is_refused_at_install(caplog):
     backend = _fake_backend()
     backend.device = "cpu"
-    backend.token_to_kv_pool = SimpleNamespace(dtype=torch.float8_e4m3fn)
-    hook = sglang_hook.install(backend, mode="on", impl="cuda_rows32")  # v3 reads bf16 pools only
-    assert hook.attn is None and "impl cuda_rows32 serves bf16 KV pools, not fp8" in hook.refusal
-    b = build_verify_batch([5], 4, 8, kv_dtype="fp8")
+    backend.token_to_kv_pool = SimpleNamespace(dtype=torch.bfloat16)
+    hook = sglang_hook.install(backend, mode="on", impl="cuda_sm120_fp8")  # the e4m3 variant reads fp8 pools only
+    assert hook.attn is None and "impl cuda_sm120_fp8 serves fp8 KV pools, not bf16" in hook.refusal
+    b = build_verify_batch([5], 4, 8)
     assert hook(*b.extend_attention_args(), 1.0, 1.0, b.sm_scale, max_bs=48) is False
     assert list(hook.stats.reasons) == [hook.refusal]
 

@@ -134,7 +134,7 @@ def test_fp8_scales_are_applied_where_sglang_applies_them():
         assert not parity.within_tolerance(compare(out, reference(b)))
 
 
-def test_fp8_case_on_an_impl_that_does_not_serve_it_is_refused_in_one_line():
-    case = parity.fp8_cases([parity.Case("x", (5,), 2, 2)])[0]
-    with pytest.raises(ValueError, match="serves bf16 KV pools, not fp8"):
-        parity.run_case("cuda_narrow", case, DEVICE)  # v1 has no e4m3 path
+def test_a_case_on_an_impl_that_does_not_serve_its_pool_is_refused_in_one_line():
+    case = parity.Case("x", (5,), 2, 2)  # a bf16 pool
+    with pytest.raises(ValueError, match="serves fp8 KV pools, not bf16"):
+        parity.run_case("cuda_sm120_fp8", case, DEVICE)  # the sm_120 kernel's e4m3 variant reads fp8 pools only

@@ -11,7 +11,7 @@ timeout 100 python3 scripts/fixed_cost.py --nsplit 1,32,131 --out "$OUT/r/fixed-
 tar -C "$OUT/r" -czf "$OUT/results.tar.gz" .
 git apply docs/experiments/bf16-partials.patch && python3 -m kdtree_lab build --json > "$OUT/r/build-patch.json"
 echo "patched build rc=$?"
-timeout 100 python3 scripts/kernel_profile.py --configs cuda_rows32,cuda_sm120,cuda_narrow,cuda_wgmma,cuda_wgmma_v5 \
+timeout 100 python3 scripts/kernel_profile.py --configs cuda_sm120,cuda_sm120_roles,cuda_wgmma,cuda_wgmma_v5 \
   --smoke 40 --shapes mem --nsplit 131 \
   --out "$OUT/r/smoke-patch-bf16.json" 2>&1 | grep -E "^smoke|rror" | cut -c1-200
 timeout 60 python3 scripts/kernel_profile.py --configs cuda_sm120,cuda_wgmma --smoke 40 --kv-dtype fp8 --shapes mem --nsplit 131 \

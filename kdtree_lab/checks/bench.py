@@ -231,7 +231,7 @@ def run_grid(shapes: list[Shape], impls: list[str], ceilings: Ceilings | None = 
 def run_preset(name: str, impls: list[str] | None = None, progress: bool = True,
                checkpoint: Path | None = None, method: str = "graph", resume: dict | None = None) -> dict:
     """Time preset ``name`` (ceilings first). ``impls`` filters the implementations the preset names per shape;
-    a CUDA kernel configuration it names that the preset does not (cuda_rows32, cuda_wgmma) is timed wherever
+    a CUDA kernel configuration it names that the preset does not (cuda_wgmma, for one) is timed wherever
     the preset times ``cuda``. ``checkpoint``: rewrite this JSON file after every shape, so that an
     interrupted run keeps what it measured. ``resume``: an earlier (partial) result of this preset; its rows are
     kept and its shapes skipped."""

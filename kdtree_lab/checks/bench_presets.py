@@ -64,7 +64,7 @@ def preset(name: str) -> list[tuple[Shape, list[str]]]:
 
 def preset_items(name: str, impls: list[str] | None = None) -> list[tuple[Shape, list[str]]]:
     """Preset ``name``'s (shape, implementations) pairs, filtered to ``impls``; a CUDA kernel configuration the
-    preset does not name (cuda_rows32, cuda_wgmma) is timed wherever the preset times ``cuda``."""
+    preset does not name (cuda_wgmma, for one) is timed wherever the preset times ``cuda``."""
     out = []
     for shape, shape_impls in preset(name):
         chosen = [i for i in shape_impls if impls is None or i in impls]

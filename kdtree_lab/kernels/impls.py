@@ -3,7 +3,9 @@
 A CUDA implementation is either the configuration the device selects (``kernel=None``) or one configuration of the
 library's table forced by its kernel name (``kdtree_verify_config_name``); ``triton`` is the Triton twin. Adding a
 kernel configuration is one entry here plus its kernel header (docs/kernels.md, "Adding a kernel configuration").
-Torch-free, so the CLI can build its choices without importing torch.
+Torch-free, so the CLI can build its choices without importing torch. Configurations that no automatic selection,
+fp8 mapping or notebook comparison uses leave the table and this registry (v1 ``cuda_narrow``, v3 ``cuda_rows32`` and
+the third form ``cuda_sm120_halves`` did: git tag ``last-with-v1-v3-halves``); their results stay in data/results/.
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ class Impl:
 
 
 IMPLS: dict[str, Impl] = {i.name: i for i in (
-    Impl("cuda", "cuda", None, "the configuration this GPU selects (v5 on sm_90a; on 99 KB GPUs per shape, the sm_120 "
-         "kernel's second generation above 32 rows, the first below; all read fp8 pools, v3 refuses them)",
+    Impl("cuda", "cuda", None, "the configuration this GPU selects (v5 on sm_90a; elsewhere per shape, the sm_120 "
+         "kernel's second generation above 32 rows, the first below; all read fp8 pools)",
          ("bf16", "fp8")),
     Impl("cuda_sm120", "cuda", "verify_sm120_kernel<32,2>", "the sm_120 kernel (86.9 KB, Q in registers), forced",
          ("bf16", "fp8")),
@@ -32,14 +34,9 @@ IMPLS: dict[str, Impl] = {i.name: i for i in (
     Impl("cuda_sm120_roles", "cuda", "verify_sm120_roles_kernel<64>",
          "the sm_120 kernel's second generation (99.4 KB, 64-row CTA split by role: QK warps hold Q, PV warps "
          "hold O), forced (fp8 pools run the first kernel's e4m3 variant)", ("bf16", "fp8")),
-    Impl("cuda_sm120_halves", "cuda", "verify_sm120_halves_kernel<64>",
-         "the sm_120 kernel's third form (97.4 KB, a 2-CTA cluster per 64-row tile that splits the dims, each CTA "
-         "split by role), forced; correct, 0.86-0.88x the second generation (fp8 pools run the first kernel's e4m3 variant)",
-         ("bf16", "fp8")),
     Impl("cuda_sm120_e4m3", "cuda", "verify_sm120_e4m3_kernel<64>",
          "the second generation over e4m3 pools on e4m3 tensor cores (Q and P rounded to e4m3 per row, fp32 "
          "accumulation; the draft block exact in bf16), forced", ("fp8",)),
-    Impl("cuda_rows32", "cuda", "verify_rows32_kernel<64,2>", "v3, the 231 KB mma.sync kernel, forced"),
     Impl("cuda_wgmma", "cuda", "verify_wgmma_kernel<64,2>", "v4, the sm_90a wgmma kernel, forced (9.x only)",
          ("bf16", "fp8")),
     Impl("cuda_wgmma_fp8", "cuda", "verify_wgmma_kernel<64,2,true>",
@@ -48,7 +45,6 @@ IMPLS: dict[str, Impl] = {i.name: i for i in (
     Impl("cuda_wgmma_v5", "cuda", "verify_wgmma_v5_kernel<64>",
          "v5, v4 with its two warpgroups out of step (softmax beside the other's wgmma), forced (9.x only; fp8 "
          "pools run v4's e4m3 variant)", ("bf16", "fp8")),
-    Impl("cuda_narrow", "cuda", "verify_split_kernel<32,2>", "v1, the first 99 KB kernel, forced (for comparison)"),
     Impl("triton", "triton", None, "the Triton twin", ("bf16", "fp8")),
 )}
 CUDA_IMPLS: dict[str, str | None] = {n: i.kernel for n, i in IMPLS.items() if i.family == "cuda"}

@@ -109,17 +109,19 @@ E4M3_CONFIGS = frozenset({E4M3_SM120.name})  # configurations that round Q and P
 
 
 # The launcher's automatic choice (kdtree_verify_select_config, then kdtree_verify_config_for_pool for the pool),
-# in priority order: v5 on 9.x with sm_90a code, v3 where Hopper-sized shared memory is, on 99 KB the sm_120
-# kernel's second generation (64-row tiles split by role) above 32 rows and the first sm_120 kernel for the rest
+# in priority order: v5 on 9.x with sm_90a code; everywhere else the sm_120 kernel's second generation (64-row
+# tiles split by role) above 32 rows and the first sm_120 kernel for the rest
 # (docs/performance.md, "Per-shape choice on sm_120"); an fp8 pool runs the e4m3 tensor-core configuration (e4m3 fp8
 # math, and automatic math above 32 rows) or the first kernel's exact e4m3 variant (exact math, and automatic math
 # for 32 rows and fewer, where the e4m3 configuration's 64-row tile is half empty: docs/kernels.md, "fp8 pools").
 # Stated here for planning without the library (the memory budget on a CPU); tests/test_c_abi.py holds select() to
 # the library's answer over a grid, so a configuration the launcher adds to its choice is added here too.
+# The sm_120 configurations fit any GPU with 99,432 / 86,912 B of shared memory per block, so GPUs with Hopper-sized
+# shared memory but no sm_90a code (B200, compute capability 10.0; an H100 or H200 under a library built without
+# sm_90a) run them (v3 ran there until it left the table: git tag last-with-v1-v3-halves).
 AUTO_CONFIGS = (
     AutoConfig(Config("verify_wgmma_v5_kernel<64>", 64), smem=231_424, cc=(90, 100), sm90a=True,
                fp8=Config("verify_wgmma_kernel<64,2,true>", 64)),
-    AutoConfig(Config("verify_rows32_kernel<64,2>", 64), smem=231_424),
     AutoConfig(Config("verify_sm120_roles_kernel<64>", 64), smem=99_432, rows=(33, 1 << 30),
                fp8=Config("verify_sm120_kernel<32,2,true>", 32), fp8_e4m3=E4M3_SM120, e4m3_default=True),
     AutoConfig(Config("verify_sm120_kernel<32,2>", 32), smem=86_912, fp8=Config("verify_sm120_kernel<32,2,true>", 32),

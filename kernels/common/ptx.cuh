@@ -240,45 +240,6 @@ __device__ __forceinline__ void regs_dec() {
 #endif
 }
 
-// Clusters and distributed shared memory (sm_90 and later, sm_120a included): the CTA's rank in its cluster, the
-// address of the same shared-memory offset in CTA `rank` of the cluster, asynchronous stores there that complete
-// bytes of a transaction on an mbarrier there (its phase then completes with release at cluster scope), the local
-// arrival that expects those bytes, waits whose acquire covers the cluster, and the cluster-wide barrier.
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ uint32_t cluster_addr(uint32_t addr, uint32_t rank) {
-  uint32_t d;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(d) : "r"(addr), "r"(rank));
-  return d;
-}
-__device__ __forceinline__ void st_async_v4(uint32_t addr, uint4 v, uint32_t mbar) {
-  asm volatile("st.async.weak.shared::cluster.mbarrier::complete_tx::bytes.v4.u32 [%0], {%1,%2,%3,%4}, [%5];\n" ::"r"(
-                   addr),
-               "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(mbar)
-               : "memory");
-}
-__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t addr, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(addr), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_wait_cluster(uint32_t addr, uint32_t parity) {
-#ifdef KDT_DEBUG_WAITS
-  KDT_DEBUG_WAIT(".acquire.cluster");
-#else
-  asm volatile(KDT_MBAR_WAIT_ASM(".acquire.cluster") ::"r"(addr), "r"(parity) : "memory");
-#endif
-}
-// Make this CTA's mbarrier initialisations visible to the cluster (before the cluster barrier that publishes them).
-__device__ __forceinline__ void fence_mbar_init_cluster() {
-  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-}
-// Every thread of every CTA of the cluster (release / acquire: shared-memory writes before it are visible after it).
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-
 __device__ __forceinline__ void bar_named(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }

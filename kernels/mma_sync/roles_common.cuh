@@ -1,10 +1,10 @@
-// What the role-split sm_120 kernels share (verify_sm120_roles.cuh, verify_sm120_halves.cuh): a CTA of BM = 64 rows
+// What the role-split sm_120 kernels share (verify_sm120_roles.cuh, verify_sm120_e4m3.cuh): a CTA of BM = 64 rows
 // whose QK warp q finishes the softmax of m-tile q (rows 16 q .. 16 q + 15) and hands P, through shared memory and
 // mbarriers, to PV warps that hold all BM rows' fp32 accumulators [4 m-tiles][NT n-tiles][4]. The run-time context,
 // the mbarriers, the Q row pointer, the m-tile softmax (mask, lazy rescale, P in bf16), the P hand-off from both
 // sides, the PV MMAs of one V fragment pair and the epilogue. C is the kernel's configuration (BM, BN, SLOTS,
 // DRAFT_PAIRS, QK_THREADS, PV_THREADS, O_PB, O_ALPHA, O_FLAGS, O_STATS, O_MBAR, MB_*). A QK lane (g = lane >> 2,
-// t4 = lane & 3) holds NT n-tiles of 8 keys of its rows 16 q + g and + 8 per tile (roles 2, halves 4); P of a tile
+// t4 = lane & 3) holds NT n-tiles of 8 keys of its rows 16 q + g and + 8 per tile (roles 2); P of a tile
 // is KS = NT / 2 k16 steps of m16n8k16 A fragments. Scores and maxima in log2 units; addresses are shared-space bytes.
 #pragma once
 #include "../common/frame.cuh"

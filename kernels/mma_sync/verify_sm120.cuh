@@ -8,7 +8,7 @@
 // QK: warp w computes the partial S of its 16 rows x keys 16kh..16kh+15 over its dims (each K fragment serves
 // two HMMA); the two dim halves meet in shared memory (fp32).
 // Softmax: thread t owns row t / 8 and keys 4 (t % 8) .. + 3 of the step: it adds the two halves, masks, takes
-// the row maximum over its 8 lanes, keeps the lazy reference maximum of v3 (RESCALE_SLACK), writes P (bf16) and
+// the row maximum over its 8 lanes, keeps the lazy reference maximum (RESCALE_SLACK), writes P (bf16) and
 // the row's rescale factor to shared memory, and keeps its share of the row sum in a register.
 // PV: warp w owns output columns 64w..64w+63 of all 32 rows (64 fp32 accumulators per thread): each V fragment
 // (ldmatrix.trans from the same KV tile) serves both 16-row halves.

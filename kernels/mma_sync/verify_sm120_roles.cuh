@@ -16,7 +16,7 @@
 //   warps 4-11 (PV group): warp p owns output columns 64p .. 64p + 63 of all 64 rows (128 fp32 accumulators per
 //     thread); per tile it reads the four P fragments (16-byte loads), V fragments by ldmatrix.trans from the same
 //     KV tile (each serves four m-tiles), and refills the tile's ring slot once all eight are done with it.
-// The KV ring: four 16-key tiles (18 KB each, rows XOR-swizzled by (row & 7) as in v3), loaded by the PV warps with
+// The KV ring: four 16-key tiles (18 KB each, rows XOR-swizzled by (row & 7)), loaded by the PV warps with
 // cp.async four tiles ahead; one mbarrier per slot is completed by cp.async.mbarrier.arrive. Every hand-off between
 // the groups is an mbarrier (arrive releases, wait acquires): P in two buffers (P_FULL, P_EMPTY), so the QK group
 // runs up to two tiles ahead of the PV group, and the row statistics for the epilogue. Named barriers only where
@@ -24,8 +24,8 @@
 // allocates. The draft-block CTA uses the ring as two (K, V) slot pairs (V from v_extend).
 // 99,432 B of shared memory; every instruction is one sm_120a has (mma.sync, ldmatrix, cp.async, mbarrier
 // try_wait, setmaxnreg, named barriers), so a Hopper GPU runs it as sm_120 would. bf16 pools only: an fp8 pool
-// runs the first kernel's e4m3 variant (kdtree_verify.cu). What this kernel and the third form share (the context,
-// the mbarriers, the m-tile softmax, the P hand-off, the PV MMAs, the epilogue) is in roles_common.cuh.
+// runs the first kernel's e4m3 variant (kdtree_verify.cu). What this kernel and the e4m3 configuration share (the
+// context, the mbarriers, the m-tile softmax, the P hand-off, the PV MMAs, the epilogue) is in roles_common.cuh.
 #pragma once
 #include "../common/frame.cuh"
 #include "roles_common.cuh"

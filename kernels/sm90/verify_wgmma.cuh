@@ -9,11 +9,11 @@
 // address bits 4-6 with bits 7-9 that the hardware applies.
 // QK: warpgroup g computes S[64 rows x keys 32g..32g+31] = Q K^T with 36 wgmma m64n32k16 (Q and K K-major).
 // Softmax: the two halves' row maxima meet in shared memory, so both warpgroups keep the same reference maximum per
-// row (the lazy rescale of v3); P (bf16) of both halves goes to one 64 x 64 swizzled tile.
+// row (the lazy rescale, RESCALE_SLACK); P (bf16) of both halves goes to one 64 x 64 swizzled tile.
 // PV: warpgroup g computes O[64 rows x columns 256g..256g+255] += P V with 4 wgmma m64n256k16: P K-major, V read
 // from the first 512 dims of the same KV tile as an N-major operand (64-column atoms 8 KB apart, 8-key groups 1 KB
 // apart). 128 fp32 accumulators per thread; the tensor cores read both operands from shared memory, so the
-// ldmatrix traffic that bounds v3 disappears.
+// ldmatrix traffic that bounds the mma.sync kernels disappears.
 #pragma once
 #include "wgmma_common.cuh"
 
