@@ -28,7 +28,7 @@ if [ "${1:-}" = "--flashmla" ]; then
 fi
 if [ "${1:-}" = "--sglang-state" ]; then
   python3 -m pip download -q --no-deps --only-binary=:all: "${PLATFORMS[@]}" -d .whl-sglang \
-    sglang==0.5.23 orjson pybase64 starlette msgspec pydantic pydantic_core annotated_types typing_inspection pyzmq \
+    sglang==0.5.23 pyelftools orjson pybase64 starlette msgspec pydantic pydantic_core annotated_types typing_inspection pyzmq \
     ipython traitlets pexpect ptyprocess prompt_toolkit wcwidth stack_data asttokens executing pure_eval \
     ipython_pygments_lexers matplotlib-inline openai==3.57.0 httpx2 httpcore2 jiter truststore sniffio \
     partial-json-parser dill loguru gguf compressed-tensors==0.18.0 apache-tvm-ffi==0.1.11
