@@ -42,8 +42,9 @@ struct CfgE4m3 {
   static constexpr int QK_WARPS = CfgRoles::QK_WARPS, PV_WARPS = CfgRoles::PV_WARPS, THREADS = CfgRoles::THREADS;
   static constexpr int QK_THREADS = CfgRoles::QK_THREADS, PV_THREADS = CfgRoles::PV_THREADS;
   static constexpr int SLOTS = 3, DRAFT_PAIRS = CfgRoles::DRAFT_PAIRS;
-  static constexpr int ROW8 = D_QK;                        // bytes per e4m3 key row
+  static constexpr int ROW8 = e4m3::ROW;                   // bytes per e4m3 key row (common/layout.cuh)
   static constexpr int TILE = BN * ROW8;                   // 18,432
+  static_assert(ROW8 == D_QK && BN == e4m3::KEYS && TILE == e4m3::TILE, "the layout the host check decodes");
   static constexpr int RING = SLOTS * TILE;                // 55,296
   static constexpr int QLO = QK_WARPS * 18 * 32 * 16;      // [warp][32-dim step][lane] 16-byte A fragments: 36,864
   static constexpr int PB = CfgRoles::PB, ALPHA = CfgRoles::ALPHA, FLAGS = CfgRoles::FLAGS, STATS = CfgRoles::STATS;
@@ -65,10 +66,6 @@ struct CfgE4m3 {
 
 using E4m3Ctx = RoleCtx<CfgE4m3>;  // a prefix CTA's work, shared memory and ring (roles_common.cuh)
 
-// Offset of 16-byte chunk c of e4m3 key row r within a tile.
-__device__ __forceinline__ uint32_t e4m3_tile_offset(int r, int c) {
-  return r * CfgE4m3::ROW8 + ((c ^ ((r >> 1) & 3)) << 4);
-}
 
 // The softmax of one 32-key tile of m-tile q (NT = 4 n-tiles) for e4m3 P: as softmax_tile, with a logit scale per
 // row (scale[h]: Q's row scale folded in); the reference moves when a row's maximum passes it by P_LOG2_MAX, to
@@ -188,12 +185,9 @@ __device__ __forceinline__ void e4m3_qk(const E4m3Ctx& c) {
 #pragma unroll 1
   for (int j = 0; j < 18; ++j) term(j, true);
 
-  // K fragments: matrix mi = lane >> 3 is keys 8 (mi >> 1) + (lane & 7) of a 16-key half, chunk 2 j + (mi & 1); the
-  // row swizzle (key >> 1) & 3 is (lane >> 1) & 3 for every matrix, so chunk 2 j + b sits at 64 (j >> 1) +
-  // 16 ((2 (j & 1) + b) ^ s): two bases, the rest immediates.
-  const int mi = lane >> 3, key = 8 * (mi >> 1) + (lane & 7), s = (lane >> 1) & 3;
-  const uint32_t kofs[2] = {(uint32_t)(key * E::ROW8 + 16 * ((mi & 1) ^ s)),
-                            (uint32_t)(key * E::ROW8 + 16 * ((2 + (mi & 1)) ^ s))};
+  // K fragments (common/layout.cuh, e4m3::k_frag_base): two bases by the parity of the 32-dim step, the rest
+  // immediates (64 (j >> 1), and 16 rows for the second 16-key half)
+  const uint32_t kofs[2] = {e4m3::k_frag_base(lane, 0), e4m3::k_frag_base(lane, 1)};
   constexpr int DEPTH = C::SLOTS;
   auto kslot = [](int t) { return t % C::SLOTS; };
   auto full = [&](int t) { return c.mbar + 8 * (C::MB_FULL + kslot(t)); };
@@ -272,7 +266,7 @@ __device__ __forceinline__ void e4m3_pv(const E4m3Ctx& c) {
 #pragma unroll
     for (int k = 0; k < 5; ++k) {
       const int ch = lch + 8 * k;
-      if (k < 4 || lch < 4) cp_async_16s(d + e4m3_tile_offset(lrow, ch), src + 16 * ch, ok ? 16 : 0);
+      if (k < 4 || lch < 4) cp_async_16s(d + e4m3::tile_offset(lrow, ch), src + 16 * ch, ok ? 16 : 0);
     }
     cp_async_mbar_arrive(c.full(t));
   };
@@ -280,8 +274,8 @@ __device__ __forceinline__ void e4m3_pv(const E4m3Ctx& c) {
   int64_t pending = fetch(c.depth);
 
   // V fragments: matrix mi is keys 8 mi + (lane & 7), chunk 4 pw + cc at 4 pw + (cc ^ s), s = (lane >> 1) & 3
-  const int s = (lane >> 1) & 3;
-  const uint32_t vrow = (8 * (lane >> 3) + (lane & 7)) * E::ROW8 + 64 * pw;
+  const int s = e4m3::lane_swizzle(lane);
+  const uint32_t vrow = e4m3::v_frag_row(lane, pw);
   float acc[4][8][4];  // [m-tile][n-tile 2 cc (even columns of chunk cc) / 2 cc + 1 (odd)][4]
 #pragma unroll
   for (int m = 0; m < 4; ++m)
