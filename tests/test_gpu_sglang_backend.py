@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from kdtree_lab.kernels.validate import validate_tol
 from kdtree_lab.lab import sglang_backend_proof as proof
 
 pytestmark = pytest.mark.gpu
@@ -55,7 +56,10 @@ def test_sglangs_graph_capture_and_replay_with_the_hook(model_config, kind, tmp_
     assert all(r["graph"] for r in rows) and {r["capture_bs"] for r in rows} == set(data["capture_sizes"][
         f"{kind}-N{next(d.num_draft for d in proof.DRAFTS if d.kind == kind)}"])
     validate = [r for r in rows if r["config"].endswith("validate")]
-    assert validate and all(r["worst"]["validate_error"] <= 2.0 ** -5 for r in validate)
+    # the hook's own tolerance: 2^-5 over a bf16 pool, e4m3's 2^-2 over an fp8 one (SGLang's kernel, validate's
+    # reference, rounds Q and P to e4m3 there: 0.0315 > 2^-5 measured, data/results/h200/2026-12-02-sglang-backend/)
+    assert validate and all(r["worst"]["validate_error"] <= validate_tol(r["config"].split()[1] == "fp8")
+                            for r in validate)
 
 
 def test_refusals_fall_back_with_their_reason_and_sglang_serves(model_config, tmp_path):
