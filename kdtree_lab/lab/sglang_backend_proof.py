@@ -507,6 +507,14 @@ def forward(stack: Stack, backend, fb, q, k, v, save_kv_cache: bool) -> torch.Te
     return out.view(q.shape[0], stack.num_heads, D_V)
 
 
+def eager_verify(stack: Stack, backend, reqs: Requests, spec, q, k, v, save_kv_cache: bool) -> torch.Tensor:
+    """One eager target-verify step of ``backend``: a fresh forward batch of ``reqs`` and ``spec``, SGLang's
+    ``init_forward_metadata`` on it, then :func:`forward`."""
+    fb = eager_forward_batch(stack, reqs, spec)
+    backend.init_forward_metadata(fb)
+    return forward(stack, backend, fb, q, k, v, save_kv_cache=save_kv_cache)
+
+
 def oracle(stack: Stack, reqs: Requests, q, k, v, mask: torch.Tensor) -> torch.Tensor:
     """The fp64 reference from host truth: the prefix slots fresh_requests drew (not SGLang's kv_indices), the pool,
     the draft tokens' own q / k / v and the tree mask the draft step made (N from q: the step's own width)."""
@@ -604,12 +612,8 @@ def eager_phase(stack: Stack, rec: Recorder, rnd: Rand, judge_sglang: bool) -> N
         spec, mask = draft_step(stack, reqs, rnd)
         q, k, v = qkv(stack, bs * stack.n, rnd)
         before = _stats(hook)
-        fb = eager_forward_batch(stack, reqs, spec)
-        hooked.init_forward_metadata(fb)
-        ours = forward(stack, hooked, fb, q, k, v, save_kv_cache=True).clone()
-        fb2 = eager_forward_batch(stack, reqs, spec)
-        plain.init_forward_metadata(fb2)
-        theirs = forward(stack, plain, fb2, q, k, v, save_kv_cache=False)
+        ours = eager_verify(stack, hooked, reqs, spec, q, k, v, save_kv_cache=True).clone()
+        theirs = eager_verify(stack, plain, reqs, spec, q, k, v, save_kv_cache=False)
         _sync(stack.device)
         verdict = sglang_verdict(ours, theirs, oracle(stack, reqs, q, k, v, mask), judge_sglang)
         calls = _delta(before, hook)
@@ -741,9 +745,7 @@ def graph_phase(stack: Stack, rec: Recorder, rnd: Rand, mode: str, replays: int,
                     validate_errors.append(str(exc))
                     err = float("inf")
             spec.custom_mask = mask.to(torch.uint8)  # the step's tree, off the graph's buffer, for the reference
-            fb2 = eager_forward_batch(stack, reqs, spec)
-            plain.init_forward_metadata(fb2)
-            theirs = forward(stack, plain, fb2, q[:rt], k[:rt], v[:rt], save_kv_cache=False)
+            theirs = eager_verify(stack, plain, reqs, spec, q[:rt], k[:rt], v[:rt], save_kv_cache=False)
             _sync(dev)
             verdict = sglang_verdict(ours, theirs, oracle(stack, reqs, q[:rt], k[:rt], v[:rt], mask), judge_sglang)
             if mode == "validate":
@@ -842,12 +844,8 @@ def refuse_phase(sg: SimpleNamespace, st: Settings, draft: Draft, rec: Recorder,
         width = case.num_draft or stack.n
         q, k, v = qkv(stack, bs * width, rnd)
         before = _stats(hook)
-        fb = eager_forward_batch(stack, reqs, spec)
-        hooked.init_forward_metadata(fb)
-        got = forward(stack, hooked, fb, q, k, v, save_kv_cache=True).clone()
-        fb2 = eager_forward_batch(stack, reqs, spec)
-        plain.init_forward_metadata(fb2)
-        theirs = forward(stack, plain, fb2, q, k, v, save_kv_cache=False)
+        got = eager_verify(stack, hooked, reqs, spec, q, k, v, save_kv_cache=True).clone()
+        theirs = eager_verify(stack, plain, reqs, spec, q, k, v, save_kv_cache=False)
         _sync(device)
         calls = _delta(before, hook)
         reasons = [r for r in hook.stats.reasons if case.expect in r]
