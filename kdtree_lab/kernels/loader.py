@@ -110,6 +110,7 @@ class KernelLibrary:
 
 
 _FORCED: int | None = None  # the configuration force_config set, as the library holds it
+_FP8_MATH = "auto"  # the fp8 math fp8_math_mode set, as the library holds it (the library starts in auto)
 
 
 def force_config(index: int | None) -> None:
@@ -149,14 +150,20 @@ def impl_config(impl: str):
 def fp8_math_mode(mode: str = "auto"):
     """Within the block the library maps fp8 pools under ``mode`` (abi.FP8_MATH: auto, exact, e4m3), as it does
     for a launch (kdtree_verify_set_fp8_math, read on the host); the mode set before comes back after."""
+    global _FP8_MATH
     if mode not in FP8_MATH:
         raise ValueError(f"fp8_math: expected one of {', '.join(FP8_MATH)}, found {mode!r}")
-    lib = library().lib
-    before = lib.kdtree_verify_set_fp8_math(FP8_MATH[mode])
+    if mode == _FP8_MATH:  # already the library's mode (every launch passes here: no C call then)
+        yield
+        return
+    lib, before = library().lib, _FP8_MATH
+    lib.kdtree_verify_set_fp8_math(FP8_MATH[mode])
+    _FP8_MATH = mode
     try:
         yield
     finally:
-        lib.kdtree_verify_set_fp8_math(before)
+        lib.kdtree_verify_set_fp8_math(FP8_MATH[before])
+        _FP8_MATH = before
 
 
 def device_facts(device: torch.device | str | int | None = None) -> Device:
