@@ -881,7 +881,7 @@ def sm120_fp8_table() -> str:
     """What an sm_120 card runs over an fp8 pool per shape (automatic fp8 math) beside the bf16 pool's choice, both
     on the H200 under sm_120's limits; the cards' predictions."""
     from kdtree_lab.budget.presets import gpus
-    from kdtree_lab.kernels.launch_plan import select
+    from kdtree_lab.kernels.launch_plan import E4M3_SM120, select
 
     data, rows = _e4m3_grid()
     bf, by_shape = _bench(SM120_RUN)
@@ -913,8 +913,7 @@ def sm120_fp8_table() -> str:
                 for length in (4096, 32_768, 200_000):
                     key = (b, length, n, h)
                     bimpl = sm120_impl(key, card)
-                    fimpl = E4M3 if select(b, n, h, "fp8", card.device).name == "verify_sm120_e4m3_kernel<64>" \
-                        else FP8_EXACT
+                    fimpl = E4M3 if select(b, n, h, "fp8", card.device) == E4M3_SM120 else FP8_EXACT
                     bms, fms = by_shape[key][bimpl]["ms"], rows[(fimpl, *key)]["ms"]
                     if fms > bms * 1.03:
                         slower.append(f"{b}, {length // 1000}k, {n}, {h}")

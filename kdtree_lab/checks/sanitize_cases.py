@@ -74,9 +74,11 @@ def main(argv: list[str] | None = None) -> int:
     bad = 0
     for impl in impls:
         cases = CASES[:2] if quick else CASES
-        if "fp8" in IMPLS[impl].kv_dtypes:  # an fp8-only configuration runs every case over an fp8 pool
-            cases = (cases if "bf16" in IMPLS[impl].kv_dtypes else []) + fp8_cases(
-                cases if "bf16" not in IMPLS[impl].kv_dtypes else (CASES[:1] if quick else CASES[:3]))
+        pools = IMPLS[impl].kv_dtypes
+        if "bf16" not in pools:  # an fp8-only configuration runs every case over an fp8 pool
+            cases = fp8_cases(cases)
+        elif "fp8" in pools:
+            cases = cases + fp8_cases(CASES[:1] if quick else CASES[:3])
         for case in cases:
             r = run_case(impl, case, "cuda")
             print(f"{impl:6s} {case.name:24s} rel_l2={r.rel_l2:.2e} max_abs={r.max_abs:.2e} ok={r.ok}")

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ..core.cuda_tools import find_cuda_tool, find_nvcc
 from ..core.paths import BUILD, KERNELS, kernel_sources
+from .launch_plan import E4M3_CONFIGS
 
 LAUNCHER = "kdtree_verify.cu"  # the one translation unit: it includes every kernel header
 LIB_STEM = "libkdtree_verify"
@@ -137,7 +138,7 @@ def e4m3_timing_proxy() -> bool:
 # Configurations whose arithmetic an arch lacks and the library emulates there (kernels/common/ptx.cuh, mma_e4m3):
 # they run on that arch for correctness, so their spills are reported there, not refused; on the arch they are for
 # every rule holds.
-EMULATED = {"sm_90a": ("verify_sm120_e4m3_kernel<64>",)}
+EMULATED = {"sm_90a": tuple(sorted(E4M3_CONFIGS))}
 
 
 def build_library(archs: tuple[str, ...] | list[str] = DEFAULT_ARCHS, out_dir: Path = BUILD, force: bool = False,
