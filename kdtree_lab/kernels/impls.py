@@ -29,11 +29,12 @@ IMPLS: dict[str, Impl] = {i.name: i for i in (
     Impl("cuda_sm120", "cuda", "verify_sm120_kernel<32,2>", "the sm_120 kernel (86.9 KB, Q in registers), forced",
          ("bf16", "fp8")),
     Impl("cuda_sm120_fp8", "cuda", "verify_sm120_kernel<32,2,true>",
-         "the sm_120 kernel over e4m3 pools (the launcher takes it for an fp8 pool under cuda_sm120), forced",
+         "the sm_120 kernel over e4m3 pools, exact (the launcher takes it for an fp8 pool under cuda_sm120, and "
+         "under cuda_sm120_roles with exact fp8 math), forced",
          ("fp8",)),
     Impl("cuda_sm120_roles", "cuda", "verify_sm120_roles_kernel<64>",
          "the sm_120 kernel's second generation (99.4 KB, 64-row CTA split by role: QK warps hold Q, PV warps "
-         "hold O), forced (fp8 pools run the first kernel's e4m3 variant)", ("bf16", "fp8")),
+         "hold O), forced (fp8 pools run cuda_sm120_e4m3, or with exact fp8 math cuda_sm120_fp8)", ("bf16", "fp8")),
     Impl("cuda_sm120_e4m3", "cuda", "verify_sm120_e4m3_kernel<64>",
          "the second generation over e4m3 pools on e4m3 tensor cores (Q and P rounded to e4m3 per row, fp32 "
          "accumulation; the draft block exact in bf16), forced", ("fp8",)),
