@@ -140,8 +140,11 @@ def test_plots_have_plain_number_ticks_and_the_ratio_reads_off_its_axis(referenc
     figs = [plots.speculation_headline(head, tmp_path / "h.png"), plots.speculation_curves(res, tmp_path / "c.png"),
             plots.speculation_best(res, tmp_path / "b.png"),
             plots.published_check(pb.check_all(), tmp_path / "p.png")]
+    from kdtree_lab.core.display import figure_problems
+
     for fig in figs:
         _check_axes(fig)
+    assert figure_problems(figs[2]) == []  # 07_best.png: tree-size labels apart and inside the axes
     ratio_ax = figs[0].axes[1]  # the ratio: a linear axis from 0 past the band, ticks at most 0.5 apart
     lo, hi = ratio_ax.get_ylim()
     ticks = [float(s) for s in _labels(ratio_ax, "y")]

@@ -258,16 +258,26 @@ def speculation_best(res: dict, path: str | Path | None = None):
 
     fig, ax = plt.subplots(figsize=(8, 4.4))
     ctx = [r["context"] for r in res["rows"]]
-    for k, colour in zip(res["break_even"], ("tab:blue", "tab:purple", "tab:orange")):
+    series = {}
+    for k in res["break_even"]:
         pts = [(c, r["best"][k], r["no_spec"]) for c, r in zip(ctx, res["rows"]) if r["best"][k]]
-        ups = [b["tokens_per_s"] / n["tokens_per_s"] for _, b, n in pts]
-        ax.plot([c for c, _, _ in pts], ups, marker="o", color=colour, label=KERNEL_TITLES.get(k, k))
-        for (x, b, _), y in zip(pts, ups):
+        series[k] = [(x, b, b["tokens_per_s"] / n["tokens_per_s"]) for x, b, n in pts]
+    at: dict = {}  # per context, every series' speed-up
+    for pts in series.values():
+        for x, _, y in pts:
+            at.setdefault(x, []).append(y)
+    span = 1.1 * max(max(v) for v in at.values())
+    for (k, pts), colour in zip(series.items(), ("tab:blue", "tab:purple", "tab:orange")):
+        ax.plot([x for x, _, _ in pts], [y for _, _, y in pts], marker="o", color=colour, label=KERNEL_TITLES.get(k, k))
+        for x, b, y in pts:  # a label goes below its point where another series' point sits just above it
+            above = not any(y < other < y + 0.08 * span for other in at[x])
             ax.annotate(f"{'C' if b['kind'] == 'chain' else 'N'}{b['nodes']}", (x, y), textcoords="offset points",
-                        xytext=(0, 6), ha="center", fontsize=7, color=colour)
+                        xytext=(0, 6 if above else -7), ha="center", va="bottom" if above else "top", fontsize=7,
+                        color=colour)
     ax.axhline(1.0, color="black", lw=1)
     context_axis(ax, ctx)
     _plain_y(ax)
+    ax.set_ylim(top=span)  # room for the highest labels inside the axes
     ax.set_ylabel("best speculative / no speculation (tokens per second)")
     ax.set_title(f"Best tree per context (N: tree of N nodes, C: the chain; {res['label']})", fontsize=9)
     ax.grid(True, alpha=0.3)
