@@ -210,7 +210,7 @@ const char* kdtree_verify_strerror(int status) {
     case KDT_ERR_NULL_POINTER: return "a required pointer is NULL";
     case KDT_ERR_BAD_SHAPE: return "bs, num_draft, num_heads or nsplit is out of range";
     case KDT_ERR_BAD_STRIDE: return "a stride or base pointer breaks the 16-byte alignment the kernel loads need";
-    case KDT_ERR_BAD_DTYPE: return "unknown kv_dtype code, or a bf16 pool on a forced e4m3 (fp8) configuration";
+    case KDT_ERR_BAD_DTYPE: return "unknown kv_dtype code, or a bf16 pool on a forced configuration that reads fp8 (e4m3) pools only";
     case KDT_ERR_WORKSPACE: return "workspace is NULL, not 16-byte aligned, or smaller than kdtree_verify_workspace_bytes()";
     case KDT_ERR_UNSUPPORTED: return "unsupported by this kernel configuration (fp8 KV pools: the sm_120 configurations and v4/v5 only)";
     case KDT_ERR_LAUNCH: return "the CUDA kernel launch failed";

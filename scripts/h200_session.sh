@@ -9,6 +9,9 @@
 # BENCH=quick|issue, BENCH_IMPLS=cuda,..., BENCH_TIMING=graph|eager,
 # EXTRA='command' (run after the benchmark, before packing; write under $OUT/work), WHEELS=.whl (the carried wheel
 # folder; without notebooks a smaller set does: sglang and what kdtree_lab imports, no Jupyter stack).
+# The GPU tests print one line per test (a call cut off mid-suite still shows what passed); the default list takes
+# about 11 minutes on the H200 (2026-12-02: 108 tests in ~8.5 min, test_gpu_graphs.py 2.6 min), more than one
+# device call: split it with GPU_TESTS (e.g. the graphs file alone).
 # results.tar.gz is rewritten at the start of every step, so a call cut off by its time limit still returns
 # everything the finished steps wrote (the device returns at most 8 loose files).
 set -uo pipefail
@@ -28,7 +31,7 @@ step "build"
 python3 -m kdtree_lab build --json > "$OUT/work/build.json"; echo "build rc=$?"
 
 step "GPU tests"
-[ -n "${SKIP_GPU_TESTS:-}" ] || python3 -m pytest -q -m gpu ${GPU_TESTS:-tests/test_gpu.py tests/test_gpu_wgmma.py tests/test_gpu_graphs.py tests/test_gpu_sglang_hook.py} ${1:+-k "$1"} --junitxml="$OUT/work/gpu-tests.xml" -p no:cacheprovider 2>&1 | tail -40
+[ -n "${SKIP_GPU_TESTS:-}" ] || python3 -m pytest -q -m gpu ${GPU_TESTS:-tests/test_gpu.py tests/test_gpu_wgmma.py tests/test_gpu_graphs.py tests/test_gpu_sglang_hook.py} ${1:+-k "$1"} --junitxml="$OUT/work/gpu-tests.xml" -p no:cacheprovider -v --durations=15 2>&1
 
 step "compute-sanitizer on small cases"
 run_sanitizers "${SANITIZERS-memcheck racecheck synccheck initcheck}" "${SANITIZE_IMPLS:-}" "$OUT/work"

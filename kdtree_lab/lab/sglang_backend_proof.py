@@ -804,7 +804,7 @@ def refusals(st: Settings, draft: Draft) -> list[Refusal]:
            Refusal("draft width it was not planned for", f"N={draft.num_draft // 2}", num_draft=draft.num_draft // 2,
                    steps=max(1, draft.steps - 1))]
     if torch.cuda.is_available():  # the library's own refusal: a forced configuration that does not read the pool
-        out.append(Refusal("bf16 pool under a configuration that reads fp8 only (the sm_120 kernel's e4m3 variant, "
+        out.append(Refusal("bf16 pool under a configuration that reads fp8 only (the sm_120 kernel's exact fp8 variant, "
                            "forced)", "does not read bf16", kv="bf16", impl_config="cuda_sm120_fp8"))
     return out
 
