@@ -113,6 +113,16 @@ def test_fp8_preset_pairs_every_shape_over_both_pools():
     assert any(s.draft * s.heads <= 64 for s, _ in items) and any(s.draft * s.heads >= 128 for s, _ in items)
 
 
+def test_hopper_fp8_preset_times_v5s_fp8_form_beside_the_mapped_variant_and_the_bf16_pool():
+    items = bench_presets.preset("hopper-fp8")
+    keys = [(s.batch, s.prefix, s.draft, s.heads) for s, _ in items]
+    assert len(items) == 72 and all(keys.count(k) == 2 for k in keys)  # the issue-fp8 rows, over both pools
+    assert all(i == ["cuda"] for s, i in items if s.kv == "bf16")
+    assert all(i == ["cuda", "cuda_wgmma_v5_fp8"] for s, i in items if s.kv == "fp8")
+    with pytest.raises(ValueError, match="expected one of quick, issue, issue-fp8, hopper-fp8, fp8, chain"):
+        bench_presets.preset("hopper")
+
+
 def test_fp8_speedups_pair_rows_over_both_pools_and_summary_keeps_them_apart():
     rows = [{"impl": "cuda_sm120", "B": 1, "L": 200_000, "N": 4, "H": 8, "ms": 0.09, "bound": "memory",
              "of_roofline": 0.5},

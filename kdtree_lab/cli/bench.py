@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..checks.bench_presets import PEER_IMPLS
+from ..checks.bench_presets import PEER_IMPLS, PRESETS
 from ..kernels.impls import IMPLS
 from ..lab.record import emit
 from .args import fleet_flags, fleet_labels, fleet_report
@@ -58,9 +58,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argparse has no public type
     p = sub.add_parser("bench", help="time the CUDA kernel, the Triton twin and SGLang's kernels (GPU only)")
-    p.add_argument("--preset", choices=["quick", "issue", "issue-fp8", "fp8", "chain"], default="quick",
+    p.add_argument("--preset", choices=PRESETS, default="quick",
                    help="shape grid (issue-fp8: the issue grid's H = 8, 16 rows over an fp8 pool on the sm_120 e4m3 "
-                        "and exact configurations; fp8: memory- and compute-bound shapes over a bf16 and an fp8 "
+                        "and exact configurations; hopper-fp8: the same rows over both pools on sm_90a, v5's fp8 "
+                        "form beside v4's e4m3 variant; fp8: memory- and compute-bound shapes over a bf16 and an fp8 "
                         "pool; chain: chains beside SGLang's verify_shared_kv_fwd and FlashMLA)")
     p.add_argument("--impl", help=f"comma-separated subset of {', '.join((*IMPLS, *PEER_IMPLS))} "
                                   "(default: the implementations the preset names for each shape)")
