@@ -99,6 +99,12 @@ __device__ __forceinline__ uint32_t e4m3x2_to_bf16x2(uint32_t two) {
   const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
   return pack_bf16(f.x, f.y);
 }
+// Eight e4m3 values (two words, the first element in the low byte of lo) -> one 16-byte chunk of eight bf16,
+// exactly: how the wgmma kernels turn half of a staged e4m3 chunk into their bf16 tile.
+__device__ __forceinline__ uint4 e4m3x8_to_bf16x8(uint32_t lo, uint32_t hi) {
+  return make_uint4(e4m3x2_to_bf16x2(lo), e4m3x2_to_bf16x2(lo >> 16), e4m3x2_to_bf16x2(hi),
+                    e4m3x2_to_bf16x2(hi >> 16));
+}
 
 // e4m3 x e4m3 -> fp32, m16n8k32 (sm_89 and later). A: 16 x 32 row-major, register i holds 4 consecutive k (bytes,
 // low first): rows g (i = 0, 2) / g + 8 (i = 1, 3), k 4 t4 .. + 3 (i < 2) / 16 + 4 t4 .. (i >= 2); B: 32 x 8

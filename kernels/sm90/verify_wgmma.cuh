@@ -77,12 +77,8 @@ __global__ void __launch_bounds__(Cfg4<STAGES>::THREADS, 1) verify_wgmma_kernel(
       for (int k = 0; k < 9; ++k) {
         const int c = l4 + 4 * k;  // e4m3 chunk: dims 16c .. 16c + 15 = bf16 chunks 2c, 2c + 1
         const uint4 x = ld_shared_v4(s8 + c * 16);
-        st_shared_v4(ring + atom_off(lrow, 2 * c),
-                     make_uint4(e4m3x2_to_bf16x2(x.x), e4m3x2_to_bf16x2(x.x >> 16), e4m3x2_to_bf16x2(x.y),
-                                e4m3x2_to_bf16x2(x.y >> 16)));
-        st_shared_v4(ring + atom_off(lrow, 2 * c + 1),
-                     make_uint4(e4m3x2_to_bf16x2(x.z), e4m3x2_to_bf16x2(x.z >> 16), e4m3x2_to_bf16x2(x.w),
-                                e4m3x2_to_bf16x2(x.w >> 16)));
+        st_shared_v4(ring + atom_off(lrow, 2 * c), e4m3x8_to_bf16x8(x.x, x.y));
+        st_shared_v4(ring + atom_off(lrow, 2 * c + 1), e4m3x8_to_bf16x8(x.z, x.w));
       }
       fence_proxy_async();  // the converted atoms (and, at t = 0, Q's cp.async writes) for wgmma
       __syncthreads();      // the bf16 tile is whole; the e4m3 slot of tile t is free

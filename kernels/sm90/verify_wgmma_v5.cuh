@@ -200,12 +200,8 @@ __device__ __forceinline__ void v5_prefix(const Params& p, const Work& w, uint32
     for (int k = 0; k < 9; ++k) {
       const int c = l4 + 4 * k;  // dims 16c .. 16c + 15: bf16 chunks 2c, 2c + 1
       const uint4 x = ld_shared_v4(e8 + c * 16);
-      st_shared_v4(dst + tile5_addr(r8, 16 * c),
-                   make_uint4(e4m3x2_to_bf16x2(x.x), e4m3x2_to_bf16x2(x.x >> 16), e4m3x2_to_bf16x2(x.y),
-                              e4m3x2_to_bf16x2(x.y >> 16)));
-      st_shared_v4(dst + tile5_addr(r8, 16 * c + 8),
-                   make_uint4(e4m3x2_to_bf16x2(x.z), e4m3x2_to_bf16x2(x.z >> 16), e4m3x2_to_bf16x2(x.w),
-                              e4m3x2_to_bf16x2(x.w >> 16)));
+      st_shared_v4(dst + tile5_addr(r8, 16 * c), e4m3x8_to_bf16x8(x.x, x.y));
+      st_shared_v4(dst + tile5_addr(r8, 16 * c + 8), e4m3x8_to_bf16x8(x.z, x.w));
     }
   };
   int64_t raw[2], raw8 = 0;
