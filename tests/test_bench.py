@@ -133,6 +133,11 @@ def test_fp8_speedups_pair_rows_over_both_pools_and_summary_keeps_them_apart():
     assert bench_results.fp8_speedups(rows) == [{"impl": "cuda_sm120", "B": 1, "L": 200_000, "N": 4, "H": 8, "bf16 ms": 0.09,
                                          "fp8 ms": 0.05, "bf16 / fp8": 1.8, "bound (fp8)": "memory"}]
     assert [s["impl"] for s in bench_results.summary(rows)] == ["cuda_sm120", "cuda_sm120 (fp8 KV)", "triton (fp8 KV)"]
+    v5 = [{"impl": "cuda", "B": 1, "L": 200_000, "N": 4, "H": 8, "ms": 0.09, "bound": "memory"},
+          {"impl": "cuda_wgmma_v5_fp8", "B": 1, "L": 200_000, "N": 4, "H": 8, "kv": "fp8", "ms": 0.06,
+           "bound": "memory"}]
+    assert bench_results.fp8_speedups(v5) == []  # an fp8-only configuration has no bf16 row of its own
+    assert bench_results.fp8_speedups(v5, {"cuda_wgmma_v5_fp8": "cuda"})[0]["bf16 / fp8"] == 1.5
 
 
 def test_the_speedup_figure_labels_stay_inside_their_panel_and_apart(tmp_path):
