@@ -44,8 +44,6 @@ def test_fp8_pool_edge_grid_and_500_random(impl):
     whose fp8 pools run v4's exact e4m3 variant), on the sm_120 kernel forced (automatic fp8 math at its 32-row
     tile: the exact variant), that exact variant, the e4m3 tensor-core configuration (at e4m3's tolerance) and v5's
     own fp8 form, each forced: the GPU grid against the fp64 oracle of the dequantised pool."""
-    if impl == "cuda_wgmma_v5_fp8" and torch.cuda.get_device_capability()[0] != 9:
-        pytest.skip("the wgmma kernels run on compute capability 9.x only")
     report = parity.run_parity(impl, parity.fp8_cases(parity.gpu_grid(500, seed=817, heads=HEADS)), "cuda")
     assert len(report.results) > 500 and report.ok, report.summary()
     assert all(r.case.kv_dtype == "fp8" for r in report.results)
@@ -55,8 +53,6 @@ def test_fp8_pool_edge_grid_and_500_random(impl):
 def test_a_pool_the_forced_configuration_does_not_read_is_refused_in_one_line(variant):
     """Every bf16 configuration reads fp8 pools (through its e4m3 variants); a bf16 pool on a forced fp8-only
     configuration is refused as a dtype error: the launcher says so and writes nothing, and the GPU stays usable."""
-    if variant == "cuda_wgmma_v5_fp8" and torch.cuda.get_device_capability()[0] != 9:
-        pytest.skip("the wgmma kernels run on compute capability 9.x only")
     bf = build_verify_batch([300], 4, 8, seed=1, device="cuda")
     ws = dispatch.workspace(1, 4, 8, 4)
     with loader.impl_config(variant), pytest.raises(loader.KernelCallError, match="dtype"):
@@ -100,8 +96,6 @@ def test_corrupt_kv_indptr_sets_flag_in_every_configuration(impl):
     """A request whose kv_indptr end is before its start raises KDT_FLAG_KV_INDPTR (its prefix is read as empty, no
     slot outside its range is touched) in every configuration, and the other request is served exactly (the e4m3
     tensor-core configuration and v5's fp8 form over an fp8 pool, the first at e4m3's tolerance)."""
-    if impl.startswith("cuda_wgmma") and torch.cuda.get_device_capability()[0] != 9:
-        pytest.skip("the wgmma kernels run on compute capability 9.x only")
     fp8 = impl in ("cuda_sm120_e4m3", "cuda_wgmma_v5_fp8")  # fp8-only configurations: over an fp8 pool
     b = build_verify_batch([300, 200], 4, 8, seed=5, device="cuda", **({"kv_dtype": "fp8"} if fp8 else {}))
     good = b.kv_indptr.clone()
