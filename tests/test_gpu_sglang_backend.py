@@ -37,24 +37,31 @@ def _failures(data):
     return {k: v for k, v in data["summary"].items() if v["ok"] != v["rows"]}
 
 
+def _drafts(kind):
+    return tuple(d for d in proof.DRAFTS if d.kind == kind)
+
+
+def _run(model_config, tmp_path, phase, kind):
+    """The proof's ``phase`` over the small settings and the drafts of ``kind``; asserts every row passed."""
+    data = proof.run(proof.Settings(**SMALL, drafts=_drafts(kind)), tmp_path / "p.json", model_config,
+                     phases=(phase,), log=lambda s: None)
+    assert data["ok"], _failures(data)
+    return data
+
+
 @pytest.mark.parametrize("kind", ["eagle", "ddtree", "chain"])
 def test_eager_target_verify_through_sglangs_backend_is_served_and_matches(model_config, kind, tmp_path):
-    st = proof.Settings(**SMALL, drafts=tuple(d for d in proof.DRAFTS if d.kind == kind))
-    data = proof.run(st, tmp_path / "p.json", model_config, phases=("eager",), log=lambda s: None)
-    assert data["ok"], _failures(data)
-    rows = data["phases"]["eager"]
+    rows = _run(model_config, tmp_path, "eager", kind)["phases"]["eager"]
     assert {r["config"].split()[1] for r in rows} == {"bf16", "fp8"}
     assert all(r["served"] == r["calls"] == 1 for r in rows)
 
 
 @pytest.mark.parametrize("kind", ["eagle", "ddtree", "chain"])
 def test_sglangs_graph_capture_and_replay_with_the_hook(model_config, kind, tmp_path):
-    st = proof.Settings(**SMALL, drafts=tuple(d for d in proof.DRAFTS if d.kind == kind))
-    data = proof.run(st, tmp_path / "p.json", model_config, phases=("graph",), log=lambda s: None)
-    assert data["ok"], _failures(data)
+    data = _run(model_config, tmp_path, "graph", kind)
     rows = data["phases"]["graph"]
     assert all(r["graph"] for r in rows) and {r["capture_bs"] for r in rows} == set(data["capture_sizes"][
-        f"{kind}-N{next(d.num_draft for d in proof.DRAFTS if d.kind == kind)}"])
+        f"{kind}-N{_drafts(kind)[0].num_draft}"])
     validate = [r for r in rows if r["config"].endswith("validate")]
     # the hook's own tolerance: 2^-5 over a bf16 pool, e4m3's 2^-2 over an fp8 one (SGLang's kernel, validate's
     # reference, rounds Q and P to e4m3 there: 0.0315 > 2^-5 measured, data/results/h200/2026-12-02-sglang-backend/)
