@@ -118,8 +118,10 @@ def main(argv=None) -> int:
     ap.add_argument("--kv-dtype", default="bf16", help="bf16, fp8 or bf16,fp8: the pools smoked and timed")
     a = ap.parse_args(argv)
     if a.plain:
-        s = SHAPES[a.shapes.split(",")[0]]
-        nsplit = int(a.nsplit.split(",")[0])
+        s = replace(SHAPES[a.shapes.split(",")[0]], kv=a.kv_dtype.split(",")[0])  # fp8: an e4m3 pool
+        sms = torch.cuda.get_device_properties(0).multi_processor_count
+        nsplit = (default_nsplit(s.batch, s.draft, s.heads, sms) if a.nsplit == "auto"
+                  else int(a.nsplit.split(",")[0]))
         b = shape_batches(s, 1)[0]
         ws = dispatch.workspace(s.batch, s.draft, s.heads, nsplit)
         loader.force_config(config_indices(a.configs, loader.library())[0])
