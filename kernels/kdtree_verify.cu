@@ -69,7 +69,6 @@ const Config kConfigs[] = {
     {wgmma_fp8_entry(), {nullptr, 0, 1, 0}},
     {wgmma_v5_entry(), {kWgmmaFp8, 4, 1, 0}},
     {sm120_e4m3_entry(), {nullptr, 0, 1, 0}},
-    {wgmma_v5_fp8_entry(), {nullptr, 0, 1, 0}},  // v5's own fp8 form: forced only until its gates have run
 };
 #ifdef KDT_SM90A_BUILT
 constexpr bool kHasSm90a = true;

@@ -113,12 +113,11 @@ def test_fp8_preset_pairs_every_shape_over_both_pools():
     assert any(s.draft * s.heads <= 64 for s, _ in items) and any(s.draft * s.heads >= 128 for s, _ in items)
 
 
-def test_hopper_fp8_preset_times_v5s_fp8_form_beside_the_mapped_variant_and_the_bf16_pool():
+def test_hopper_fp8_preset_times_the_default_over_both_pools():
     items = bench_presets.preset("hopper-fp8")
     keys = [(s.batch, s.prefix, s.draft, s.heads) for s, _ in items]
     assert len(items) == 72 and all(keys.count(k) == 2 for k in keys)  # the issue-fp8 rows, over both pools
-    assert all(i == ["cuda"] for s, i in items if s.kv == "bf16")
-    assert all(i == ["cuda", "cuda_wgmma_v5_fp8"] for s, i in items if s.kv == "fp8")
+    assert {s.kv for s, _ in items} == {"bf16", "fp8"} and all(i == ["cuda"] for _, i in items)
     with pytest.raises(ValueError, match="expected one of quick, issue, issue-fp8, hopper-fp8, fp8, chain"):
         bench_presets.preset("hopper")
 
@@ -133,11 +132,6 @@ def test_fp8_speedups_pair_rows_over_both_pools_and_summary_keeps_them_apart():
     assert bench_results.fp8_speedups(rows) == [{"impl": "cuda_sm120", "B": 1, "L": 200_000, "N": 4, "H": 8, "bf16 ms": 0.09,
                                          "fp8 ms": 0.05, "bf16 / fp8": 1.8, "bound (fp8)": "memory"}]
     assert [s["impl"] for s in bench_results.summary(rows)] == ["cuda_sm120", "cuda_sm120 (fp8 KV)", "triton (fp8 KV)"]
-    v5 = [{"impl": "cuda", "B": 1, "L": 200_000, "N": 4, "H": 8, "ms": 0.09, "bound": "memory"},
-          {"impl": "cuda_wgmma_v5_fp8", "B": 1, "L": 200_000, "N": 4, "H": 8, "kv": "fp8", "ms": 0.06,
-           "bound": "memory"}]
-    assert bench_results.fp8_speedups(v5) == []  # an fp8-only configuration has no bf16 row of its own
-    assert bench_results.fp8_speedups(v5, {"cuda_wgmma_v5_fp8": "cuda"})[0]["bf16 / fp8"] == 1.5
 
 
 def test_the_speedup_figure_labels_stay_inside_their_panel_and_apart(tmp_path):

@@ -116,13 +116,13 @@ def test_every_configuration_names_what_it_runs_over_each_pool(lib):
     assert names[run[impl["cuda_sm120_roles"]]["fp8"]] == impl["cuda_sm120_fp8"]
     assert names[run[impl["cuda_wgmma"]]["fp8"]] == impl["cuda_wgmma_fp8"]
     assert names[run[impl["cuda_wgmma_v5"]]["fp8"]] == impl["cuda_wgmma_fp8"]  # v5 has no e4m3 variant of its own
-    for variant in ("cuda_sm120_fp8", "cuda_wgmma_fp8", "cuda_sm120_e4m3", "cuda_wgmma_v5_fp8"):
+    for variant in ("cuda_sm120_fp8", "cuda_wgmma_fp8", "cuda_sm120_e4m3"):
         assert names[run[impl[variant]]["fp8"]] == impl[variant] and run[impl[variant]]["bf16"] == -4
     for bf16 in ("cuda_sm120", "cuda_sm120_roles", "cuda_wgmma", "cuda_wgmma_v5"):
         assert names[run[impl[bf16]]["bf16"]] == impl[bf16] and run[impl[bf16]]["fp8"] >= 0
     assert all(r["fp8"] != -6 for r in run.values())  # no configuration of the table lacks an fp8 path
     assert lib.lib.kdtree_verify_config_for_pool(0, 7) == -4 and lib.lib.kdtree_verify_config_for_pool(99, 0) == -2
-    for variant in ("cuda_sm120_fp8", "cuda_sm120_e4m3", "cuda_wgmma_v5_fp8"):
+    for variant in ("cuda_sm120_fp8", "cuda_sm120_e4m3"):
         with pytest.raises(loader.KernelCallError, match=re.escape(f"{impl[variant]}, bf16 KV pool: ") + ".*a bf16 "
                            "pool on a forced configuration that reads fp8 \\(e4m3\\) pools only"):
             lib.config_for_pool(names.index(impl[variant]), "bf16")
@@ -239,8 +239,7 @@ def test_the_sanitizers_every_configuration_covers_the_table(lib):
 
     configs = lib.configs()
     h200 = every_configuration(configs, 90, 232_448)
-    assert set(h200) == {"cuda_sm120", "cuda_sm120_roles", "cuda_wgmma", "cuda_wgmma_v5", "cuda_sm120_e4m3",
-                         "cuda_wgmma_v5_fp8"}
+    assert set(h200) == {"cuda_sm120", "cuda_sm120_roles", "cuda_wgmma", "cuda_wgmma_v5", "cuda_sm120_e4m3"}
     reached = {loader.CUDA_IMPLS[i] for i in h200} | {loader.CUDA_IMPLS["cuda_sm120_fp8"],
                                                       loader.CUDA_IMPLS["cuda_wgmma_fp8"]}
     assert reached == {c["kernel"] for c in configs}

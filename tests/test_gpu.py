@@ -38,18 +38,18 @@ def test_sm120_kernel_edge_grid_and_500_random(impl):
     assert len(report.results) > 500 and report.ok, report.summary()
 
 
-@pytest.mark.parametrize("impl", ["cuda", "cuda_sm120", "cuda_sm120_fp8", "cuda_sm120_e4m3", "cuda_wgmma_v5_fp8"])
+@pytest.mark.parametrize("impl", ["cuda", "cuda_sm120", "cuda_sm120_fp8", "cuda_sm120_e4m3"])
 def test_fp8_pool_edge_grid_and_500_random(impl):
     """SGLang's fp8_e4m3 pool with (k_scale, v_scale) other than 1, on the configuration this GPU selects (v5 here,
     whose fp8 pools run v4's exact e4m3 variant), on the sm_120 kernel forced (automatic fp8 math at its 32-row
-    tile: the exact variant), that exact variant, the e4m3 tensor-core configuration (at e4m3's tolerance) and v5's
-    own fp8 form, each forced: the GPU grid against the fp64 oracle of the dequantised pool."""
+    tile: the exact variant), that exact variant and the e4m3 tensor-core configuration (at e4m3's tolerance), each
+    forced: the GPU grid against the fp64 oracle of the dequantised pool."""
     report = parity.run_parity(impl, parity.fp8_cases(parity.gpu_grid(500, seed=817, heads=HEADS)), "cuda")
     assert len(report.results) > 500 and report.ok, report.summary()
     assert all(r.case.kv_dtype == "fp8" for r in report.results)
 
 
-@pytest.mark.parametrize("variant", ["cuda_sm120_fp8", "cuda_sm120_e4m3", "cuda_wgmma_v5_fp8"])
+@pytest.mark.parametrize("variant", ["cuda_sm120_fp8", "cuda_sm120_e4m3"])
 def test_a_pool_the_forced_configuration_does_not_read_is_refused_in_one_line(variant):
     """Every bf16 configuration reads fp8 pools (through its e4m3 variants); a bf16 pool on a forced fp8-only
     configuration is refused as a dtype error: the launcher says so and writes nothing, and the GPU stays usable."""
@@ -91,12 +91,12 @@ def test_out_of_pool_index_sets_flag_and_gpu_stays_usable():
 
 
 @pytest.mark.parametrize("impl", ["cuda", "cuda_sm120", "cuda_sm120_roles", "cuda_wgmma", "cuda_wgmma_v5",
-                                  "cuda_sm120_e4m3", "cuda_wgmma_v5_fp8"])
+                                  "cuda_sm120_e4m3"])
 def test_corrupt_kv_indptr_sets_flag_in_every_configuration(impl):
     """A request whose kv_indptr end is before its start raises KDT_FLAG_KV_INDPTR (its prefix is read as empty, no
     slot outside its range is touched) in every configuration, and the other request is served exactly (the e4m3
-    tensor-core configuration and v5's fp8 form over an fp8 pool, the first at e4m3's tolerance)."""
-    fp8 = impl in ("cuda_sm120_e4m3", "cuda_wgmma_v5_fp8")  # fp8-only configurations: over an fp8 pool
+    tensor-core configuration over an fp8 pool, at e4m3's tolerance)."""
+    fp8 = impl == "cuda_sm120_e4m3"  # the fp8-only configuration: over an fp8 pool
     b = build_verify_batch([300, 200], 4, 8, seed=5, device="cuda", **({"kv_dtype": "fp8"} if fp8 else {}))
     good = b.kv_indptr.clone()
     b.kv_indptr[1], b.kv_indptr[2] = 300, 250  # request 1: end 250 before its start 300

@@ -53,25 +53,6 @@ def test_hook_serves_fp8_pools_like_sglang(variant, mask):
     _hook_serves_fp8_like_sglang(variant, mask)
 
 
-@pytest.mark.parametrize("impl", ["cuda_wgmma_v5_fp8"])  # overrides the module's fixture: this configuration only
-@pytest.mark.parametrize("variant", ["eager", "capture"])
-@pytest.mark.parametrize("mask", ["tree", "chain", "causal"])
-def test_v5s_fp8_form_serves_fp8_pools_through_the_hook_like_sglang(impl, variant, mask):
-    """v5's own fp8 form forced (the gate before v5 maps an fp8 pool to it): the hook's fp8 check above."""
-    from kdtree_lab.kernels import loader
-
-    with loader.impl_config(impl):
-        _hook_serves_fp8_like_sglang(variant, mask)
-
-
-@pytest.mark.parametrize("impl", ["cuda_wgmma_v5_fp8"])
-def test_v5s_fp8_form_against_sglang_on_the_fp8_grid(impl):
-    """v5's own fp8 form forced: the fp8 GPU grid against SGLang's kernel on the same pool, both against the oracle."""
-    rows = parity.against_sglang(impl, parity.fp8_cases(parity.gpu_grid(100, seed=1736, heads=(8, 16, 64, 128))))
-    bad = [r for r in rows if not r["ok"]]
-    assert len(rows) > 100 and not bad, bad[:3]
-
-
 def _hook_serves_fp8_like_sglang(variant, mask):
     b = build_verify_batch([3000, 17, 1], 8, 16, variant=variant, mask=mask,
                            padded_bs=4 if variant == "capture" else None, seed=hash((variant, mask, 8)) % 1000,

@@ -28,15 +28,13 @@ def summary(rows: list[dict]) -> list[dict]:
     return out
 
 
-def fp8_speedups(rows: list[dict], bf16_of: dict[str, str] | None = None) -> list[dict]:
+def fp8_speedups(rows: list[dict]) -> list[dict]:
     """Per implementation and shape timed over both pools: the time over a bf16 pool / the time over an fp8 pool
-    (issue 17's targets: >= 1.7 on memory-bound shapes, >= 1 on compute-bound ones) and the fp8 row's bound.
-    ``bf16_of`` names the bf16 row an fp8-only implementation is held against (the hopper-fp8 preset's
-    ``{"cuda_wgmma_v5_fp8": "cuda"}``: v5's fp8 form against v5 over the bf16 pool); otherwise its own."""
+    (issue 17's targets: >= 1.7 on memory-bound shapes, >= 1 on compute-bound ones) and the fp8 row's bound."""
     by = {(r["impl"], r["B"], r["L"], r["N"], r["H"], row_kv(r)): r for r in rows}
     out = []
     for (impl, b, length, n, h, kv), r in sorted(by.items()):
-        base = by.get(((bf16_of or {}).get(impl, impl), b, length, n, h, "bf16"))
+        base = by.get((impl, b, length, n, h, "bf16"))
         if kv == "fp8" and base:
             out.append({"impl": impl, "B": b, "L": length, "N": n, "H": h, "bf16 ms": base["ms"], "fp8 ms": r["ms"],
                         "bf16 / fp8": round(base["ms"] / r["ms"], 3), "bound (fp8)": r["bound"]})

@@ -46,10 +46,6 @@ IMPLS: dict[str, Impl] = {i.name: i for i in (
     Impl("cuda_wgmma_v5", "cuda", "verify_wgmma_v5_kernel<64>",
          "v5, v4 with its two warpgroups out of step (softmax beside the other's wgmma), forced (9.x only; fp8 "
          "pools run v4's e4m3 variant)", ("bf16", "fp8")),
-    Impl("cuda_wgmma_v5_fp8", "cuda", "verify_wgmma_v5_kernel<64,true>",
-         "v5 over e4m3 pools in its own schedule (each warpgroup stages its e4m3 tile and converts it to bf16 "
-         "while the other's wgmma run), forced (9.x only; not yet what v5 maps an fp8 pool to: its gates come "
-         "first)", ("fp8",)),
     Impl("triton", "triton", None, "the Triton twin", ("bf16", "fp8")),
 )}
 CUDA_IMPLS: dict[str, str | None] = {n: i.kernel for n, i in IMPLS.items() if i.family == "cuda"}

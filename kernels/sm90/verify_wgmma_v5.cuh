@@ -3,8 +3,6 @@
 // decode, here over a gathered page-size-1 pool loaded with cp.async). sm_90a only, like v4; the default on
 // compute capability 9.x (impl cuda, or forced as cuda_wgmma_v5); an fp8 pool under it runs v4's e4m3 variant.
 // docs/performance.md ("v5") has the schedule's reasoning, its prediction and what it measured.
-// FP8 = true (verify_wgmma_v5_kernel<64,true>, impl cuda_wgmma_v5_fp8, forced only until its gates have run): the
-// same schedule over an e4m3 pool, in v5's own ring; see "FP8" below.
 //
 // Prefix CTAs (64 rows, 256 threads): a 64-key step is two 32-key tiles, A (keys 0..31) and B (keys 32..63), each
 // in its own 36 KB ring slot; warpgroup 0 loads and multiplies tile A (QK, m64n32k16 as in v4), warpgroup 1 tile B.
@@ -46,18 +44,6 @@ struct Cfg5 {
   static_assert(SMEM <= 232448, "v5 must fit the 227 KB a block may use on sm_90");
   static_assert(SMEM <= (1 << 18), "desc_advance needs every shared address below 256 KB");
 };
-
-// FP8: the same 144 KB ring holds three bf16 slots and two e4m3 staging slots (18 KB each): warpgroup 0 converts
-// A(t) into one slot (every reader of A(t - 1) is done by then: its own PV waited before P_B V_B, the other's
-// before REF_B(t - 1)), warpgroup 1 alternates B(t) between two (the other's P_B V_B of step t - 1 is still in
-// flight when B(t) is converted; B(t - 2)'s slot is free once FREE_B(t - 2) says so). Each warpgroup stages its
-// own e4m3 tile one step ahead; a thread converts exactly the chunks it loaded, so the staging slot needs no
-// barrier. FREE_B's hand-off goes one way, so it alternates between FREE_A's and FREE_B's ids by the step's
-// parity (FREE_A is not used here). The conversion (e4m3 -> bf16, exact; the pool's scales stay in scale_pre and
-// v_scale) runs while the other warpgroup's wgmma use the tensor cores.
-constexpr int E8SLOT5 = BN5 * D_QK;        // one e4m3 tile: 32 keys x 576 bytes
-constexpr int E8RING5 = 3 * SLOT5;         // the staging slots' offset in the ring: after the three bf16 slots
-static_assert(E8RING5 + 2 * E8SLOT5 == Cfg5::K_BYTES, "the fp8 ring fills v5's ring exactly");
 
 // Named barriers (0 is __syncthreads, used only where both warpgroups run the same code): 1 + g a warpgroup's own,
 // then the hand-offs.
@@ -141,7 +127,7 @@ __device__ __forceinline__ bool adopt_ref(const float* ref, int r0, float (&m)[2
 // each warpgroup's wgmma pipeline on one path (a branch on the warpgroup inside one loop made it serialize every
 // wgmma: ptxas C7514, "non wgmma instructions reading accumulator registers ... between start and end of the
 // pipeline stage"). r0: this thread's rows are r0 and r0 + 8 (0..63), as the kernel computed them.
-template <int G, bool FP8>
+template <int G>
 __device__ __forceinline__ void v5_prefix(const Params& p, const Work& w, uint32_t qt, uint32_t ring, float* refs,
                                           int r0, float (&o)[32][4], float (&m)[2], float (&l)[2]) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -158,15 +144,7 @@ __device__ __forceinline__ void v5_prefix(const Params& p, const Work& w, uint32
 #pragma unroll
     for (int i = 0; i < 2; ++i) raw[i] = key_of(t, i) < w.kend ? p.kv_indices[w.kv0 + key_of(t, i)] : 0;
   };
-  // bf16: slot 2 (t % 2) + g. FP8: warpgroup 0's one slot, warpgroup 1's slots 1 + t % 2.
-  auto slot_of = [&](int t) {
-    if constexpr (FP8) return ring + (G == 0 ? 0 : 1 + (t & 1)) * SLOT5;
-    else return ring + (2 * (t & 1) + g) * SLOT5;
-  };
-  auto other_slot = [&](int t) {  // the other warpgroup's tile of step t
-    if constexpr (FP8) return ring + (G == 0 ? 1 + (t & 1) : 0) * SLOT5;
-    else return ring + (2 * (t & 1) + 1 - g) * SLOT5;
-  };
+  auto slot_of = [&](int t) { return ring + (2 * (t & 1) + g) * SLOT5; };
   auto load = [&](int t, const int64_t (&raw)[2]) {
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
@@ -179,66 +157,18 @@ __device__ __forceinline__ void v5_prefix(const Params& p, const Work& w, uint32
       for (int k = 0; k < CHUNKS / 8; ++k) cp_async_16s(d + k * ATOM5, src + k * 128, ok ? 16 : 0);
     }
   };
-  // FP8: thread (wq, lane) stages and converts row r8 = 8 wq + lane / 4 of its warpgroup's tiles, 16-byte e4m3
-  // chunks c = l4 + 4k (k < 9) of the row's 576 bytes (4 lanes cover 64 contiguous bytes of a row).
-  const int r8 = wq * 8 + (lane >> 2), l4 = lane & 3;
-  const uint32_t e8 = ring + E8RING5 + g * E8SLOT5 + r8 * D_QK;
-  auto fetch8 = [&](int t) -> int64_t {
-    const int key = w.kbeg + (2 * t + g) * BN5 + r8;
-    return key < w.kend ? p.kv_indices[w.kv0 + key] : 0;
-  };
-  auto load8 = [&](int t, int64_t raw) {
-    const bool ok = w.kbeg + (2 * t + g) * BN5 + r8 < w.kend;
-    const int64_t slot = ok ? checked_slot(p, raw, l4 == 0) : 0;
-    const unsigned char* src = reinterpret_cast<const unsigned char*>(p.kb) + slot * p.kb_s;
-#pragma unroll
-    for (int k = 0; k < 9; ++k) cp_async_16s(e8 + (l4 + 4 * k) * 16, src + (l4 + 4 * k) * 16, ok ? 16 : 0);
-  };
-  auto convert8 = [&](int t) {  // the staged e4m3 tile -> the bf16 slot of step t, in v5's swizzled atoms
-    const uint32_t dst = slot_of(t);
-#pragma unroll
-    for (int k = 0; k < 9; ++k) {
-      const int c = l4 + 4 * k;  // dims 16c .. 16c + 15: bf16 chunks 2c, 2c + 1
-      const uint4 x = ld_shared_v4(e8 + c * 16);
-      st_shared_v4(dst + tile5_addr(r8, 16 * c), e4m3x8_to_bf16x8(x.x, x.y));
-      st_shared_v4(dst + tile5_addr(r8, 16 * c + 8), e4m3x8_to_bf16x8(x.z, x.w));
-    }
-  };
-  int64_t raw[2], raw8 = 0;
-  if constexpr (FP8) {
-    load8(0, fetch8(0));
-    cp_async_commit();  // Q (both warpgroups' rows) and X(0), staged
-    raw8 = fetch8(1);
-  } else {
-    fetch(0, raw);
-    load(0, raw);
-    cp_async_commit();  // Q (both warpgroups' rows) and X(0)
-    fetch(1, raw);
-    load(1, raw);
-    cp_async_commit();  // X(1)
-    fetch(2, raw);      // X(2), loaded in step 1
-  }
+  int64_t raw[2];
+  fetch(0, raw);
+  load(0, raw);
+  cp_async_commit();  // Q (both warpgroups' rows) and X(0)
+  fetch(1, raw);
+  load(1, raw);
+  cp_async_commit();  // X(1)
+  fetch(2, raw);      // X(2), loaded in step 1
   const uint64_t dq = desc_sw128(qt, 16, 1024);
   for (int t = 0; t < nsteps; ++t) {
-    const uint32_t mine = slot_of(t), theirs = other_slot(t);  // this step's A and B
-    if constexpr (FP8) {
-      cp_async_wait<0>();  // this thread's chunks of X(t) (and at t = 0 of Q) have landed
-      // the other's P_B V_B(t - 2) is done (its FREE arrival of step t - 1): B(t)'s slot is free
-      if (G == 1 && t >= 2) bar_named(BAR_FREE_A + ((t - 1) & 1), 256);
-      convert8(t);
-      fence_proxy_async();  // the converted atoms (and at t = 0 Q's cp.async writes) for wgmma
-      if (t == 0) {
-        bar_arrive(BAR_Q + G, 256);  // as below: Q is whole, and so is this warpgroup's X(0)
-        bar_named(BAR_Q + 1 - G, 256);
-      } else {
-        bar_named(BAR_WG + g, 128);  // X(t) is whole
-      }
-      // X(t + 1) into the staging slot read above (after the barrier, which orders this thread's reads of it
-      // before the cp.async writes), then the pool slot of X(t + 2)
-      if (t + 1 < nsteps) load8(t + 1, raw8);
-      cp_async_commit();
-      raw8 = fetch8(t + 2);
-    } else if (t == 0) {
+    const uint32_t mine = slot_of(t), theirs = ring + (2 * (t & 1) + 1 - g) * SLOT5;  // this step's A and B
+    if (t == 0) {
       cp_async_wait<1>();
       fence_proxy_async();
       // Q is whole: each warpgroup waits for the other's arrival (an arrive / sync pair per direction, since the two
@@ -260,20 +190,14 @@ __device__ __forceinline__ void v5_prefix(const Params& p, const Work& w, uint32
                desc_advance(dk, (kk >> 2) * ATOM5 + (kk & 3) * 32), kk > 0);
     }
     wgmma_commit();
-    if (FP8 && G == 0 && t >= 1 && t + 1 < nsteps) {
-      // P_B V_B(t - 1) is complete: warpgroup 1 may convert B(t + 1) into that slot. The barrier alternates with
-      // the step's parity: warpgroup 0 reaches its next arrival on the same id (step t + 2) only after REF_B(t + 1),
-      // which warpgroup 1 arrives after it has synced this one, so two arrivals never fill one generation.
-      wgmma_wait<1>();
-      bar_arrive(BAR_FREE_A + (t & 1), 256);
-    } else if (!FP8 && t >= 1 && t + 1 < nsteps) {
+    if (t >= 1 && t + 1 < nsteps) {
       wgmma_wait<1>();                          // this warpgroup's PV of step t - 1 is complete
       bar_arrive(BAR_FREE_A + 1 - g, 256);      // ... so the other's tile of step t - 1 may be refilled
       bar_named(BAR_FREE_A + g, 256);           // and the other's PV on my tile of step t - 1 is complete
       load(t + 1, raw);
       fetch(t + 2, raw);
     }
-    if constexpr (!FP8) cp_async_commit();
+    cp_async_commit();
     wgmma_wait_all();
     fence_regs(s);
     fence_regs(acc);
@@ -358,7 +282,7 @@ __device__ __forceinline__ void v5_prefix(const Params& p, const Work& w, uint32
 #endif
 }
 
-template <int BM, bool FP8 = false>
+template <int BM>
 __global__ void __launch_bounds__(Cfg5::THREADS, 1) verify_wgmma_v5_kernel(Params p) {
   using C = Cfg5;
   static_assert(BM == C::BM, "wgmma tiles are 64 rows");
@@ -384,9 +308,9 @@ __global__ void __launch_bounds__(Cfg5::THREADS, 1) verify_wgmma_v5_kernel(Param
 
   if (!w.draft) {
     if (g == 0)
-      v5_prefix<0, FP8>(p, w, qt, ring, refs, r0, o, m, l);
+      v5_prefix<0>(p, w, qt, ring, refs, r0, o, m, l);
     else
-      v5_prefix<1, FP8>(p, w, qt, ring, refs, r0, o, m, l);
+      v5_prefix<1>(p, w, qt, ring, refs, r0, o, m, l);
   } else {
     draft_block4(p, w, kring, qt, ps, red, o, m, l);
   }
@@ -399,11 +323,6 @@ __global__ void __launch_bounds__(Cfg5::THREADS, 1) verify_wgmma_v5_kernel(Param
 constexpr ConfigEntry wgmma_v5_entry() {
   return ConfigEntry{Cfg5::BM, Cfg5::SLOTS, Cfg5::THREADS, Cfg5::SMEM, BN4, "verify_wgmma_v5_kernel<64>",
                      &verify_wgmma_v5_kernel<Cfg5::BM>, ARCH_SM90A, KV_BF16_BIT};
-}
-
-constexpr ConfigEntry wgmma_v5_fp8_entry() {
-  return ConfigEntry{Cfg5::BM, Cfg5::SLOTS, Cfg5::THREADS, Cfg5::SMEM, BN4, "verify_wgmma_v5_kernel<64,true>",
-                     &verify_wgmma_v5_kernel<Cfg5::BM, true>, ARCH_SM90A, KV_FP8_BIT};
 }
 
 }  // namespace kdt
