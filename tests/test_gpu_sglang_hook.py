@@ -50,10 +50,6 @@ def test_hook_serves_fp8_pools_like_sglang(variant, mask):
     """An fp8_e4m3 pool with k_scale, v_scale other than 1: the hook serves it (no fall-back) and lands within the
     oracle's tolerance of the dequantised pool; SGLang's kernel downcasts Q and P to e4m3 for the prefix
     (data/contracts/sglang-0.5.23-fp8-kv.yaml), so the two differ by about SGLang's own distance to the oracle."""
-    _hook_serves_fp8_like_sglang(variant, mask)
-
-
-def _hook_serves_fp8_like_sglang(variant, mask):
     b = build_verify_batch([3000, 17, 1], 8, 16, variant=variant, mask=mask,
                            padded_bs=4 if variant == "capture" else None, seed=hash((variant, mask, 8)) % 1000,
                            device="cuda", kv_dtype="fp8", k_scale=0.75, v_scale=1.5)
