@@ -11,7 +11,7 @@ import json
 import re
 from pathlib import Path
 
-from kdtree_lab.checks.bench_results import Grid, fp8_speedups, streaming_fits
+from kdtree_lab.checks.bench_results import Grid, committed_grid, fp8_speedups, streaming_fits
 from kdtree_lab.checks.roofline import Shape, row_kv
 from kdtree_lab.core.paths import RESULTS, ROOT
 from kdtree_lab.speculate.kernel_times import bandwidth_share, ours_impl, predict_ms  # the RTX rules (notebook 07's)
@@ -811,7 +811,6 @@ E4M3_DIR = RESULTS / "h200" / "2026-12-02-e4m3"
 E4M3_CEILING = RESULTS / "h200" / "2026-12-02-e4m3-ceiling" / "mma-ceilings.json"
 E4M3_ACCURACY = E4M3_DIR / "call5-q-split" / "e4m3-lab.json"  # Q as two e4m3 terms (as landed)
 E4M3_ACCURACY_ONE_TERM = E4M3_DIR / "call4-accuracy-hook" / "e4m3-accuracy.json"  # Q as one e4m3 term (tried)
-E4M3_GRID = E4M3_DIR / "call7-issue-fp8" / "bench-issue-fp8.json"
 E4M3, FP8_EXACT = "cuda_sm120_e4m3", "cuda_sm120_fp8"
 
 
@@ -872,8 +871,13 @@ def e4m3_accuracy_table() -> str:
     return "\n".join(lines)
 
 
+def _e4m3_grid_path() -> Path:
+    """The newest committed issue-fp8 grid holding the e4m3 configuration's rows (with the exact path beside it)."""
+    return ROOT / committed_grid(E4M3, "fp8").source
+
+
 def _e4m3_grid() -> tuple[dict, dict]:
-    data = json.loads(E4M3_GRID.read_text())
+    data = json.loads(_e4m3_grid_path().read_text())
     return data, {(r["impl"], r["B"], r["L"], r["N"], r["H"]): r for r in data["rows"]}
 
 
@@ -893,9 +897,9 @@ def sm120_fp8_table() -> str:
         return Grid(impl, src, d["provenance"]["date_utc"], d["provenance"]["gpu"], d["ceilings"],
                     tuple(r for r in d["rows"] if r["impl"] == impl and row_kv(r) == kv))
 
-    share = {i: bandwidth_share(grid_of(i, _rel(E4M3_GRID), data, "fp8")) for i in (E4M3, FP8_EXACT)}
+    share = {i: bandwidth_share(grid_of(i, _rel(_e4m3_grid_path()), data, "fp8")) for i in (E4M3, FP8_EXACT)}
     share |= {i: bandwidth_share(grid_of(i, _rel(SM120_RUN), bf, "bf16")) for i in (SM120_FIRST, SM120_ROLES)}
-    lines = [f"From `{_rel(E4M3_GRID)}` ({p['gpu']}, driver {p['driver']}, {p['date_utc'][:10]}; {_timing_words(data)}) "
+    lines = [f"From `{_rel(_e4m3_grid_path())}` ({p['gpu']}, driver {p['driver']}, {p['date_utc'][:10]}; {_timing_words(data)}) "
              "on the **timing library** (`KDT_E4M3_TIMING=1`: each e4m3 MMA issued as one f16 MMA, the instruction "
              "stream sm_120a issues, its values not checked; the exact path is the same code either way), and, for "
              f"the bf16 pool, `{_rel(SM120_RUN)}`. H200 times in ms under sm_120's limits, not sm_120 runs. \"fp8 "
@@ -937,7 +941,7 @@ def fp8_headline_sentence() -> str:
     f, b = rows[(E4M3, *HEADLINE)]["ms"], by_shape[HEADLINE][SM120_ROLES]["ms"]
     return (f"Over an fp8 pool (`--kv-cache-dtype fp8_e4m3`) an sm_120 card runs the role split on e4m3 tensor cores "
             f"above 32 rows: on the headline shape {f:.3f} ms where the bf16 pool takes {b:.3f} ms (H200 under sm_120's "
-            f"limits, `{_rel(E4M3_GRID)}`), its error below SGLang's own fp8 kernel's on every measured case; "
+            f"limits, `{_rel(_e4m3_grid_path())}`), its error below SGLang's own fp8 kernel's on every measured case; "
             "`KDTREE_FP8_MATH=exact` (or `VerifyAttention(fp8_math=\"exact\")`) keeps the exact conversion path "
             "instead (`docs/kernels.md`, \"fp8 pools\").")
 

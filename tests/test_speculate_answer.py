@@ -67,10 +67,10 @@ def test_committed_fp8_pool_rows_are_used_where_an_issue_grid_holds_them(monkeyp
     from kdtree_lab.checks import bench_results
 
     now = kt.table("ours-fp8", GPU)
-    assert "cuda_sm120_e4m3 over fp8 (data/results/h200/2026-12-02-e4m3/" in now.label and now.predicted
+    grid = bench_results.committed_grid("cuda_sm120_e4m3", "fp8")
+    assert f"cuda_sm120_e4m3 over fp8 ({grid.source}" in now.label and now.predicted
     assert "cuda_sm120_fp8 over fp8" in now.label  # 32 rows: the exact variant's own rows
     assert "fp8 / cuda_sm120_roles's bf16 time" in now.label  # H = 64, 128 and B = 48: the sibling, scaled
-    grid = bench_results.committed_grid("cuda_sm120_e4m3", "fp8")
     rows = [dict(r, ms=r["ms"] / 3) for r in grid.rows]
     data = {"preset": "issue", "provenance": {"date_utc": "2099-01-01T00:00:00+00:00", "gpu": "NVIDIA H200"},
             "ceilings": grid.ceilings, "rows": rows}

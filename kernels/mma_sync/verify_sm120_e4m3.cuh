@@ -285,38 +285,35 @@ __device__ __forceinline__ void e4m3_pv(const E4m3Ctx& c) {
   for (int t = 0; t < c.ntiles; ++t) {
     const int b = t & 1;
     acquire_p(c, t, acc, lane);
-#if !defined(KDT_E4M3_EMULATED)
-    uint32_t pa[4][4];
-    load_p<1>(c.base + C::O_PB, b, 0, lane, pa);
-#endif
     mbar_wait(c.full(t), c.full_parity(t));  // the tile's V (complete: the QK group waited on it)
+    // all of this warp's V fragments of the tile first (16 registers), so the slot is refilled before the MMAs
+    // rather than after them: the refill then has the whole PV step of lead (the QK warps waited on late refills)
     const uint32_t vt = c.base + c.kslot(t) * C::TILE + vrow;
+    uint32_t vb[4][4];  // [chunk cc] the B fragments of its even columns (0, 1) and odd columns (2, 3)
 #pragma unroll
     for (int cc = 0; cc < 4; ++cc) {
       uint32_t r[4];  // keys 2 t4, 2 t4 + 1 of 8-key group i, columns 2 g, 2 g + 1 of the chunk (byte pairs)
       ldsm_x4_trans(r, vt + 16 * (cc ^ s));
-      const uint32_t e0 = prmt(r[0], r[1], 0x6420u), e1 = prmt(r[2], r[3], 0x6420u);  // column 2 g
-      const uint32_t o0 = prmt(r[0], r[1], 0x7531u), o1 = prmt(r[2], r[3], 0x7531u);  // column 2 g + 1
+      vb[cc][0] = prmt(r[0], r[1], 0x6420u), vb[cc][1] = prmt(r[2], r[3], 0x6420u);  // column 2 g
+      vb[cc][2] = prmt(r[0], r[1], 0x7531u), vb[cc][3] = prmt(r[2], r[3], 0x7531u);  // column 2 g + 1
+    }
+    if (t + c.depth < c.ntiles) {
+      bar_named(C::BAR_PV, C::PV_THREADS);  // every PV warp holds its fragments of this slot (the QK group is done
+      load_tile(t + c.depth, pending);      // with it: P(t) came after its scores)
+      pending = fetch(t + c.depth + 1);
+    }
 #pragma unroll
-      for (int m = 0; m < 4; ++m) {
-#if defined(KDT_E4M3_EMULATED)
-        // emulated e4m3 MMAs (sm_90): P read per chunk and m-tile, so its f16 copies live one m-tile at a time
-        // beside the 128 accumulators (the copies of all four spill)
-        const uint4 u = ld_shared_v4(c.base + C::O_PB + p_frag<1>(b, 0, m, lane));
-        const uint32_t pm[4] = {u.x, u.y, u.z, u.w};
-#else
-        const uint32_t(&pm)[4] = pa[m];
-#endif
-        mma_e4m3(acc[m][2 * cc], pm, e0, e1);
-        mma_e4m3(acc[m][2 * cc + 1], pm, o0, o1);
+    for (int m = 0; m < 4; ++m) {
+      // P of m-tile m (one 16-byte load; emulated e4m3 MMAs (sm_90) take their f16 copies per m-tile)
+      const uint4 u = ld_shared_v4(c.base + C::O_PB + p_frag<1>(b, 0, m, lane));
+      const uint32_t pm[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+      for (int cc = 0; cc < 4; ++cc) {
+        mma_e4m3(acc[m][2 * cc], pm, vb[cc][0], vb[cc][1]);
+        mma_e4m3(acc[m][2 * cc + 1], pm, vb[cc][2], vb[cc][3]);
       }
     }
     if (t + 2 < c.ntiles) mbar_arrive(c.p_empty(t));  // P buffer b may take P(t + 2)
-    if (t + c.depth < c.ntiles) {
-      bar_named(C::BAR_PV, C::PV_THREADS);  // all PV warps are done with this tile's slot
-      load_tile(t + c.depth, pending);
-      pending = fetch(t + c.depth + 1);
-    }
   }
   cp_async_wait<0>();
 
