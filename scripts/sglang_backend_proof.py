@@ -7,6 +7,7 @@ them for the H200). On the H200 (results committed under data/results/h200/):
 
     python3 scripts/sglang_backend_proof.py --out $OUT/backend-proof.json            # 100 replays per size
     python3 scripts/sglang_backend_proof.py --quick --out $OUT/backend-proof.json    # under 3 minutes
+    python3 scripts/sglang_backend_proof.py --impl cuda_sm120_roles --out ...        # an sm_120 card's kernels
 
 Without a GPU it runs as a dry run (the Triton interpreter, graphs replaced by eager calls), which is how
 tests/test_sglang_backend_proof.py runs it. The JSON is rewritten after every row: a run cut off leaves its rows
@@ -40,7 +41,7 @@ def settings(a: argparse.Namespace) -> proof.Settings:
     base = proof.Settings.dry if not gpu else (proof.Settings.quick if a.quick else proof.Settings)
     over = {k: v for k, v in (("max_bs", a.max_bs), ("context", a.context), ("replays", a.replays),
                               ("validate_replays", a.validate_replays), ("eager_batches", a.eager_batches),
-                              ("seed", a.seed), ("sms", a.sms)) if v is not None}
+                              ("seed", a.seed), ("sms", a.sms), ("impl", a.impl)) if v is not None}
     if a.kv:
         over["kvs"] = tuple(a.kv.split(","))
     st = base(**over)
@@ -67,6 +68,8 @@ def main(argv=None) -> int:
     ap.add_argument("--drafts", help="draft kinds, comma-separated: eagle,ddtree,chain (default all)")
     ap.add_argument("--modes", default="on,validate", help="hook modes for the graph phase")
     ap.add_argument("--phases", default="eager,graph,refuse")
+    ap.add_argument("--impl", help="the hook's implementation (kdtree_lab.kernels.impls; default cuda, what this GPU "
+                    "selects; cuda_sm120_roles: what an sm_120 card runs above 32 rows, e4m3 math over fp8 pools)")
     ap.add_argument("--seed", type=int, help="fresh random data per run: defaults to a new seed each run")
     ap.add_argument("--sms", type=int, help="SM count a dry run sizes SGLang's split-K buffers for (132)")
     a = ap.parse_args(argv)

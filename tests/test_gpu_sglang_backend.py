@@ -41,10 +41,12 @@ def _drafts(kind):
     return tuple(d for d in proof.DRAFTS if d.kind == kind)
 
 
-def _run(model_config, tmp_path, phase, kind):
-    """The proof's ``phase`` over the small settings and the drafts of ``kind``; asserts every row passed."""
-    data = proof.run(proof.Settings(**SMALL, drafts=_drafts(kind)), tmp_path / "p.json", model_config,
-                     phases=(phase,), log=lambda s: None)
+def _run(model_config, tmp_path, phase, kind, impl=None):
+    """The proof's ``phase`` (or phases) over the small settings and the drafts of ``kind`` with the hook on
+    ``impl`` (None: the configuration this GPU selects); asserts every row passed."""
+    phases = (phase,) if isinstance(phase, str) else phase
+    data = proof.run(proof.Settings(**SMALL, drafts=_drafts(kind), impl=impl), tmp_path / "p.json", model_config,
+                     phases=phases, log=lambda s: None)
     assert data["ok"], _failures(data)
     return data
 
@@ -75,3 +77,22 @@ def test_refusals_fall_back_with_their_reason_and_sglang_serves(model_config, tm
     assert data["ok"], data["phases"]["refuse"]
     rows = data["phases"]["refuse"]
     assert len(rows) == 4 and all(r["sglang_output_equals_unhooked"] and r["fell_back"] == 1 for r in rows)
+
+
+# What an sm_120 card runs, forced on this GPU: the second generation for the 128-row trees (8 heads x 16 nodes;
+# e4m3 math over an fp8 pool), the first sm_120 kernel for the 32-row chain (the exact e4m3 variant over fp8)
+SM120 = [("eagle", "cuda_sm120_roles", True), ("ddtree", "cuda_sm120_roles", True), ("chain", "cuda_sm120", False)]
+
+
+@pytest.mark.parametrize("kind,impl,e4m3", SM120)
+def test_sglangs_backend_drives_the_hook_on_the_sm120_configurations(model_config, kind, impl, e4m3, tmp_path):
+    """Eager verify, graph capture and replay (on and validate) and the refusals through SGLang's backend with the
+    hook on the configuration an sm_120 card selects: every row passes, e4m3 calls at e4m3's tolerance and no
+    further from the oracle than SGLang's own fp8 kernel (sglang_verdict)."""
+    data = _run(model_config, tmp_path, ("eager", "graph", "refuse"), kind, impl)
+    assert data["impl"] == impl
+    rows = data["phases"]["eager"] + data["phases"]["graph"]
+    assert {r["config"].split()[1] for r in rows} == {"bf16", "fp8"}
+    assert all(r["e4m3_math"] == (e4m3 and r["config"].split()[1] == "fp8") for r in rows)
+    assert all(r["ours_rel_l2"] <= r["sglang_rel_l2"] for r in data["phases"]["eager"] if r["e4m3_math"])
+    assert len(data["phases"]["refuse"]) == 4

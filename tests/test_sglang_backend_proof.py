@@ -66,6 +66,16 @@ def test_refusal_cases_name_what_the_hook_must_say():
     assert cases["pool dtype no configuration reads (fp8_e5m2)"].kv == "fp8_e5m2"
 
 
+def test_an_unknown_or_gpu_only_implementation_is_refused_in_one_line(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    with pytest.raises(proof.ProofError, match=r"impl: expected one of cuda, .*, found 'nope'"):
+        proof.run(proof.Settings.dry(impl="nope"), None, {}, log=lambda s: None)
+    with pytest.raises(proof.ProofError, match="impl: cuda_sm120_roles needs a GPU; a dry run without one runs the "
+                                                "Triton twin"):
+        proof.run(proof.Settings.dry(impl="cuda_sm120_roles"), None, {}, log=lambda s: None)
+
+
 def test_full_tree_mask_is_the_batch_builders_layout():
     b = build_verify_batch([5, 1], 3, 2, mask="chain")
     assert torch.equal(full_tree_mask([5, 1], [chain(3), chain(3)]), b.custom_mask.cpu())

@@ -104,6 +104,10 @@ class Settings:
     drafts: tuple[Draft, ...] = DRAFTS
     seed: int = 0
     sms: int = 132  # SM count the backend sizes its split-K buffers for in a dry run (no GPU)
+    # the hook's implementation (kdtree_lab.kernels.impls): None is "cuda" on a GPU (the configuration it selects) and
+    # the Triton twin in a dry run; a forced one runs SGLang's backend over it (cuda_sm120_roles: what an sm_120 card
+    # selects above 32 rows, with e4m3 math over fp8 pools)
+    impl: str | None = None
 
     @classmethod
     def quick(cls, **over) -> "Settings":
@@ -601,6 +605,12 @@ def _delta(before: dict, hook) -> dict:
 # ----------------------------------------------------------------------------------------------------- phases
 
 
+def _e4m3_math(hook) -> bool:
+    """Whether the hook's planned calls run e4m3 tensor-core math (Q and P rounded to e4m3): they are then judged at
+    e4m3's tolerance and against SGLang's own fp8 error, as parity judges them."""
+    return hook.attn is not None and hook.attn.e4m3_math
+
+
 def eager_phase(stack: Stack, rec: Recorder, rnd: Rand, judge_sglang: bool) -> None:
     """(a) Eager target verify through SGLang's init_forward_metadata, hooked against unhooked and the oracle."""
     hooked, hook = make_backend(stack, "on")
@@ -615,10 +625,12 @@ def eager_phase(stack: Stack, rec: Recorder, rnd: Rand, judge_sglang: bool) -> N
         ours = eager_verify(stack, hooked, reqs, spec, q, k, v, save_kv_cache=True).clone()
         theirs = eager_verify(stack, plain, reqs, spec, q, k, v, save_kv_cache=False)
         _sync(stack.device)
-        verdict = sglang_verdict(ours, theirs, oracle(stack, reqs, q, k, v, mask), judge_sglang)
+        verdict = sglang_verdict(ours, theirs, oracle(stack, reqs, q, k, v, mask), judge_sglang,
+                                 e4m3=_e4m3_math(hook))
         calls = _delta(before, hook)
         ok = verdict["ok"] and calls["served"] == calls["calls"] == 1
         rec.row("eager", {"config": config, "bs": bs, "lens": reqs.lens, **verdict, **calls, "ok": ok,
+                          "e4m3_math": _e4m3_math(hook),
                           "reasons": dict(hook.stats.reasons)})
 
 
@@ -747,7 +759,8 @@ def graph_phase(stack: Stack, rec: Recorder, rnd: Rand, mode: str, replays: int,
             spec.custom_mask = mask.to(torch.uint8)  # the step's tree, off the graph's buffer, for the reference
             theirs = eager_verify(stack, plain, reqs, spec, q[:rt], k[:rt], v[:rt], save_kv_cache=False)
             _sync(dev)
-            verdict = sglang_verdict(ours, theirs, oracle(stack, reqs, q[:rt], k[:rt], v[:rt], mask), judge_sglang)
+            verdict = sglang_verdict(ours, theirs, oracle(stack, reqs, q[:rt], k[:rt], v[:rt], mask), judge_sglang,
+                                     e4m3=_e4m3_math(hook))
             if mode == "validate":
                 # SGLang's kernel wrote o inside the graph: it must be what the unhooked backend writes eagerly (to
                 # bf16 rounding: the two launches see int64 / int32 indptrs and another kv_indices length; whether
@@ -775,7 +788,7 @@ def graph_phase(stack: Stack, rec: Recorder, rnd: Rand, mode: str, replays: int,
                           "raw_bs_range": [prev + 1, bs], "longest_prefix": max(max(x) for x in lens_seen),
                           "validate_errors": validate_errors[:3], "warmup_validate_errors": warm_errors[:2],
                           **({"sglang_bit_equal_replays": bit_equal} if mode == "validate" else {}),
-                          "graph": g is not None})
+                          "graph": g is not None, "e4m3_math": _e4m3_math(hook)})
         prev = bs
     del graphs, hooked, plain
     if gpu:
@@ -816,16 +829,16 @@ def refuse_phase(sg: SimpleNamespace, st: Settings, draft: Draft, rec: Recorder,
     backend writes."""
     for case in refusals(st, draft):
         stack = build_stack(sg, draft, case.kv, st, device, model_dir)
-        ctx = contextlib.nullcontext()
-        if case.impl_config:
-            from ..kernels import loader
+        ctx, case_impl = contextlib.nullcontext(), impl
+        if case.impl_config:  # the library's own choice, forced to case.impl_config (an implementation pinning its
+            from ..kernels import loader  # own configuration would override the forcing): the library refuses
 
-            ctx = loader.impl_config(case.impl_config)
+            ctx, case_impl = loader.impl_config(case.impl_config), "cuda"
         with ctx:
-            hooked, hook = make_backend(stack, "on", impl)
+            hooked, hook = make_backend(stack, "on", case_impl)
             if case.max_bs is not None:
                 hook_module.uninstall(hooked)
-                hook = hook_module.install(hooked, "on", max_bs=case.max_bs, impl=impl)
+                hook = hook_module.install(hooked, "on", max_bs=case.max_bs, impl=case_impl)
         plain, _ = make_backend(stack, "off")
         probe = []
         inner = hooked.verify_shared_kv_fwd
@@ -890,9 +903,15 @@ def run(st: Settings, out: Path | None, model_config: dict, modes: tuple[str, ..
     gpu = torch.cuda.is_available()
     device = torch.device("cuda" if gpu else "cpu")
     judge_sglang = gpu  # SGLang's extend kernel is not faithful under the Triton CPU interpreter
-    impl = None if gpu else "triton"
+    impl = st.impl or ("cuda" if gpu else "triton")
     if not gpu and os.environ.get("TRITON_INTERPRET") != "1":
         raise ProofError("a dry run without a GPU needs TRITON_INTERPRET=1 set before Triton is imported")
+    from ..kernels.impls import IMPLS
+
+    if impl not in IMPLS:
+        raise ProofError(f"impl: expected one of {', '.join(IMPLS)}, found {impl!r}")
+    if not gpu and impl != "triton":
+        raise ProofError(f"impl: {impl} needs a GPU; a dry run without one runs the Triton twin (triton)")
     t_start = time.perf_counter()
     saved_env = {v: os.environ.get(v) for v in (hook_module.ENV_VAR, hook_module.IMPL_VAR)}
     try:
@@ -912,6 +931,7 @@ def _run(st, out, model_config, modes, phases, log, gpu, device, judge_sglang, i
             "sglang": sg.version, "torch": torch.__version__, "device": torch.cuda.get_device_name() if gpu else "cpu",
             "measured_on": "gpu" if gpu else "cpu dry run (Triton interpreter; graphs replaced by eager calls; "
                                              "SGLang's extend kernel recorded, not judged)",
+            "impl": impl,  # the hook's implementation in every phase (the refusal of a forced configuration: cuda)
             "settings": {**asdict(st), "drafts": [asdict(d) for d in st.drafts]}, "modes": list(modes),
             "imported_with_cuda_hidden": True,
             "tree_kernel": "SGLang's sgl_build_tree_kernel_triton (its XPU path) through build_tree_kernel_efficient",
@@ -984,7 +1004,8 @@ def _where(exc: BaseException) -> str:
 
 def summary_table(data: dict) -> str:
     """The short table the script prints: one line per phase and configuration, then the timings."""
-    lines = [f"{'phase / configuration':<40} {'rows':>5} {'ok':>5} {'mism.':>6} {'served/calls':>13}"]
+    lines = [f"the hook's implementation: {data.get('impl', 'cuda')}",
+             f"{'phase / configuration':<40} {'rows':>5} {'ok':>5} {'mism.':>6} {'served/calls':>13}"]
     for key, s in data["summary"].items():
         lines.append(f"{key:<40} {s['rows']:>5} {s['ok']:>5} {s['mismatches']:>6} "
                      f"{str(s['served']) + '/' + str(s['calls']):>13}")
