@@ -287,3 +287,22 @@ def test_the_run_summary_on_a_terminal_is_a_table_not_markdown():
     assert any(ln.split() == ["00_environment", "torch", "2.13.0+cpu"] for ln in figures.splitlines()), figures
     assert any(ln.split() == ["tokens", "287,588"] for ln in figures.splitlines()), figures
     assert "This run was interrupted (Ctrl-C)" in text
+
+
+def test_after_ctrl_c_only_the_dead_kernel_task_report_is_dropped():
+    """asyncio's report of nbclient's cell task dying with the interrupted kernel is dropped; any other record passes."""
+    import logging
+
+    from nbclient.exceptions import DeadKernelError
+
+    from kdtree_lab.lab.runner import _DeadKernelAfterCtrlC
+
+    def record(msg, exc):
+        return logging.LogRecord("asyncio", logging.ERROR, __file__, 1, msg, None,
+                                 (type(exc), exc, None) if exc else None)
+
+    f = _DeadKernelAfterCtrlC()
+    assert not f.filter(record("Task exception was never retrieved\nfuture: <Task>", DeadKernelError("Kernel died")))
+    assert f.filter(record("Task exception was never retrieved\nfuture: <Task>", RuntimeError("other")))
+    assert f.filter(record("Unclosed client session", None))
+    assert f.filter(record("Exception in callback", DeadKernelError("Kernel died")))

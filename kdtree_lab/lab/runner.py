@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import datetime as _dt
 import json
+import logging
 import os
 import re
 import tempfile
@@ -236,6 +237,19 @@ def _ipc_kernel_manager(folder: Path, log: Path):
     return IPCKernelManager
 
 
+class _DeadKernelAfterCtrlC(logging.Filter):
+    """Drops asyncio's "Task exception was never retrieved" report of nbclient's cell task ending in DeadKernelError.
+    After Ctrl-C the runner shuts the kernel down while that background task still waits on it; asyncio reports the
+    task's exception only when it is garbage-collected, as a traceback on stderr, for an interrupt the run's summary
+    already states. Installed only once a run has been interrupted; every other asyncio record passes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from nbclient.exceptions import DeadKernelError
+
+        exc = record.exc_info[1] if record.exc_info else None
+        return not (isinstance(exc, DeadKernelError) and record.getMessage().startswith("Task exception was never"))
+
+
 def execute(entries: list[NotebookEntry], profile: Profile, overrides: dict[str, Any], out_dir: Path | None = None,
             progress: bool = True, timeout_s: int | None = None) -> tuple[Path, list[NotebookOutcome]]:
     """Run the notebooks in order; stop at the first failure. Returns the run dir and per-notebook outcomes."""
@@ -282,6 +296,7 @@ def execute(entries: list[NotebookEntry], profile: Profile, overrides: dict[str,
                 outcome = NotebookOutcome(e.name, "failed", time.perf_counter() - t0, output=str(output),
                                           error=f"{where} ran past the {timeout_s} s cell timeout (--cell-timeout)")
             except KeyboardInterrupt:
+                logging.getLogger("asyncio").addFilter(_DeadKernelAfterCtrlC())
                 where = mark_stopped(output, "interrupted (Ctrl-C)")
                 outcome = NotebookOutcome(e.name, "interrupted", time.perf_counter() - t0, output=str(output),
                                           error=f"Ctrl-C in {where}")
