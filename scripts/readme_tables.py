@@ -7,6 +7,7 @@ generates."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from pathlib import Path
@@ -871,9 +872,15 @@ def e4m3_accuracy_table() -> str:
     return "\n".join(lines)
 
 
+@functools.cache
 def _e4m3_grid_path() -> Path:
-    """The newest committed issue-fp8 grid holding the e4m3 configuration's rows (with the exact path beside it)."""
-    return ROOT / committed_grid(E4M3, "fp8").source
+    """The newest committed issue-fp8 grid holding the e4m3 configuration's rows; the table compares it with the exact
+    path in the same run, so that grid must hold the exact path's rows too (LookupError naming it otherwise)."""
+    path = ROOT / committed_grid(E4M3, "fp8").source
+    if not any(r["impl"] == FP8_EXACT for r in json.loads(path.read_text())["rows"]):
+        raise LookupError(f"{_rel(path)}: holds no {FP8_EXACT} rows beside {E4M3}'s (the sm_120 fp8 table compares "
+                          "the two in one run: bench --preset issue-fp8 runs both)")
+    return path
 
 
 def _e4m3_grid() -> tuple[dict, dict]:

@@ -306,3 +306,12 @@ def test_after_ctrl_c_only_the_dead_kernel_task_report_is_dropped():
     assert f.filter(record("Task exception was never retrieved\nfuture: <Task>", RuntimeError("other")))
     assert f.filter(record("Unclosed client session", None))
     assert f.filter(record("Exception in callback", DeadKernelError("Kernel died")))
+    log = logging.getLogger("asyncio")
+    saved = list(log.filters)  # an interrupted run earlier in this process may have installed one
+    try:
+        log.filters[:] = [x for x in saved if not isinstance(x, _DeadKernelAfterCtrlC)]
+        _DeadKernelAfterCtrlC.install()
+        _DeadKernelAfterCtrlC.install()
+        assert sum(isinstance(x, _DeadKernelAfterCtrlC) for x in log.filters) == 1
+    finally:
+        log.filters[:] = saved

@@ -76,6 +76,16 @@ def test_an_unknown_or_gpu_only_implementation_is_refused_in_one_line(monkeypatc
         proof.run(proof.Settings.dry(impl="cuda_sm120_roles"), None, {}, log=lambda s: None)
 
 
+def test_an_implementation_that_does_not_read_a_pool_asked_for_is_refused_before_the_run(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    with pytest.raises(proof.ProofError, match=r"^impl cuda_sm120_e4m3 serves fp8 KV pools, not bf16: choose the "
+                                                r"pools it serves \(--kv\)$"):
+        proof.run(proof.Settings(impl="cuda_sm120_e4m3"), None, {}, log=lambda s: None)
+    monkeypatch.setenv("KDTREE_VERIFY_IMPL", "nope")
+    with pytest.raises(proof.ProofError, match="KDTREE_VERIFY_IMPL='nope': expected one of cuda, "):
+        proof.run(proof.Settings(), None, {}, log=lambda s: None)
+
+
 def test_full_tree_mask_is_the_batch_builders_layout():
     b = build_verify_batch([5, 1], 3, 2, mask="chain")
     assert torch.equal(full_tree_mask([5, 1], [chain(3), chain(3)]), b.custom_mask.cpu())

@@ -68,6 +68,7 @@ def test_committed_fp8_pool_rows_are_used_where_an_issue_grid_holds_them(monkeyp
 
     now = kt.table("ours-fp8", GPU)
     grid = bench_results.committed_grid("cuda_sm120_e4m3", "fp8")
+    assert grid.source.startswith("data/results/h200/") and grid.source.endswith("/bench-issue-fp8.json")
     assert f"cuda_sm120_e4m3 over fp8 ({grid.source}" in now.label and now.predicted
     assert "cuda_sm120_fp8 over fp8" in now.label  # 32 rows: the exact variant's own rows
     assert "fp8 / cuda_sm120_roles's bf16 time" in now.label  # H = 64, 128 and B = 48: the sibling, scaled

@@ -243,11 +243,22 @@ class _DeadKernelAfterCtrlC(logging.Filter):
     task's exception only when it is garbage-collected, as a traceback on stderr, for an interrupt the run's summary
     already states. Installed only once a run has been interrupted; every other asyncio record passes."""
 
-    def filter(self, record: logging.LogRecord) -> bool:
-        from nbclient.exceptions import DeadKernelError
+    def __init__(self) -> None:
+        super().__init__()
+        from nbclient.exceptions import DeadKernelError  # bound now: the report may come at interpreter shutdown
 
+        self.dead = DeadKernelError
+
+    def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        return not (isinstance(exc, DeadKernelError) and record.getMessage().startswith("Task exception was never"))
+        return not (isinstance(exc, self.dead) and record.getMessage().startswith("Task exception was never"))
+
+    @classmethod
+    def install(cls) -> None:
+        """On asyncio's logger, once per process."""
+        log = logging.getLogger("asyncio")
+        if not any(isinstance(f, cls) for f in log.filters):
+            log.addFilter(cls())
 
 
 def execute(entries: list[NotebookEntry], profile: Profile, overrides: dict[str, Any], out_dir: Path | None = None,
@@ -296,7 +307,7 @@ def execute(entries: list[NotebookEntry], profile: Profile, overrides: dict[str,
                 outcome = NotebookOutcome(e.name, "failed", time.perf_counter() - t0, output=str(output),
                                           error=f"{where} ran past the {timeout_s} s cell timeout (--cell-timeout)")
             except KeyboardInterrupt:
-                logging.getLogger("asyncio").addFilter(_DeadKernelAfterCtrlC())
+                _DeadKernelAfterCtrlC.install()
                 where = mark_stopped(output, "interrupted (Ctrl-C)")
                 outcome = NotebookOutcome(e.name, "interrupted", time.perf_counter() - t0, output=str(output),
                                           error=f"Ctrl-C in {where}")

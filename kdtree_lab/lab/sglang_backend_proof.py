@@ -903,13 +903,19 @@ def run(st: Settings, out: Path | None, model_config: dict, modes: tuple[str, ..
     gpu = torch.cuda.is_available()
     device = torch.device("cuda" if gpu else "cpu")
     judge_sglang = gpu  # SGLang's extend kernel is not faithful under the Triton CPU interpreter
-    impl = st.impl or ("cuda" if gpu else "triton")
     if not gpu and os.environ.get("TRITON_INTERPRET") != "1":
         raise ProofError("a dry run without a GPU needs TRITON_INTERPRET=1 set before Triton is imported")
-    from ..kernels.impls import IMPLS
+    from ..kernels.impls import IMPLS, kv_refusal
 
+    try:  # no --impl: $KDTREE_VERIFY_IMPL, as the hook reads it (default cuda); a dry run: the Triton twin
+        impl = st.impl or (hook_module.parse_impl() if gpu else "triton")
+    except ValueError as exc:
+        raise ProofError(str(exc)) from None
     if impl not in IMPLS:
         raise ProofError(f"impl: expected one of {', '.join(IMPLS)}, found {impl!r}")
+    refused = [kv_refusal(impl, kv) for kv in st.kvs if kv in ("bf16", "fp8") and kv_refusal(impl, kv)]
+    if refused:
+        raise ProofError(f"{refused[0]}: choose the pools it serves (--kv)")
     if not gpu and impl != "triton":
         raise ProofError(f"impl: {impl} needs a GPU; a dry run without one runs the Triton twin (triton)")
     t_start = time.perf_counter()
@@ -1004,7 +1010,7 @@ def _where(exc: BaseException) -> str:
 
 def summary_table(data: dict) -> str:
     """The short table the script prints: one line per phase and configuration, then the timings."""
-    lines = [f"the hook's implementation: {data.get('impl', 'cuda')}",
+    lines = [f"the hook's implementation: {data.get('impl', 'unrecorded')}",
              f"{'phase / configuration':<40} {'rows':>5} {'ok':>5} {'mism.':>6} {'served/calls':>13}"]
     for key, s in data["summary"].items():
         lines.append(f"{key:<40} {s['rows']:>5} {s['ok']:>5} {s['mismatches']:>6} "
