@@ -615,6 +615,7 @@ def eager_phase(stack: Stack, rec: Recorder, rnd: Rand, judge_sglang: bool) -> N
     """(a) Eager target verify through SGLang's init_forward_metadata, hooked against unhooked and the oracle."""
     hooked, hook = make_backend(stack, "on")
     plain, _ = make_backend(stack, "off")
+    e4m3 = _e4m3_math(hook)  # the plan's, for every batch of the phase
     config = f"{stack.draft.name} {stack.kv}"
     for i in range(stack.settings.eager_batches):
         bs = int(rnd.np.integers(1, stack.settings.max_bs + 1)) if i else stack.settings.max_bs
@@ -625,12 +626,11 @@ def eager_phase(stack: Stack, rec: Recorder, rnd: Rand, judge_sglang: bool) -> N
         ours = eager_verify(stack, hooked, reqs, spec, q, k, v, save_kv_cache=True).clone()
         theirs = eager_verify(stack, plain, reqs, spec, q, k, v, save_kv_cache=False)
         _sync(stack.device)
-        verdict = sglang_verdict(ours, theirs, oracle(stack, reqs, q, k, v, mask), judge_sglang,
-                                 e4m3=_e4m3_math(hook))
+        verdict = sglang_verdict(ours, theirs, oracle(stack, reqs, q, k, v, mask), judge_sglang, e4m3=e4m3)
         calls = _delta(before, hook)
         ok = verdict["ok"] and calls["served"] == calls["calls"] == 1
         rec.row("eager", {"config": config, "bs": bs, "lens": reqs.lens, **verdict, **calls, "ok": ok,
-                          "e4m3_math": _e4m3_math(hook),
+                          "e4m3_math": e4m3,
                           "reasons": dict(hook.stats.reasons)})
 
 
@@ -642,6 +642,7 @@ def graph_phase(stack: Stack, rec: Recorder, rnd: Rand, mode: str, replays: int,
     gpu = dev.type == "cuda"
     hooked, hook = make_backend(stack, mode)
     plain, _ = make_backend(stack, "off")
+    e4m3 = _e4m3_math(hook)  # the plan's, for every capture size and replay
     max_bs = max(capture_bs)
     max_tokens = max_bs * n
     hooked.init_cuda_graph_state(max_bs, max_tokens)
@@ -760,7 +761,7 @@ def graph_phase(stack: Stack, rec: Recorder, rnd: Rand, mode: str, replays: int,
             theirs = eager_verify(stack, plain, reqs, spec, q[:rt], k[:rt], v[:rt], save_kv_cache=False)
             _sync(dev)
             verdict = sglang_verdict(ours, theirs, oracle(stack, reqs, q[:rt], k[:rt], v[:rt], mask), judge_sglang,
-                                     e4m3=_e4m3_math(hook))
+                                     e4m3=e4m3)
             if mode == "validate":
                 # SGLang's kernel wrote o inside the graph: it must be what the unhooked backend writes eagerly (to
                 # bf16 rounding: the two launches see int64 / int32 indptrs and another kv_indices length; whether
@@ -788,7 +789,7 @@ def graph_phase(stack: Stack, rec: Recorder, rnd: Rand, mode: str, replays: int,
                           "raw_bs_range": [prev + 1, bs], "longest_prefix": max(max(x) for x in lens_seen),
                           "validate_errors": validate_errors[:3], "warmup_validate_errors": warm_errors[:2],
                           **({"sglang_bit_equal_replays": bit_equal} if mode == "validate" else {}),
-                          "graph": g is not None, "e4m3_math": _e4m3_math(hook)})
+                          "graph": g is not None, "e4m3_math": e4m3})
         prev = bs
     del graphs, hooked, plain
     if gpu:
@@ -913,9 +914,10 @@ def run(st: Settings, out: Path | None, model_config: dict, modes: tuple[str, ..
         raise ProofError(str(exc)) from None
     if impl not in IMPLS:
         raise ProofError(f"impl: expected one of {', '.join(IMPLS)}, found {impl!r}")
-    refused = [kv_refusal(impl, kv) for kv in st.kvs if kv in ("bf16", "fp8") and kv_refusal(impl, kv)]
-    if refused:
-        raise ProofError(f"{refused[0]}: choose the pools it serves (--kv)")
+    for kv in st.kvs:
+        refused = kv_refusal(impl, kv) if kv in ("bf16", "fp8") else None  # fp8_e5m2: the refusal phase's own case
+        if refused:
+            raise ProofError(f"{refused}: choose the pools it serves (--kv)")
     if not gpu and impl != "triton":
         raise ProofError(f"impl: {impl} needs a GPU; a dry run without one runs the Triton twin (triton)")
     t_start = time.perf_counter()
