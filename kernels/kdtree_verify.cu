@@ -29,6 +29,7 @@
 #include "combine/verify_reduce.cuh"
 #include "mma_sync/verify_sm120.cuh"
 #include "mma_sync/verify_sm120_e4m3.cuh"
+#include "mma_sync/verify_sm120_e4m3_32.cuh"
 #include "mma_sync/verify_sm120_roles.cuh"
 #include "sm90/verify_wgmma.cuh"
 #include "sm90/verify_wgmma_v5.cuh"
@@ -69,6 +70,7 @@ const Config kConfigs[] = {
     {wgmma_fp8_entry(), {nullptr, 0, 1, 0}},
     {wgmma_v5_entry(), {kWgmmaFp8, 4, 1, 0}},
     {sm120_e4m3_entry(), {nullptr, 0, 1, 0}},
+    {sm120_e4m3_32_entry(), {nullptr, 0, 1, 0}},
 };
 #ifdef KDT_SM90A_BUILT
 constexpr bool kHasSm90a = true;

@@ -239,11 +239,13 @@ def test_the_sanitizers_every_configuration_covers_the_table(lib):
 
     configs = lib.configs()
     h200 = every_configuration(configs, 90, 232_448)
-    assert set(h200) == {"cuda_sm120", "cuda_sm120_roles", "cuda_wgmma", "cuda_wgmma_v5", "cuda_sm120_e4m3"}
+    assert set(h200) == {"cuda_sm120", "cuda_sm120_roles", "cuda_wgmma", "cuda_wgmma_v5", "cuda_sm120_e4m3",
+                         "cuda_sm120_e4m3_32"}
     reached = {loader.CUDA_IMPLS[i] for i in h200} | {loader.CUDA_IMPLS["cuda_sm120_fp8"],
                                                       loader.CUDA_IMPLS["cuda_wgmma_fp8"]}
     assert reached == {c["kernel"] for c in configs}
-    assert set(every_configuration(configs, 120, 101_376)) == {"cuda_sm120", "cuda_sm120_roles", "cuda_sm120_e4m3"}
+    assert set(every_configuration(configs, 120, 101_376)) == {"cuda_sm120", "cuda_sm120_roles", "cuda_sm120_e4m3",
+                                                               "cuda_sm120_e4m3_32"}
     orphan = configs + [dict(configs[0], index=len(configs), kernel="verify_new_kernel<64>", fp8_config=-1)]
     with pytest.raises(ValueError, match="configs: no implementation runs verify_new_kernel<64>"):
         every_configuration(orphan, 90, 232_448)

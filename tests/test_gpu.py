@@ -11,6 +11,8 @@ from kdtree_lab.checks.batch import build_verify_batch
 from kdtree_lab.checks.oracle import compare, reference
 from kdtree_lab.contract.audit import ContractError
 from kdtree_lab.kernels import abi, dispatch, loader, triton_verify
+from kdtree_lab.kernels.impls import IMPLS
+from kdtree_lab.kernels.launch_plan import E4M3_CONFIGS
 
 pytestmark = pytest.mark.gpu
 HEADS = (8, 16, 64, 128)
@@ -38,18 +40,18 @@ def test_sm120_kernel_edge_grid_and_500_random(impl):
     assert len(report.results) > 500 and report.ok, report.summary()
 
 
-@pytest.mark.parametrize("impl", ["cuda", "cuda_sm120", "cuda_sm120_fp8", "cuda_sm120_e4m3"])
+@pytest.mark.parametrize("impl", ["cuda", "cuda_sm120", "cuda_sm120_fp8", "cuda_sm120_e4m3", "cuda_sm120_e4m3_32"])
 def test_fp8_pool_edge_grid_and_500_random(impl):
     """SGLang's fp8_e4m3 pool with (k_scale, v_scale) other than 1, on the configuration this GPU selects (v5 here,
     whose fp8 pools run v4's exact e4m3 variant), on the sm_120 kernel forced (automatic fp8 math at its 32-row
-    tile: the exact variant), that exact variant and the e4m3 tensor-core configuration (at e4m3's tolerance), each
-    forced: the GPU grid against the fp64 oracle of the dequantised pool."""
+    tile: the exact variant), that exact variant and the e4m3 tensor-core configurations (64- and 32-row CTAs, at
+    e4m3's tolerance), each forced: the GPU grid against the fp64 oracle of the dequantised pool."""
     report = parity.run_parity(impl, parity.fp8_cases(parity.gpu_grid(500, seed=817, heads=HEADS)), "cuda")
     assert len(report.results) > 500 and report.ok, report.summary()
     assert all(r.case.kv_dtype == "fp8" for r in report.results)
 
 
-@pytest.mark.parametrize("variant", ["cuda_sm120_fp8", "cuda_sm120_e4m3"])
+@pytest.mark.parametrize("variant", ["cuda_sm120_fp8", "cuda_sm120_e4m3", "cuda_sm120_e4m3_32"])
 def test_a_pool_the_forced_configuration_does_not_read_is_refused_in_one_line(variant):
     """Every bf16 configuration reads fp8 pools (through its e4m3 variants); a bf16 pool on a forced fp8-only
     configuration is refused as a dtype error: the launcher says so and writes nothing, and the GPU stays usable."""
@@ -91,12 +93,12 @@ def test_out_of_pool_index_sets_flag_and_gpu_stays_usable():
 
 
 @pytest.mark.parametrize("impl", ["cuda", "cuda_sm120", "cuda_sm120_roles", "cuda_wgmma", "cuda_wgmma_v5",
-                                  "cuda_sm120_e4m3"])
+                                  "cuda_sm120_e4m3", "cuda_sm120_e4m3_32"])
 def test_corrupt_kv_indptr_sets_flag_in_every_configuration(impl):
     """A request whose kv_indptr end is before its start raises KDT_FLAG_KV_INDPTR (its prefix is read as empty, no
     slot outside its range is touched) in every configuration, and the other request is served exactly (the e4m3
     tensor-core configuration over an fp8 pool, at e4m3's tolerance)."""
-    fp8 = impl == "cuda_sm120_e4m3"  # the fp8-only configuration: over an fp8 pool
+    fp8 = IMPLS[impl].kv_dtypes == ("fp8",)  # an fp8-only configuration: over an fp8 pool
     b = build_verify_batch([300, 200], 4, 8, seed=5, device="cuda", **({"kv_dtype": "fp8"} if fp8 else {}))
     good = b.kv_indptr.clone()
     b.kv_indptr[1], b.kv_indptr[2] = 300, 250  # request 1: end 250 before its start 300
@@ -107,7 +109,8 @@ def test_corrupt_kv_indptr_sets_flag_in_every_configuration(impl):
     assert dispatch.read_status(ws) & abi.FLAG_KV_INDPTR, impl
     b.kv_indptr.copy_(good)
     rows = 4  # request 0's draft rows: its prefix and draft block are intact
-    assert parity.within_tolerance(compare(out[:rows], reference(b)[:rows]), e4m3=impl == "cuda_sm120_e4m3"), impl
+    e4m3 = IMPLS[impl].kernel in E4M3_CONFIGS
+    assert parity.within_tolerance(compare(out[:rows], reference(b)[:rows]), e4m3=e4m3), impl
 
 
 def test_bad_input_is_refused_before_launch():

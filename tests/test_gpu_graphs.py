@@ -40,7 +40,7 @@ def test_sm120_kernel_all_23_sizes_capture_and_replay_without_mismatch(impl, blo
     assert rep.ok, rep.failures[:5]
 
 
-@pytest.mark.parametrize("impl", ["cuda", "cuda_sm120", "cuda_sm120_fp8", "cuda_sm120_e4m3"])
+@pytest.mark.parametrize("impl", ["cuda", "cuda_sm120", "cuda_sm120_fp8", "cuda_sm120_e4m3", "cuda_sm120_e4m3_32"])
 def test_fp8_pool_all_23_sizes_capture_and_replay_without_mismatch(impl):
     """An fp8_e4m3 pool (scales other than 1, captured as constants): the 23 sizes x 100 fresh replays (cuda_sm120
     at these 128 rows under automatic fp8 math runs its exact variant cuda_sm120_fp8, as forced here too; and the e4m3

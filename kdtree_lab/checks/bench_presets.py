@@ -54,7 +54,7 @@ def preset(name: str) -> list[tuple[Shape, list[str]]]:
                         out.append((s, ["cuda", "triton"] + ([] if slow else ["sglang_extend", "sglang_decode"])))
         return out
     if name == "issue-fp8":  # the issue grid's TP8 / TP4 rows over an fp8 pool: what sm_120 runs for it, e4m3 and exact
-        return [(Shape(b, length, n, h, kv="fp8"), ["cuda_sm120_e4m3", "cuda_sm120_fp8"])
+        return [(Shape(b, length, n, h, kv="fp8"), ["cuda_sm120_e4m3", "cuda_sm120_e4m3_32", "cuda_sm120_fp8"])
                 for b, length, n, h in TP8_TP4_ROWS]
     if name == "hopper-fp8":  # issue 36's sm_90a part: the same rows over both pools on the default (v5 over bf16;
         # an fp8 pool runs v4's e4m3 variant, what v5 maps it to)

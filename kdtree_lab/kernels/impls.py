@@ -38,6 +38,9 @@ IMPLS: dict[str, Impl] = {i.name: i for i in (
     Impl("cuda_sm120_e4m3", "cuda", "verify_sm120_e4m3_kernel<64>",
          "the second generation over e4m3 pools on e4m3 tensor cores (Q and P rounded to e4m3 per row, fp32 "
          "accumulation; the draft block exact in bf16), forced", ("fp8",)),
+    Impl("cuda_sm120_e4m3_32", "cuda", "verify_sm120_e4m3_32_kernel",
+         "the 32-row role split over e4m3 pools on e4m3 tensor cores (4 QK warps, two per m-tile splitting each "
+         "tile's keys; 4 PV warps; the 64-row form's rounding; the draft block exact in bf16), forced", ("fp8",)),
     Impl("cuda_wgmma", "cuda", "verify_wgmma_kernel<64,2>", "v4, the sm_90a wgmma kernel, forced (9.x only)",
          ("bf16", "fp8")),
     Impl("cuda_wgmma_fp8", "cuda", "verify_wgmma_kernel<64,2,true>",

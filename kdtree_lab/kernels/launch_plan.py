@@ -105,7 +105,8 @@ class AutoConfig:
 
 FP8_MATHS = ("auto", "exact", "e4m3")  # abi.FP8_MATH's names (this module stays ctypes-free)
 E4M3_SM120 = Config("verify_sm120_e4m3_kernel<64>", 64)  # the e4m3 tensor-core configuration of 99 KB GPUs
-E4M3_CONFIGS = frozenset({E4M3_SM120.name})  # configurations that round Q and P to e4m3 (their own tolerance)
+E4M3_SM120_32 = Config("verify_sm120_e4m3_32_kernel", 32)  # its 32-row form (rows <= 32)
+E4M3_CONFIGS = frozenset({E4M3_SM120.name, E4M3_SM120_32.name})  # configurations that round Q and P to e4m3 (their own tolerance)
 
 
 # The launcher's automatic choice (kdtree_verify_select_config, then kdtree_verify_config_for_pool for the pool),

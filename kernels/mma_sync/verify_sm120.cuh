@@ -46,18 +46,17 @@ struct Cfg120 {
 // rate): e4m3 -> f16x2 is one exact cvt, P (<= 2^RESCALE_SLACK) is written as f16, and Q is converted once with a
 // power-of-two scale 2^-qexp that puts the tile's max |Q| in [2^14, 2^15) (exact for every bf16 value above
 // 2^-17 of that max); 2^qexp goes into the logit scale. k_scale / v_scale as for bf16 pools.
+// One CTA's work (w, set up by setup_work) in the kernel's 86,912 B of dynamic shared memory at smem: what
+// verify_sm120_kernel runs, and the draft-block CTA of the 32-row e4m3 configuration (verify_sm120_e4m3_32.cuh).
 template <int BM, int STAGES, bool FP8 = false>
-__global__ void __launch_bounds__(Cfg120<STAGES>::THREADS, 1) verify_sm120_kernel(Params p) {
+__device__ __forceinline__ void sm120_cta(const Params& p, const Work& w, unsigned char* smem) {
   using C = Cfg120<STAGES>;
   static_assert(BM == C::BM, "32-row tiles");
   constexpr int ROW = D_QK * 2;  // bytes per swizzled tile row
-  extern __shared__ __align__(16) unsigned char smem[];
   float* sred = reinterpret_cast<float*>(smem + C::RING_BYTES);
   __nv_bfloat16* ps = reinterpret_cast<__nv_bfloat16*>(smem + C::RING_BYTES + C::S_BYTES);
   float* stat = reinterpret_cast<float*>(smem + C::RING_BYTES + C::S_BYTES + C::P_BYTES);  // alpha | m | l
 
-  Work w;
-  if (!setup_work<BM, C::THREADS>(p, C::BN, w)) return;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int qr = warp & 1, dh = (warp >> 1) & 1, kh = warp >> 2;
   const int mi = lane >> 3, sw = lane & 7;
@@ -367,6 +366,14 @@ __global__ void __launch_bounds__(Cfg120<STAGES>::THREADS, 1) verify_sm120_kerne
                              warp * 64, acc[mt], h);
       }
     }
+}
+
+template <int BM, int STAGES, bool FP8 = false>
+__global__ void __launch_bounds__(Cfg120<STAGES>::THREADS, 1) verify_sm120_kernel(Params p) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  Work w;
+  if (!setup_work<BM, Cfg120<STAGES>::THREADS>(p, Cfg120<STAGES>::BN, w)) return;
+  sm120_cta<BM, STAGES, FP8>(p, w, smem);
 }
 
 template <int STAGES>
