@@ -7,7 +7,7 @@ shows what the empty splits (skipped by the split kernel, still merged by the co
 the benchmark of record is ``kdtree-lab bench``. With ``--repeat K`` each automatic-split row also gets its marginal
 cost inside a graph of K calls, and the run the marginal cost of one and of two one-element kernels (the launches).
 
-    python3 scripts/fixed_cost.py --out $OUT/fixed-cost.json [--impls cuda,cuda_sm120] [--repeat 10]
+    python3 scripts/fixed_cost.py --out $OUT/fixed-cost.json [--impls cuda,cuda_sm120] [--repeat 10] [--kv fp8]
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--impls", default="cuda,cuda_sm120")
     ap.add_argument("--drafts", default="4,16")
+    ap.add_argument("--kv", default="bf16", choices=("bf16", "fp8"), help="the KV pool (default bf16)")
     ap.add_argument("--lengths", default=",".join(map(str, LENGTHS)), help="prefix lengths (tokens), comma list")
     ap.add_argument("--nsplit", default=",".join(map(str, NSPLITS)), help="split counts beside the automatic one")
     ap.add_argument("--repeat", type=int, default=0,
@@ -71,14 +72,14 @@ def main(argv=None) -> int:
           result.get("marginal_floor_ms", ""), flush=True)
     for impl in a.impls.split(","):
         for n in (int(x) for x in a.drafts.split(",")):
-            auto = VerifyAttention(1, n, 8, impl=impl).nsplit(1)
+            auto = VerifyAttention(1, n, 8, a.kv, impl=impl).nsplit(1)
             for length in (int(x) for x in a.lengths.split(",")):
                 for nsplit in sorted({int(x) for x in a.nsplit.split(",")} | {auto}):
-                    t = time_ours(impl, Shape(1, length, n, 8), nsplit=nsplit)
-                    row = {"impl": impl, "B": 1, "L": length, "N": n, "H": 8, "nsplit": nsplit, "auto": nsplit == auto,
+                    t = time_ours(impl, Shape(1, length, n, 8, kv=a.kv), nsplit=nsplit)
+                    row = {"impl": impl, "kv": a.kv, "B": 1, "L": length, "N": n, "H": 8, "nsplit": nsplit, "auto": nsplit == auto,
                            "ms": round(t.ms, 5), "timing": t.method, "kernel": t.kernel}
                     if a.repeat > 1 and nsplit == auto:
-                        row["marginal_ms"] = round(marginal_ms(impl, Shape(1, length, n, 8), nsplit, a.repeat), 5)
+                        row["marginal_ms"] = round(marginal_ms(impl, Shape(1, length, n, 8, kv=a.kv), nsplit, a.repeat), 5)
                     result["rows"].append(row)
                     print(json.dumps(row), flush=True)
                     with open(a.out, "w") as f:  # after every row: a run cut off keeps what it measured

@@ -42,24 +42,28 @@ def test_what_sm_120_selects_fits_it_in_the_sm_120a_build(built):
         assert len(res) == 1 and res[0].hmma > 0 and res[0].local_bytes == 0, (name, res)
 
 
-def test_the_e4m3_configuration_runs_block_scaled_e4m3_mmas_in_the_sm_120a_build(built):
-    """What a 99 KB GPU runs for an fp8 pool (automatic fp8 math): the e4m3 tensor-core configuration, in the sm_120a
-    cubin with block-scaled e4m3 MMAs (QMMA.SF: twice the rate of the plain form on GB202 with fp32 accumulation),
-    the draft block's bf16 HMMAs, no local memory, within sm_120's limits; on sm_90a (no e4m3 tensor cores) it is
-    emulated with f16 HMMAs and its spills are reported, not refused (build.EMULATED)."""
+MANGLED = {"verify_sm120_e4m3_kernel<64>": "_ZN3kdt24verify_sm120_e4m3_kernelILi64EEEvNS_6ParamsE",
+           "verify_sm120_e4m3_32_kernel": "_ZN3kdt27verify_sm120_e4m3_32_kernelENS_6ParamsE"}
+
+
+@pytest.mark.parametrize("name", sorted(MANGLED))
+def test_the_e4m3_configurations_run_block_scaled_e4m3_mmas_in_the_sm_120a_build(built, name):
+    """What a 99 KB GPU runs for an fp8 pool (automatic fp8 math): the e4m3 tensor-core configurations (64-row CTAs
+    above 32 rows, 32-row CTAs for the rest), in the sm_120a cubin with block-scaled e4m3 MMAs only (QMMA.SF: twice
+    the rate of the plain form on GB202 with fp32 accumulation) beside the draft block's bf16 HMMAs, no local memory,
+    within sm_120's limits; on sm_90a (no e4m3 tensor cores) they are emulated with f16 HMMAs and their spills are
+    reported, not refused (build.EMULATED)."""
     from kdtree_lab.kernels import build as b
-    from kdtree_lab.kernels.launch_plan import AUTO_CONFIGS, E4M3_SM120
+    from kdtree_lab.kernels.launch_plan import AUTO_CONFIGS, E4M3_CONFIGS
 
     _, report = built
-    assert {a.fp8_e4m3 for a in AUTO_CONFIGS if a.e4m3_default} == {E4M3_SM120}
-    name = E4M3_SM120.name
+    assert {a.fp8_e4m3.name for a in AUTO_CONFIGS if a.e4m3_default} == set(MANGLED) == set(E4M3_CONFIGS)
     assert {c["kernel"]: c for c in report.configs}[name]["fits"]["sm_120a"]
     res = {r.arch: r for r in report.resources if r.kernel == name}
     assert res["sm_120a"].local_bytes == 0 and res["sm_120a"].stack == 0, res["sm_120a"]
-    assert res["sm_120a"].qmma > 0 and res["sm_120a"].hmma > res["sm_120a"].qmma  # QMMA prefix, HMMA draft block
+    assert res["sm_120a"].qmma > 0 and res["sm_120a"].hmma > 0  # QMMA prefix splits, HMMA draft block
     assert res["sm_90a"].qmma == 0 and name in b.EMULATED["sm_90a"]
-    sass = b._cuobjdump(["--dump-sass", "-arch", "sm_120a", "-fun", "_ZN3kdt24verify_sm120_e4m3_kernelILi64EEEvNS_6ParamsE",
-                         str(report.library)])
+    sass = b._cuobjdump(["--dump-sass", "-arch", "sm_120a", "-fun", MANGLED[name], str(report.library)])
     qmma = [line for line in sass.splitlines() if "QMMA" in line]
     assert qmma and all("QMMA.SF.16832.F32.E4M3.E4M3" in line for line in qmma), qmma[:3]
 

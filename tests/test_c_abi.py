@@ -95,8 +95,8 @@ def test_selection_follows_the_declared_properties(lib):
 def test_every_configuration_names_what_it_runs_over_each_pool(lib):
     """One home for the pool mapping: bf16 runs the configuration itself, fp8 the e4m3 variant of the sm_120 kernel
     or of v4 (the launcher calls the same function) under exact fp8 math, the sm_120 configurations' e4m3
-    tensor-core configuration under e4m3 math and, above 32 rows, automatic math (v4 and v5 have none: exact there
-    too); every bf16 configuration has an fp8 path (-KDT_ERR_UNSUPPORTED is for one without); a forced variant
+    tensor-core configurations (the 32-row form for the first kernel, the 64-row one for its second generation)
+    under e4m3 and automatic math (v4 and v5 have none: exact there too); every bf16 configuration has an fp8 path (-KDT_ERR_UNSUPPORTED is for one without); a forced variant
     refuses bf16 (the refusal: -KDT_ERR_BAD_DTYPE, and KernelCallError naming the configuration in Python)."""
     names = [c["kernel"] for c in lib.configs()]
     impl = loader.CUDA_IMPLS
@@ -104,8 +104,8 @@ def test_every_configuration_names_what_it_runs_over_each_pool(lib):
         with loader.fp8_math_mode(mode):
             for sm120 in ("cuda_sm120", "cuda_sm120_roles"):
                 got = lib.lib.kdtree_verify_config_for_pool(names.index(impl[sm120]), 1)
-                want = "cuda_sm120_fp8" if mode == "auto" and sm120 == "cuda_sm120" else "cuda_sm120_e4m3"
-                assert names[got] == impl[want], (mode, sm120)  # automatic math: exact at 32 rows and fewer
+                want = "cuda_sm120_e4m3_32" if sm120 == "cuda_sm120" else "cuda_sm120_e4m3"
+                assert names[got] == impl[want], (mode, sm120)  # automatic math: e4m3 at every row count
             assert names[lib.lib.kdtree_verify_config_for_pool(names.index(impl["cuda_wgmma_v5"]), 1)] == \
                 impl["cuda_wgmma_fp8"]
     assert lib.lib.kdtree_verify_set_fp8_math(7) == -2  # unknown mode: refused, the mode kept
@@ -116,13 +116,13 @@ def test_every_configuration_names_what_it_runs_over_each_pool(lib):
     assert names[run[impl["cuda_sm120_roles"]]["fp8"]] == impl["cuda_sm120_fp8"]
     assert names[run[impl["cuda_wgmma"]]["fp8"]] == impl["cuda_wgmma_fp8"]
     assert names[run[impl["cuda_wgmma_v5"]]["fp8"]] == impl["cuda_wgmma_fp8"]  # v5 has no e4m3 variant of its own
-    for variant in ("cuda_sm120_fp8", "cuda_wgmma_fp8", "cuda_sm120_e4m3"):
+    for variant in ("cuda_sm120_fp8", "cuda_wgmma_fp8", "cuda_sm120_e4m3", "cuda_sm120_e4m3_32"):
         assert names[run[impl[variant]]["fp8"]] == impl[variant] and run[impl[variant]]["bf16"] == -4
     for bf16 in ("cuda_sm120", "cuda_sm120_roles", "cuda_wgmma", "cuda_wgmma_v5"):
         assert names[run[impl[bf16]]["bf16"]] == impl[bf16] and run[impl[bf16]]["fp8"] >= 0
     assert all(r["fp8"] != -6 for r in run.values())  # no configuration of the table lacks an fp8 path
     assert lib.lib.kdtree_verify_config_for_pool(0, 7) == -4 and lib.lib.kdtree_verify_config_for_pool(99, 0) == -2
-    for variant in ("cuda_sm120_fp8", "cuda_sm120_e4m3"):
+    for variant in ("cuda_sm120_fp8", "cuda_sm120_e4m3", "cuda_sm120_e4m3_32"):
         with pytest.raises(loader.KernelCallError, match=re.escape(f"{impl[variant]}, bf16 KV pool: ") + ".*a bf16 "
                            "pool on a forced configuration that reads fp8 \\(e4m3\\) pools only"):
             lib.config_for_pool(names.index(impl[variant]), "bf16")
@@ -169,7 +169,7 @@ def test_the_python_rule_is_the_librarys_choice_over_a_grid(lib):
     chosen = {_choice(lib.select, *shape, kv, dev, m) for dev in DEVICES for shape in SHAPES for kv in KV_DTYPES
               for m in launch_plan.FP8_MATHS}
     assert "refused" in chosen and len(chosen) >= 7  # the grid reaches every automatic configuration and a refusal
-    assert launch_plan.E4M3_SM120 in chosen
+    assert launch_plan.E4M3_SM120 in chosen and launch_plan.E4M3_SM120_32 in chosen
 
 
 def test_the_budget_plans_each_gpu_preset_as_the_library_would(lib):
@@ -200,7 +200,8 @@ def test_configurations_are_named_exactly(lib):
         lib.config_index("verify_sm120_kernel")  # a prefix of two configurations' names
     assert lib.forced("verify_sm120_kernel<32,2>", "fp8", "exact") == \
         launch_plan.Config("verify_sm120_kernel<32,2,true>", 32)
-    assert lib.forced("verify_sm120_kernel<32,2>", "fp8", "e4m3") == launch_plan.E4M3_SM120
+    assert lib.forced("verify_sm120_kernel<32,2>", "fp8", "e4m3") == launch_plan.E4M3_SM120_32
+    assert lib.forced("verify_sm120_kernel<32,2>", "fp8") == launch_plan.E4M3_SM120_32
     assert lib.forced("verify_sm120_roles_kernel<64>", "fp8") == launch_plan.E4M3_SM120
     with pytest.raises(launch_plan.NoConfiguration, match=re.escape("verify_sm120_kernel<32,2,true> does not read bf16")):
         lib.forced("verify_sm120_kernel<32,2,true>", "bf16")

@@ -80,8 +80,8 @@ def test_refusals_fall_back_with_their_reason_and_sglang_serves(model_config, tm
 
 
 # What an sm_120 card runs, forced on this GPU: the second generation for the 128-row trees (8 heads x 16 nodes;
-# e4m3 math over an fp8 pool), the first sm_120 kernel for the 32-row chain (the exact e4m3 variant over fp8)
-SM120 = [("eagle", "cuda_sm120_roles", True), ("ddtree", "cuda_sm120_roles", True), ("chain", "cuda_sm120", False)]
+# e4m3 math over an fp8 pool), the first sm_120 kernel for the 32-row chain (its 32-row e4m3 form over fp8)
+SM120 = [("eagle", "cuda_sm120_roles", True), ("ddtree", "cuda_sm120_roles", True), ("chain", "cuda_sm120", True)]
 
 
 @pytest.mark.parametrize("kind,impl,e4m3", SM120)

@@ -44,24 +44,27 @@ def test_hook_matches_sglang(variant, mask):
     assert within_tolerance(compare(ours[:rows], ref)) and within_tolerance(compare(theirs[:rows], ref))
 
 
+@pytest.mark.parametrize("shape", [(8, 16), (4, 8)], ids=["128rows", "32rows"])
 @pytest.mark.parametrize("variant", ["eager", "capture"])
 @pytest.mark.parametrize("mask", ["tree", "chain", "causal"])
-def test_hook_serves_fp8_pools_like_sglang(variant, mask):
+def test_hook_serves_fp8_pools_like_sglang(variant, mask, shape):
     """An fp8_e4m3 pool with k_scale, v_scale other than 1: the hook serves it (no fall-back) and lands within the
     oracle's tolerance of the dequantised pool; SGLang's kernel downcasts Q and P to e4m3 for the prefix
-    (data/contracts/sglang-0.5.23-fp8-kv.yaml), so the two differ by about SGLang's own distance to the oracle."""
-    b = build_verify_batch([3000, 17, 1], 8, 16, variant=variant, mask=mask,
-                           padded_bs=4 if variant == "capture" else None, seed=hash((variant, mask, 8)) % 1000,
+    (data/contracts/sglang-0.5.23-fp8-kv.yaml), so the two differ by about SGLang's own distance to the oracle.
+    128 rows (8 nodes x 16 heads) and 32 (a chain of 4 at 8 heads, what the 32-row configurations run)."""
+    n, h = shape
+    b = build_verify_batch([3000, 17, 1], n, h, variant=variant, mask=mask,
+                           padded_bs=4 if variant == "capture" else None, seed=hash((variant, mask, n)) % 1000,
                            device="cuda", kv_dtype="fp8", k_scale=0.75, v_scale=1.5)
-    hook = sglang_hook.VerifyHook("on", max_bs=8, num_draft=8, num_heads=16, kv_dtype="fp8")
+    hook = sglang_hook.VerifyHook("on", max_bs=8, num_draft=n, num_heads=h, kv_dtype="fp8")
     assert hook(*b.extend_attention_args(), b.k_scale, b.v_scale, b.sm_scale, max_bs=8) is True
     assert hook.stats.fell_back == 0
     ours = b.o.clone()
     theirs = sglang_kernels.extend_attention(b, torch.full_like(b.o, float("nan")))
-    rows = b.live_bs * 8
+    rows = b.live_bs * n
     ref = reference(b)[:rows]
     mine, sglang_err = compare(ours[:rows], ref), compare(theirs[:rows], ref)
-    print(f"fp8 {variant} {mask}: ours vs oracle {mine['rel_l2']:.2e}, SGLang vs oracle {sglang_err['rel_l2']:.2e}")
+    print(f"fp8 {variant} {mask} {n}x{h}: ours vs oracle {mine['rel_l2']:.2e}, SGLang vs oracle {sglang_err['rel_l2']:.2e}")
     assert within_tolerance(mine, hook.attn.e4m3_math) and mine["rel_l2"] <= sglang_err["rel_l2"]
     gap = compare(ours[:rows], theirs[:rows])["rel_l2"]
     assert gap <= parity.SGLANG_GAP_FACTOR * sglang_err["rel_l2"] + parity.REL_L2_TOL

@@ -49,8 +49,9 @@ def test_select_names_the_configuration_by_device_and_pool(monkeypatch):
         assert pick(1, 16, 8, "fp8", no_wgmma) == launch_plan.E4M3_SM120
     assert pick(8, 4, 16, "fp8", RTX, "exact") == launch_plan.Config("verify_sm120_kernel<32,2,true>", 32)
     assert pick(8, 4, 16, "fp8", RTX) == pick(1, 16, 8, "fp8", RTX) == launch_plan.E4M3_SM120  # above 32 rows
-    assert pick(1, 4, 8, "fp8", RTX).name == "verify_sm120_kernel<32,2,true>"  # 32 rows: exact under automatic math
-    assert pick(1, 4, 8, "fp8", RTX, "e4m3") == launch_plan.E4M3_SM120
+    assert pick(1, 4, 8, "fp8", RTX) == launch_plan.E4M3_SM120_32  # 32 rows: the 32-row e4m3 form
+    assert pick(1, 4, 8, "fp8", RTX, "e4m3") == launch_plan.E4M3_SM120_32
+    assert pick(1, 4, 8, "fp8", RTX, "exact").name == "verify_sm120_kernel<32,2,true>"
     assert pick(1, 16, 8, "fp8", H200, "e4m3").name == "verify_wgmma_kernel<64,2,true>"  # none on sm_90a: exact
     with pytest.raises(ValueError, match="fp8_math: expected one of auto, exact, e4m3, found 'fast'"):
         pick(1, 16, 8, "fp8", RTX, "fast")

@@ -126,7 +126,7 @@ AUTO_CONFIGS = (
     AutoConfig(Config("verify_sm120_roles_kernel<64>", 64), smem=99_432, rows=(33, 1 << 30),
                fp8=Config("verify_sm120_kernel<32,2,true>", 32), fp8_e4m3=E4M3_SM120, e4m3_default=True),
     AutoConfig(Config("verify_sm120_kernel<32,2>", 32), smem=86_912, fp8=Config("verify_sm120_kernel<32,2,true>", 32),
-               fp8_e4m3=E4M3_SM120),
+               fp8_e4m3=E4M3_SM120_32, e4m3_default=True),
 )
 
 
