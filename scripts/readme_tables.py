@@ -983,7 +983,7 @@ BLOCKS = {"headline": headline_sentence, "configs": configs_table, "current": cu
           "e4m3_ceiling": e4m3_ceiling_table, "e4m3_accuracy": e4m3_accuracy_table, "sm120_fp8": sm120_fp8_table,
           "chain_peers": chain_peers_table, "fp8_headline": fp8_headline_sentence}
 FILES = (ROOT / "README.md", *(ROOT / "docs" / f"{name}.md" for name in ("kernels", "results", "performance",
-                                                                         "memory", "sglang", "speculation")))
+                                                                         "performance-history", "memory", "sglang", "speculation")))
 
 
 def _replace(text: str, name: str, body: str) -> str:

@@ -41,7 +41,8 @@ def test_docs_tables_are_generated_from_committed_results():
         for name in BLOCKS:
             assert f"<!-- BEGIN {name} -->\n<!-- END {name} -->" not in text, f"{path.name}: empty {name} block"
     where = {"README.md": ("headline",), "results.md": ("current", "sm120", "sm120_targets", "rtx_prediction"),
-             "kernels.md": ("configs",), "performance.md": ("versions", "v5", "targets"),
+             "kernels.md": ("configs",), "performance.md": ("floors", "sm120_fp8", "issue18_targets", "xqa_peer"),
+             "performance-history.md": ("versions", "v5", "targets", "fixed_cost"),
              "speculation.md": ("speculation",)}
     for page, names in where.items():
         text = README if page == "README.md" else DOCS[page]

@@ -10,7 +10,7 @@ function of (bs, N, H, kv_dtype, device): the C library's own choice where the l
 tests/test_c_abi.py holds equal to the library's answer over a grid of shapes, pools and devices. The C library
 computes the same workspace (``kdtree_verify_workspace_bytes``) and caps the split count at the same
 ``MAX_NSPLIT``; tests/test_c_abi.py holds those equal too. The reasoning behind the split rule is in
-docs/performance.md ("Wave-aware split counts").
+docs/performance-history.md ("Wave-aware split counts", under v4).
 """
 
 from __future__ import annotations
