@@ -73,7 +73,7 @@ def test_hand_computed_kv_tokens():
     r = compute(inp)
     g = 143771 * MIB - 2414 * MIB
     lw = loaded("deepseek-v3", "fp8", 8, "marlin", draft=True)
-    w, d = lw.target_bytes + lw.allocator_bytes, lw.draft_bytes
+    w, d = lw.target_loaded_bytes, lw.draft_loaded_bytes
     assert (r.g_bytes, r.weights_bytes, r.draft_weights_bytes, r.cell_bytes) == (g, w, d, 71_424)
     assert 79.5 * GIB < w < 80 * GIB and 1.9 * GIB < d < 2.1 * GIB  # hand count: tests/test_weight_sharding.py
     assert r.kv_tokens == int((g * 0.8 - w - d) // 71_424)

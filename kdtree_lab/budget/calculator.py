@@ -211,8 +211,8 @@ def compute(inp: BudgetInputs) -> BudgetResult:
         lw = loaded(inp.model, inp.quant, inp.tp, moe_runner_for(inp.quant, g.compute_capability), draft=True)
     except WeightsInputError as exc:
         raise BudgetInputError(str(exc)) from exc
-    weights = int(inp.measured.get("weights", lw.target_bytes + lw.allocator_bytes))
-    draft = int(inp.measured.get("draft_weights", lw.draft_bytes))
+    weights = int(inp.measured.get("weights", lw.target_loaded_bytes))
+    draft = int(inp.measured.get("draft_weights", lw.draft_loaded_bytes))
     reserve = mm_reserve_bytes(lw.vision)
     if weights + draft + reserve >= g_bytes:
         raise BudgetInputError(f"weights: {(weights + draft) / GIB:.1f} GiB per GPU ({m.label}, {inp.quant}, "

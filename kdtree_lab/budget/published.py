@@ -55,7 +55,7 @@ def recompute(entry: dict, weights_fn=None) -> Recomputed:
     if not c:
         return Recomputed(None, None, None, None, None)
     lw = loaded(c["model"], c["quant"], c["tp"], c["moe_runner"], c.get("draft", False), c.get("vision"))
-    weights = lw.target_bytes + lw.allocator_bytes
+    weights = lw.target_loaded_bytes
     total = lw.total_bytes + mm_reserve_bytes(lw.vision)
     explained = None
     if c.get("shared_expert_replicas"):  # SGLang 0.4.6 held R TP-sharded copies of the shared expert, 0.5.23 one

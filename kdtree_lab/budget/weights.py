@@ -73,7 +73,8 @@ class LoadedWeights:
     draft_terms: tuple[WeightTerm, ...]
     target_bytes: int
     draft_bytes: int
-    allocator_bytes: int
+    allocator_bytes: int  # over both models
+    target_allocator_bytes: int  # after the target's load (what its "Load weight end ... mem usage" includes)
     moe_runner: str
     vision: bool
 
@@ -81,12 +82,25 @@ class LoadedWeights:
     def total_bytes(self) -> int:
         return self.target_bytes + self.draft_bytes + self.allocator_bytes
 
+    @property
+    def target_loaded_bytes(self) -> int:
+        """The target's weights as SGLang's first "Load weight end ... mem usage" counts them."""
+        return self.target_bytes + self.target_allocator_bytes
+
+    @property
+    def draft_loaded_bytes(self) -> int:
+        """The draft's, as its own "Load weight end" line counts them (0 without a draft)."""
+        return self.total_bytes - self.target_loaded_bytes
+
     def rows(self) -> list[dict]:
         out = [t.row() | {"model": "target"} for t in self.target_terms]
-        out += [t.row() | {"model": "draft"} for t in self.draft_terms]
-        out.append({"module": "caching allocator segments beyond the tensors", "shape (one rank)": "",
-                    "dtype": "", "sharding": "", "instances": 1, "MiB": round(self.allocator_bytes / 2**20, 1),
-                    "rule": "torch_caching_allocator", "model": "both"})
+        blank = {"shape (one rank)": "", "dtype": "", "sharding": "", "instances": 1, "rule": "torch_caching_allocator"}
+        out.append({"module": "caching allocator segments beyond the tensors", **blank,
+                    "MiB": round(self.target_allocator_bytes / 2**20, 1), "model": "target"})
+        if self.draft_terms:
+            out += [t.row() | {"model": "draft"} for t in self.draft_terms]
+            out.append({"module": "caching allocator segments beyond the tensors", **blank, "model": "draft",
+                        "MiB": round((self.allocator_bytes - self.target_allocator_bytes) / 2**20, 1)})
         return out
 
 
@@ -350,18 +364,18 @@ def loaded(model: str, quant: str, tp: int, moe_runner: str = "marlin", draft: b
     target = target_tensors(m, quant, tp, moe_runner, vision)
     extra = draft_tensors(m, quant, tp, moe_runner) if draft else []
     alloc = CachingAllocator()
-    handles = []
+    reserved = []
     for phase in (target, extra):  # construction, then the post-load copies and frees, per model
         built = [(t, alloc.malloc(t.bytes)) for t in phase if t.when != "post-load"]
-        handles += built
         for t in phase:
             if t.when == "post-load":
-                handles.append((t, alloc.malloc(t.bytes)))
+                alloc.malloc(t.bytes)
         for t, h in built:
             if t.when == "freed":
                 alloc.free(h)
-    alloc.empty_cache()
-    held = _held(target) + _held(extra)
+        alloc.empty_cache()  # SGLang reads the free memory after each model's load
+        reserved.append(alloc.reserved)
     has_vision = bool(m.checkpoints[quant].get("vision")) if vision is None else vision
-    return LoadedWeights(_terms(target), _terms(extra), _held(target), _held(extra), alloc.reserved - held,
-                         moe_runner, has_vision)
+    return LoadedWeights(_terms(target), _terms(extra), _held(target), _held(extra),
+                         reserved[1] - _held(target) - _held(extra), reserved[0] - _held(target), moe_runner,
+                         has_vision)
