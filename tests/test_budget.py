@@ -83,6 +83,13 @@ def test_hand_computed_kv_tokens():
     assert r.fraction == 0.8 and "--mem-fraction-static 0.800" in r.launch_line
 
 
+def test_weights_that_do_not_fit_are_a_deployment_that_cannot_start():
+    """Weights larger than G are a well-formed deployment no fraction starts: refused (exit 3), not a bad input."""
+    r = compute(replace(BudgetInputs(), gpu="rtx-5090", model="deepseek-v3", quant="fp8"))
+    assert r.impossible.startswith("the weights (") and "do not fit in the" in r.impossible and r.launch_line == ""
+    assert not r.fraction_is_safe and r.refusal().startswith("impossible deployment: the weights")
+
+
 def test_impossible_deployment_has_a_reason_and_no_launch_line():
     """No fraction leaves room for a KV pool: one reason, no launch line (the CLI exits 3 with it)."""
     for over in ({"gpu": "h200", "context": 100_000_000}, {"gpu": "rtx-5090", "model": "deepseek-v2-lite", "tp": 1,
@@ -122,7 +129,6 @@ def test_warnings_say_which_way_to_move():
     ({"gpu": "a100"}, "gpu: expected one of b200, h100, h200, rtx-5090, rtx-pro-6000, found 'a100'"),
     ({"model": "llama"}, "model: expected one of .*, found 'llama'"),
     ({"quant": "nf4"}, "quant:"),
-    ({"gpu": "rtx-5090", "model": "deepseek-v3", "quant": "fp8"}, "weights:"),
     ({"margin_mib": -1.0}, "margin_mib: expected a reserve >= 0, found -1.0"),
     ({"tp": 3}, "tp:"),
     ({"mem_fraction": 1.2}, "mem_fraction"),
@@ -236,8 +242,9 @@ def test_widget_recomputes_and_shows_errors():
     controls["mem-fraction-static"].value = 0.5  # below the weights' share: cannot start, never "safe"
     assert "cannot start" in box.children[3].value and "kd-safe" not in box.children[3].value
     assert "no launch line: --mem-fraction 0.500 cannot start" in box.children[4].value
-    controls["GPU"].value = "rtx-5090"  # Kimi K2 int4 at TP8 does not fit a 32 GB card
-    assert "weights:" in box.children[1].value
+    controls["GPU"].value = "rtx-5090"  # Kimi K2 int4 at TP8 does not fit a 32 GB card: no fraction starts
+    assert "no fraction is safe: the weights (" in box.children[3].value
+    assert box.children[4].value.startswith("<i>no launch line: impossible deployment: the weights")
 
 
 def test_kv_dtype_rows_put_both_pools_side_by_side():

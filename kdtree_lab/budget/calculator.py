@@ -214,9 +214,10 @@ def compute(inp: BudgetInputs) -> BudgetResult:
     weights = int(inp.measured.get("weights", lw.target_loaded_bytes))
     draft = int(inp.measured.get("draft_weights", lw.draft_loaded_bytes))
     reserve = mm_reserve_bytes(lw.vision)
+    too_big = None  # a well-formed deployment that cannot start at any fraction (refused, exit 3)
     if weights + draft + reserve >= g_bytes:
-        raise BudgetInputError(f"weights: {(weights + draft) / GIB:.1f} GiB per GPU ({m.label}, {inp.quant}, "
-                               f"tp={inp.tp}, with the draft) do not fit in {g_bytes / GIB:.1f} GiB free on {g.label}")
+        too_big = (f"the weights ({(weights + draft) / GIB:.1f} GiB per GPU: {m.label}, {inp.quant}, tp={inp.tp}, "
+                   f"with the draft) do not fit in the {g_bytes / GIB:.1f} GiB free on {g.label}; raise tp or quantise")
     cell = kv_cell_bytes(m, inp.kv_dtype)
     default_chunk, _ = sglang_defaults(g.memory_mib, inp.tp)
     chunk = inp.chunked_prefill or default_chunk
@@ -278,7 +279,9 @@ def compute(inp: BudgetInputs) -> BudgetResult:
     warnings, impossible = [unserved] if unserved else [], None
     fix = "lower max_bs, context or the split count, raise tp, quantise" + (", or use fp8 KV" if inp.kv_dtype != "fp8"
                                                                           else "")
-    if safe <= 0 or safe < start:
+    if too_big:
+        impossible = too_big
+    elif safe <= 0 or safe < start:
         impossible = (f"no fraction fits: the slack consumers ({slack / GIB:.1f} GiB) and the weights "
                       f"({loaded_bytes / GIB:.1f} GiB) leave no room for a KV pool in {g_bytes / GIB:.1f} GiB; {fix}")
     elif safe < need:
