@@ -263,9 +263,10 @@ def _vision(m: ModelPreset, tp: int) -> list[WeightTensor]:
     return out
 
 
-def _rope(m: ModelPreset) -> WeightTensor:
+def _rope(m: ModelPreset, ck: dict) -> WeightTensor:
     r = m.rope
-    return WeightTensor("rotary_emb.cos_sin_cache", (r["original_max_position_embeddings"] * r["factor"],
+    factor = ck.get("rope_factor", r["factor"])  # a checkpoint whose YaRN factor differs from the preset's
+    return WeightTensor("rotary_emb.cos_sin_cache", (r["original_max_position_embeddings"] * factor,
                                                      m.qk_rope_head_dim), "fp32", "replicated, one per process",
                         "rope_cache")
 
@@ -282,7 +283,7 @@ def target_tensors(m: ModelPreset, quant: str, tp: int, runner: str, vision: boo
     post: list[WeightTensor] = []
     for i in range(m.layers):
         layer, copies = _decoder_layer(m, lay, tp, dense=i < a["first_k_dense_replace"], runner=runner)
-        out += layer + ([_rope(m)] if i == 0 else [])
+        out += layer + ([_rope(m, ck)] if i == 0 else [])
         post += copies
     out += [WeightTensor("norm", (a["hidden_size"],), "bf16", "replicated", "norms"), _vocab("lm_head", m, tp)]
     return out + post
