@@ -65,20 +65,33 @@ def test_triton_graph_buffers_match_the_dsv3_tp8_example():
 
 
 def test_hand_computed_kv_tokens():
+    """G is the GPU preset's (memory less the public TP8 overhead), the weights the sharding model's, the draft
+    (DeepSeek-V3's MTP layer) inside the fraction; KV tokens as SGLang's _profile_available_bytes counts them."""
+    from kdtree_lab.budget.weights import loaded
+
     inp = BudgetInputs(gpu="h200", model="deepseek-v3", tp=8, quant="fp8", kv_dtype="bf16", mem_fraction=0.8)
     r = compute(inp)
-    g = 143771 * MIB - 1024 * MIB
-    w = int(642.0 * GIB / 8)
-    assert (r.g_bytes, r.weights_bytes, r.cell_bytes) == (g, w, 71_424)
-    assert r.kv_tokens == int((g * 0.8 - w) // 71_424)
+    g = 143771 * MIB - 2414 * MIB
+    lw = loaded("deepseek-v3", "fp8", 8, "marlin", draft=True)
+    w, d = lw.target_loaded_bytes, lw.draft_loaded_bytes
+    assert (r.g_bytes, r.weights_bytes, r.draft_weights_bytes, r.cell_bytes) == (g, w, d, 71_424)
+    assert 79.5 * GIB < w < 80 * GIB and 1.9 * GIB < d < 2.1 * GIB  # hand count: tests/test_weight_sharding.py
+    assert r.kv_tokens == int((g * 0.8 - w - d) // 71_424)
     assert r.max_context_per_request == r.kv_tokens // 8
     slack = sum(c.bytes for c in r.consumers if c.where == "slack")
     assert r.safe_fraction == int((1 - slack / g) * 1000) / 1000
     assert r.fraction == 0.8 and "--mem-fraction-static 0.800" in r.launch_line
 
 
+def test_weights_that_do_not_fit_are_a_deployment_that_cannot_start():
+    """Weights larger than G are a well-formed deployment no fraction starts: refused (exit 3), not a bad input."""
+    r = compute(replace(BudgetInputs(), gpu="rtx-5090", model="deepseek-v3", quant="fp8"))
+    assert r.impossible.startswith("the weights (") and "do not fit in the" in r.impossible and r.launch_line == ""
+    assert not r.fraction_is_safe and r.refusal().startswith("impossible deployment: the weights")
+
+
 def test_impossible_deployment_has_a_reason_and_no_launch_line():
-    """No fraction leaves room for a KV pool: one reason, no launch line (the CLI exits 1 with it)."""
+    """No fraction leaves room for a KV pool: one reason, no launch line (the CLI exits 3 with it)."""
     for over in ({"gpu": "h200", "context": 100_000_000}, {"gpu": "rtx-5090", "model": "deepseek-v2-lite", "tp": 1,
                                                           "quant": "bf16"}):
         r = compute(replace(BudgetInputs(), **over))
@@ -88,7 +101,7 @@ def test_impossible_deployment_has_a_reason_and_no_launch_line():
 def test_cli_budget_refuses_an_impossible_deployment(capsys):
     from kdtree_lab.cli.main import main
 
-    assert main(["budget", "--gpu", "h200", "--model", "kimi-k2", "--tp", "8", "--context", "100000000"]) == 1
+    assert main(["budget", "--gpu", "h200", "--model", "kimi-k2", "--tp", "8", "--context", "100000000"]) == 3
     out, err = capsys.readouterr()
     assert "impossible deployment: no fraction fits" in err and "launch_server" not in out + err
 
@@ -116,7 +129,6 @@ def test_warnings_say_which_way_to_move():
     ({"gpu": "a100"}, "gpu: expected one of b200, h100, h200, rtx-5090, rtx-pro-6000, found 'a100'"),
     ({"model": "llama"}, "model: expected one of .*, found 'llama'"),
     ({"quant": "nf4"}, "quant:"),
-    ({"gpu": "rtx-5090", "model": "deepseek-v3", "quant": "fp8"}, "weights:"),
     ({"margin_mib": -1.0}, "margin_mib: expected a reserve >= 0, found -1.0"),
     ({"tp": 3}, "tp:"),
     ({"mem_fraction": 1.2}, "mem_fraction"),
@@ -130,9 +142,10 @@ def test_impossible_inputs_are_refused_by_name(over, needle):
 def test_every_preset_value_cites_a_source():
     for m in presets.models().values():
         covered = {k for key in m.sources for k in key.split("/")}
-        assert {"layers", "heads", "kv_lora_rank", "qk_rope_head_dim", "draft_layers", "weights_gib"} <= covered
+        assert {"layers", "heads", "kv_lora_rank", "qk_rope_head_dim", "draft_layers", "rope", "checkpoints",
+                "draft"} | ({"vision"} if m.vision else set()) <= covered
     for g in presets.gpus().values():
-        cited = ({"memory_mib", "sms", "bandwidth_gbps", "compute_capability/smem_optin"}
+        cited = ({"memory_mib", "sms", "bandwidth_gbps", "compute_capability/smem_optin", "context_overhead_mib"}
                  | ({"mma_sync_tflops"} if g.mma_sync_tflops else set())
                  | ({"mma_e4m3_tflops"} if g.mma_e4m3_tflops else set()))
         assert set(g.sources) == cited
@@ -208,7 +221,7 @@ def test_widget_recomputes_and_shows_errors():
 
     from kdtree_lab.budget import widget as budget_widget
 
-    box = budget_widget.build(BudgetInputs(mem_fraction=0.85))
+    box = budget_widget.build(BudgetInputs(mem_fraction=0.925))
     controls = {c.description: c for col in box.children[0].children for c in col.children}
     tokens_html = box.children[2]
 
@@ -219,15 +232,19 @@ def test_widget_recomputes_and_shows_errors():
 
     frac, tokens = shown()
     assert tokens == compute(BudgetInputs(mem_fraction=frac)).kv_tokens
-    controls["mem-fraction-static"].value = 0.8
+    controls["mem-fraction-static"].value = 0.93
     frac, tokens = shown()
-    assert frac == 0.8 and tokens == compute(BudgetInputs(mem_fraction=0.8)).kv_tokens
-    assert "--mem-fraction-static 0.800" in box.children[4].value
+    assert frac == 0.93 and tokens == compute(BudgetInputs(mem_fraction=0.93)).kv_tokens
+    assert "--mem-fraction-static 0.930" in box.children[4].value and "kd-safe" in box.children[3].value
     controls["mem-fraction-static"].value = 0.97  # not safe: no line to paste
-    assert "no launch line: fraction 0.970 is not safe" in box.children[4].value
+    assert "no launch line: --mem-fraction 0.970 is not safe" in box.children[4].value
     assert "--mem-fraction-static" not in box.children[4].value
-    controls["GPU"].value = "rtx-5090"  # Kimi K2 int4 at TP8 does not fit a 32 GB card
-    assert "weights:" in box.children[1].value
+    controls["mem-fraction-static"].value = 0.5  # below the weights' share: cannot start, never "safe"
+    assert "cannot start" in box.children[3].value and "kd-safe" not in box.children[3].value
+    assert "no launch line: --mem-fraction 0.500 cannot start" in box.children[4].value
+    controls["GPU"].value = "rtx-5090"  # Kimi K2 int4 at TP8 does not fit a 32 GB card: no fraction starts
+    assert "no fraction is safe: the weights (" in box.children[3].value
+    assert box.children[4].value.startswith("<i>no launch line: impossible deployment: the weights")
 
 
 def test_kv_dtype_rows_put_both_pools_side_by_side():

@@ -45,13 +45,15 @@ def test_activation_line_is_the_prefill_peak_plus_its_margin():
     assert line.bytes < reserve.bytes / 5
 
 
-def test_sglang_reserve_reproduces_the_old_answer():
-    """Following SGLang's reserve, the budget says what it said before (the issue's figures): 0.826 largest safe,
-    0.88 an OOM risk with 11.35 GiB of slack for 16.38 GiB needed."""
+def test_sglang_reserve_leaves_no_safe_fraction():
+    """Following SGLang's reserve, the slack allows at most 0.825 (G of the RTX PRO 6000's public TP8 figure), but
+    one 200k-token request needs 0.919 with the weights SGLang really loads: no fraction is safe, and the KV
+    tokens at 0.88 are SGLang's count from the computed weights."""
     res = compute(replace(REF, mem_fraction=0.88, activation_model="sglang-reserve"))
-    assert res.safe_fraction == 0.826 and res.sglang_default_fraction == 0.848
-    assert any("run-time OOM risk" in w and "11.35 GiB" in w and "16.38 GiB" in w for w in res.warnings)
-    assert (res.kv_tokens, res.max_context_per_request) == (212220, 26527)
+    assert res.safe_fraction == 0.825 and res.sglang_default_fraction == 0.848 and res.serve_fraction == 0.919
+    assert res.impossible and "needs fraction 0.919" in res.impossible and "at most 0.825" in res.impossible
+    assert not res.fraction_is_safe and res.launch_line == ""
+    assert res.kv_tokens == int((res.g_bytes * 0.88 - res.loaded_bytes) // 71_424)
 
 
 def test_safe_fraction_follows_the_chosen_estimate_and_reports_all_three():
@@ -70,8 +72,8 @@ def test_safe_fraction_follows_the_chosen_estimate_and_reports_all_three():
 
 
 def test_graphs_off_drops_the_graph_time_buffers_and_adds_the_eager_partials():
-    on = compute(replace(REF, mem_fraction=0.9))
-    off = compute(replace(REF, mem_fraction=0.9, cuda_graphs=False, verify_kernel=False))
+    on = compute(replace(REF, mem_fraction=0.93))
+    off = compute(replace(REF, mem_fraction=0.93, cuda_graphs=False, verify_kernel=False))
     names_on, names_off = {c.name for c in on.consumers}, {c.name for c in off.consumers}
     assert "target attn_logits (split-K decode partials, unused by verify)" in names_on - names_off
     assert not any(n.startswith("CUDA-graph pool") or n == "kdtree verify workspace" for n in names_off)
@@ -142,35 +144,42 @@ def test_proposals_respect_sglangs_speculative_rules():
 def test_cli_json_carries_the_proposals_and_the_estimates(capsys):
     from kdtree_lab.cli.main import main
 
-    assert main(["budget", "--mem-fraction", "0.88", "--json"]) == 0
+    assert main(["budget", "--mem-fraction", "0.925", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["proposals"] and all(p["launch_line"].startswith("KDTREE_VERIFY=on") for p in data["proposals"])
     assert set(data["safe_fractions"]) == set(pa.ACTIVATION_MODELS)
-    assert main(["budget", "--mem-fraction", "0.88", "--activations", "sglang-reserve"]) == 2  # not safe there
+    assert data["weights"]["target_terms"] and data["draft_weights_bytes"] > 0
+    assert main(["budget", "--mem-fraction", "0.925", "--activations", "sglang-reserve"]) == 3  # no fraction safe
     out, err = capsys.readouterr()
-    assert "largest safe fraction: 0.826 (activations sglang-reserve)" in out
-    assert "--mem-fraction 0.880: expected a safe fraction (at most 0.826 here)" in err
-    assert "deployments that hold the context" in out
+    assert out == "" and err.count("\n") > 1  # the refusal line, then the deployments that fit
+    first = err.splitlines()[0]
+    assert first.startswith("kdtree-lab budget: impossible deployment: one 200,000-token request needs fraction "
+                            "0.919, but the slack consumers (16.4 GiB) allow at most 0.825")
+    assert "deployments that fit" in err and "launch_server" not in err
 
 
 def test_reference_decision_figures():
-    """0.93 / 0.94 without graphs and 0.88 with graphs and the workspace: all three safe under the prefill peak,
-    none under SGLang's reserve; each verdict's numbers are the budget's own."""
+    """0.93 / 0.94 without graphs are safe under the prefill peak; 0.88 with graphs and the workspace starts but
+    its pool holds no 200k-token request (the weights SGLang loads, draft included, are 73 GiB per GPU, not
+    553 / 8); under SGLang's reserve nothing is safe; each verdict's numbers are the budget's own."""
     d = scenario.reference_decision()
     by = {(v["run"].split(",")[0], v["activations"].split(" ")[0]): v for v in d["verdicts"]}
-    for frac in ("0.93", "0.94", "0.88"):
+    for frac in ("0.93", "0.94"):
         assert by[(frac, "modelled")]["safe"] and not by[(frac, "sglang-reserve")]["safe"]
-    assert "leaves 11.35 GiB of slack for 16.38 GiB" in by[("0.88", "sglang-reserve")]["why"]
-    assert d["largest_safe_fraction"]["sglang-reserve"] == 0.826
+    assert not by[("0.88", "modelled")]["safe"]
+    assert "holds 145,613 tokens, less than one 200,000-token request; use 0.919 to 0.933" in \
+        by[("0.88", "modelled")]["why"]
+    assert "allow at most 0.825" in by[("0.88", "sglang-reserve")]["why"]
+    assert d["largest_safe_fraction"]["sglang-reserve"] == 0.825
     assert d["largest_safe_fraction"]["modelled"] > 0.9
-    g = 97887 * MIB - 1024 * MIB
+    g = 97887 * MIB - 1641 * MIB
     eager = 8 * 4 * 8 * 256 * 513 * 4 + 188 * 16 * 514 * 4 + 188 * 4
     reserve_off = 12 * GIB + eager + GIB + 9 * 200_000 * 4 + GIB  # + communication, req_to_token, margin
     assert d["largest_safe_fraction_without_graphs"]["sglang-reserve"] == math.floor((1 - reserve_off / g) * 1000) / 1000
     runs = scenario.runs()
     assert [r.result.fraction for r in runs] == [0.93, 0.94, 0.88]
     assert [r.result.inputs.cuda_graphs for r in runs] == [False, False, True]
-    assert runs[0].result.kv_tokens == int((g * 0.93 - int(553 * GIB / 8)) // 71_424)
+    assert runs[0].result.kv_tokens == int((g * 0.93 - runs[0].result.loaded_bytes) // 71_424)
     left = {r["consumer"]: r for r in d["consumers"]}["slack the fraction leaves, G x (1 - fraction)"]
     assert left[runs[2].label] == round(g * 0.12 / MIB)
 
@@ -221,8 +230,9 @@ def test_widget_follows_the_activation_choice_and_shows_proposals():
     assert f"largest safe fraction {compute(REF).safe_fraction:.3f} (activations {compute(REF).activation}" \
         in verdict.value
     assert "deployments that hold the 200,000-token context" in proposals_html.value
+    assert "not safe" in verdict.value and "kd-safe" not in verdict.value  # 0.88 holds no 200k request
     controls["activations follow"].value = "sglang-reserve"
-    assert "largest safe fraction 0.826" in verdict.value
+    assert "largest safe fraction 0.825" in verdict.value and "no fraction is safe" in verdict.value
     controls["KV cache dtype"].value = "fp8"
     controls["concurrent requests"].value = 2
     controls["activations follow"].value = "measured"
@@ -252,11 +262,15 @@ def test_readme_quotes_the_budgets_own_figures():
 
 
 def test_the_budget_says_whether_the_fraction_is_safe_and_why():
-    safe = compute(replace(REF, mem_fraction=0.88, activation_model="modelled"))
-    assert safe.verdict().startswith("fraction 0.880 is safe: leaves 11.35 GiB of slack for ")
+    safe = compute(replace(REF, mem_fraction=0.925, activation_model="modelled"))
+    assert safe.verdict().startswith("fraction 0.925 is safe: leaves 7.05 GiB of slack for ")
     assert f"(activations {activation(safe).bytes / GIB:.2f} GiB, modelled)" in safe.verdict()
-    risky = compute(replace(REF, mem_fraction=0.88, activation_model="sglang-reserve"))
-    assert risky.verdict() == ("fraction 0.880 is not safe: leaves 11.35 GiB of slack for 16.38 GiB of consumers "
-                               "(activations 12.00 GiB, sglang-reserve)")
+    risky = compute(replace(REF, mem_fraction=0.94, activation_model="modelled"))
+    assert risky.verdict() == (f"fraction 0.940 is not safe: leaves 5.64 GiB of slack for "
+                               f"{risky.slack_needed_bytes / GIB:.2f} GiB of consumers (activations "
+                               f"{activation(risky).bytes / GIB:.2f} GiB, modelled); use 0.919 to 0.933")
+    short = compute(replace(REF, mem_fraction=0.88, activation_model="modelled"))
+    assert short.verdict() == ("fraction 0.880 is not safe: its KV pool holds 145,613 tokens, less than one "
+                               "200,000-token request; use 0.919 to 0.933")
     impossible = compute(replace(REF, gpu="h200", context=100_000_000))
     assert impossible.verdict().startswith("no fraction is safe: no fraction fits")

@@ -11,16 +11,20 @@ from ..kernels.launch_plan import Config, Device, fixed, plan
 from .inputs import GIB, MIB, BudgetInputs
 
 _LOG_PATTERNS = {
-    "G": r"Memory baseline taken.*?avail mem=([\d.]+) GB",
     "after_weights_avail": r"Load weight end.*?avail mem=([\d.]+) GB",
-    "weights": r"Load weight end.*?mem usage=([\d.]+) GB",
-    "kv_tokens": r"KV Cache is allocated\. #tokens: (\d+)",
+    "kv_tokens": r"KV Cache is allocated\..*?#tokens: (\d+)",
     "after_pool_avail": r"Memory pool end.*?avail mem=([\d.]+) GB",
     "graph_pool": r"Capture cuda graph end.*?mem usage=([\d.]+) GB",
 }
+# SGLang 0.5.23 logs G's reading as "Load weight begin. avail mem=" (distributed/bootstrap.py takes the MIN over
+# ranks); older releases logged "Memory baseline taken. avail mem=". The target loads first, then the draft: each
+# rank's first "Load weight end ... mem usage" is the target's, a second one the draft's.
+_G = re.compile(r"(?:Load weight begin\.|Memory baseline taken\.).*?avail mem=([\d.]+) GB")
+_WEIGHTS = re.compile(r"Load weight end.*?mem usage=([\d.]+) GB")
+_RANK = re.compile(r"\bTP(\d+)\]")
 
 
-LOG_LINES = ("Memory baseline taken", "Load weight end", "KV Cache is allocated", "Capture cuda graph end")
+LOG_LINES = ("Load weight begin", "Load weight end", "KV Cache is allocated", "Capture cuda graph end")
 # SGLang's logger prefixes its lines with "[YYYY-mm-dd HH:MM:SS TP0]" (date, time, rank); its launcher's own lines
 # name sglang.
 _SGLANG_LINE = re.compile(r"^\[\d{4}-\d{2}-\d{2}[ \]]|\bTP\d+\]|sglang", re.M)
@@ -31,9 +35,30 @@ def is_sglang_log(text: str) -> bool:
     return bool(_SGLANG_LINE.search(text))
 
 
+def _by_rank(pattern: re.Pattern, text: str) -> dict[int, list[float]]:
+    out: dict[int, list[float]] = {}
+    for line in text.splitlines():
+        m = pattern.search(line)
+        if m:
+            r = _RANK.search(line)
+            out.setdefault(int(r.group(1)) if r else 0, []).append(float(m.group(1)))
+    return out
+
+
 def parse_sglang_log(text: str) -> dict[str, float]:
-    """Calibration numbers from SGLang's start-up log (bytes; kv_tokens in tokens). Missing lines are left out."""
+    """Calibration numbers from SGLang's start-up log (bytes; kv_tokens in tokens). G: the smallest first
+    G reading over the ranks (as SGLang takes it); weights: the lowest rank's first "Load weight end" usage;
+    draft_weights: the same rank's later ones. Missing lines are left out."""
     out: dict[str, float] = {}
+    g = _by_rank(_G, text)
+    if g:
+        out["G"] = min(v[0] for v in g.values()) * GIB
+    w = _by_rank(_WEIGHTS, text)
+    if w:
+        first = w[min(w)]
+        out["weights"] = first[0] * GIB
+        if len(first) > 1:
+            out["draft_weights"] = sum(first[1:]) * GIB
     for key, pattern in _LOG_PATTERNS.items():
         found = re.findall(pattern, text)
         if found:
@@ -43,8 +68,8 @@ def parse_sglang_log(text: str) -> dict[str, float]:
 
 
 def calibrate(inp: BudgetInputs, measured: dict[str, float]) -> BudgetInputs:
-    """Replace estimates by measurements (keys: G, weights, workspace, graph_pool; bytes)."""
-    keep = {k: v for k, v in measured.items() if k in ("G", "weights", "workspace", "graph_pool")}
+    """Replace estimates by measurements (keys: G, weights, draft_weights, workspace, graph_pool; bytes)."""
+    keep = {k: v for k, v in measured.items() if k in ("G", "weights", "draft_weights", "workspace", "graph_pool")}
     return replace(inp, measured={**inp.measured, **keep})
 
 

@@ -44,7 +44,8 @@ class BudgetInputs:
     concurrency: int = 8
     chunked_prefill: int | None = None  # None: SGLang's default for the GPU
     mem_fraction: float | None = None
-    context_overhead_mib: float = 1024.0  # CUDA context + NCCL before weights load (calibrate: G)
+    context_overhead_mib: float | None = None  # CUDA context + NCCL before weights load; None: the GPU preset's
+    # (calibrate: G)
     graph_pool_mib_per_size: float = 64.0  # CUDA-graph pool per captured size (estimate; calibrate)
     margin_mib: float = 1024.0
     deep_ep: bool = False
@@ -54,4 +55,5 @@ class BudgetInputs:
     activation_margin: float = DEFAULT_MARGIN  # over the measured / modelled peak (fraction)
     cuda_graphs: bool = True  # False: --disable-cuda-graph (no graph-time buffers, no graph pool)
     verify_kernel: bool = True  # False: stock SGLang verify (no kdtree workspace, plain sglang.launch_server)
-    measured: dict[str, float] = field(default_factory=dict)  # calibration: name -> bytes
+    measured: dict[str, float] = field(default_factory=dict)  # calibration: name -> bytes (G, weights,
+    # draft_weights, workspace, graph_pool)

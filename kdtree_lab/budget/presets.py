@@ -20,9 +20,12 @@ class ModelPreset:
     kv_lora_rank: int
     qk_rope_head_dim: int
     draft_layers: int
-    weights_gib: dict[str, float]
     architecture: dict[str, int]  # config.json numbers a prefill chunk's activations are sized by
+    rope: dict[str, int]  # YaRN: original_max_position_embeddings, factor (the rotary cache's length)
+    checkpoints: dict[str, dict]  # quantisation -> checkpoint, scheme, what it quantises (weights.py reads these)
+    draft: dict  # the draft model SGLang loads for EAGLE / EAGLE3: kind (none | nextn | eagle3-mla) and its numbers
     sources: dict[str, str]
+    vision: dict | None = None  # the MoonViT tower of the checkpoints with vision: true
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,7 @@ class GpuPreset:
     bandwidth_gbps: float
     compute_capability: int  # major * 10 + minor (what the kernel configuration choice reads)
     smem_optin: int  # opt-in shared memory per block, bytes (ditto)
+    context_overhead_mib: float  # memory_mib less SGLang's G at TP8: CUDA context, NCCL, custom all-reduce (MiB)
     sources: dict[str, str]
     mma_sync_tflops: float | None = None  # bf16 mma.sync m16n8k16 rate, fp32 accumulate (for predictions)
     mma_e4m3_tflops: float | None = None  # e4m3 mma.sync m16n8k32 rate as the e4m3 configuration issues it (sm_120a:

@@ -65,6 +65,8 @@ def consumer_rows(scenario: list[ScenarioRun]) -> list[dict]:
             row[run.label] = mib(got[0].bytes) if got else "-"
         rows.append(row)
     for label, fn in (("weights (inside the fraction)", lambda r: r.weights_bytes),
+                      ("draft weights and multimodal reserve (inside the fraction)",
+                       lambda r: r.draft_weights_bytes + r.reserve_bytes),
                       ("KV pool (inside the fraction)", lambda r: r.kv_pool_bytes),
                       ("slack the fraction leaves, G x (1 - fraction)", lambda r: int(r.g_bytes * (1 - r.fraction)))):
         rows.append({"consumer": label, **{run.label: mib(fn(run.result)) for run in scenario}})
@@ -76,13 +78,14 @@ def consumer_rows(scenario: list[ScenarioRun]) -> list[dict]:
 
 
 def verdict_rows(scenario: list[ScenarioRun]) -> list[dict]:
-    """Per run and activation estimate: slack, need, safe or not and why, the largest safe fraction, KV tokens."""
+    """Per run and activation estimate: safe or not (the server starts, its pool holds one request of the context
+    and the slack holds its consumers) and why, the largest safe fraction, KV tokens."""
     rows = []
     for run in scenario:
         for m in ACTIVATION_MODELS:
             r = run.by_model[m]
             rows.append({"run": run.label, "activations": m + ("" if r.activation == m else f" ({r.activation})"),
-                         "safe": r.g_bytes * (1 - r.fraction) >= r.slack_needed_bytes,
+                         "safe": r.fraction_is_safe,
                          "why": r.verdict().split(": ", 1)[1], "largest safe fraction": r.safe_fraction,
                          "KV tokens": r.kv_tokens,
                          f"tokens per request at {r.inputs.concurrency}": r.max_context_per_request})

@@ -2,7 +2,8 @@
 fraction, and the Triton backend's graph-time buffers, each a line item (:class:`Consumer`) of the budget.
 
 SGLang's model: ``G`` = free memory before weights load; ``mem_fraction_static`` (mfs) = (weights + KV pool) / G;
-the KV pool gets ``G*mfs - weights`` bytes, i.e. ``floor((G*mfs - weights) / cell)`` tokens with
+the KV pool gets ``G*mfs - weights`` bytes (weights: the target's and the draft's, as loaded, and a multimodal
+model's reserve), i.e. ``floor((G*mfs - weights) / cell)`` tokens with
 ``cell = 576 * (layers + draft_layers) * kv_dtype_bytes``. Everything else must fit in the slack ``G*(1 - mfs)``.
 Bytes unless a name says MiB / GiB."""
 
@@ -27,12 +28,31 @@ class Consumer:
     sglang: tuple[tuple[str, str], ...] = ()
 
 
-def kv_cell_bytes(m: ModelPreset, kv_dtype: str) -> int:
-    """KV bytes per token over all layers: 576 x (layers + draft layers) x dtype bytes (SGLang's cell size)."""
+def kv_cell_bytes(m: ModelPreset, kv_dtype: str, draft: bool = True) -> int:
+    """KV bytes per token over all layers: 576 x (layers + draft layers) x dtype bytes (SGLang's cell size; without
+    speculative decoding, ``draft`` False, the target's layers alone)."""
     elem = {"bf16": 2, "fp8": 1}.get(kv_dtype)
     if elem is None:
         raise BudgetInputError(f"kv_dtype: expected bf16 or fp8, found {kv_dtype!r}")
-    return (m.kv_lora_rank + m.qk_rope_head_dim) * (m.layers + m.draft_layers) * elem
+    return (m.kv_lora_rank + m.qk_rope_head_dim) * (m.layers + (m.draft_layers if draft else 0)) * elem
+
+
+VLM_CACHE_SIZE_MIB = 100  # SGLANG_VLM_CACHE_SIZE_MB's default (environ.py; rules mm_reserve, vlm_cache_default)
+
+
+def kv_pool_tokens(g_bytes: float, fraction: float, loaded_bytes: float, cell_bytes: int) -> int:
+    """SGLang 0.5.23's KV token count (kv_cache_configurator.py _profile_available_bytes, page size 1): what is free
+    after the weights, less the slack G x (1 - fraction), in cells; 0 where SGLang refuses to start.
+    ``loaded_bytes``: everything allocated between G's reading and the pool's (target and draft weights with what
+    the allocator holds, the multimodal reserve)."""
+    rest = g_bytes * fraction - loaded_bytes
+    return max(0, int(rest // cell_bytes))
+
+
+def mm_reserve_bytes(multimodal: bool) -> int:
+    """The KV budget a multimodal model (a vision tower) reserves in SGLang 0.5.23 (mm_runtime_reservation_gb with
+    the CPU feature transport: SGLANG_VLM_CACHE_SIZE_MB)."""
+    return VLM_CACHE_SIZE_MIB * 2**20 if multimodal else 0
 
 
 def sglang_defaults(memory_mib: int, tp: int) -> tuple[int, int]:

@@ -113,18 +113,26 @@ def _tokens_html(res) -> str:
 
 
 def _verdict_html(res) -> str:
+    """The verdict as the CLI gives it: safe, or refused (cannot start / not safe) with the fractions to use."""
     by_model = ", ".join(f"{html.escape(m)} {f:.3f}" for m, f in res.safe_fractions.items())
-    return (f'<b>{"OK" if not res.warnings else "check"}</b>: largest safe fraction {res.safe_fraction:.3f} '
-            f"(activations {html.escape(res.activation)}; by estimate: {by_model}); "
-            f"SGLang's default {res.sglang_default_fraction:.3f}; {html.escape(res.verdict())}<br>"
+    if res.fraction_is_safe:
+        head = '<b class="kd-safe">safe</b>' + ("" if not res.warnings else " (check the warnings)")
+    elif res.impossible:
+        head = '<b class="kd-refused" style="color:#b00020">no fraction is safe</b>'
+    else:
+        head = ('<b class="kd-refused" style="color:#b00020">'
+                f'{"cannot start" if not res.starts else "not safe"}</b>')
+    return (f"{head}: {html.escape(res.verdict())}<br>largest safe fraction {res.safe_fraction:.3f} "
+            f"(activations {html.escape(res.activation)}; by estimate: {by_model}); smallest that starts "
+            f"{res.start_fraction:.3f}, smallest that holds one {res.inputs.context:,}-token request "
+            f"{res.serve_fraction:.3f}; SGLang's default {res.sglang_default_fraction:.3f}<br>"
             + "<br>".join(f"&#9888; {html.escape(x)}" for x in res.warnings))
 
 
 def _launch_html(res) -> str:
     """The launch line, or why there is none: an unsafe fraction gets no line to paste (as ``kdtree-lab budget``)."""
-    if res.impossible or not res.fraction_is_safe:
-        return (f"<i>no launch line: fraction {res.fraction:.3f} is not safe (at most {res.safe_fraction:.3f})</i>"
-                if not res.impossible else "<i>no launch line: the deployment does not fit</i>")
+    if not res.fraction_is_safe:
+        return f"<i>no launch line: {html.escape(res.refusal())}</i>"
     return f"<code>{html.escape(res.launch_line)}</code>"
 
 
@@ -163,7 +171,9 @@ def budget_bar(result, path: str | Path | None = None):
     """One stacked horizontal bar of the GPU's memory (GiB): weights, KV pool, each slack consumer, free."""
     import matplotlib.pyplot as plt
 
-    parts = [("weights", result.weights_bytes), ("KV pool", result.kv_pool_bytes)]
+    parts = [("weights", result.weights_bytes), ("draft weights + reserve",
+                                                 result.draft_weights_bytes + result.reserve_bytes),
+             ("KV pool", result.kv_pool_bytes)]
     parts += [(c.name.split(" (")[0], c.bytes) for c in result.consumers if c.where == "slack"]
     used = sum(b for _, b in parts)
     parts.append(("free / unassigned", max(0, result.gpu_bytes - used)))

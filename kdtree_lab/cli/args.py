@@ -79,17 +79,22 @@ def bounded_int(low: int, high: int | None = None) -> Callable[[str], int]:
     return parse
 
 
-def bounded_float(low: float, high: float | None = None, low_open: bool = False) -> Callable[[str], float]:
-    """argparse type: a finite number >= low (> low when ``low_open``), <= high when given."""
+def bounded_float(low: float, high: float | None = None, low_open: bool = False,
+                  high_open: bool = False) -> Callable[[str], float]:
+    """argparse type: a finite number >= low (> low when ``low_open``), <= high when given (< high when
+    ``high_open``)."""
 
     def parse(text: str) -> float:
         value = float(text)
-        if not (value > low if low_open else value >= low) or (high is not None and value > high) or value != value:
+        above = value > low if low_open else value >= low
+        below = high is None or (value < high if high_open else value <= high)
+        if not (above and below) or value != value:
             raise ValueError(text)
         return value
 
     first = f"> {low:g}" if low_open else f">= {low:g}"
-    parse.__name__ = f"a number {first}" + (f" and <= {high:g}" if high is not None else "")
+    last = "" if high is None else f" and {'<' if high_open else '<='} {high:g}"
+    parse.__name__ = f"a number {first}{last}"
     return parse
 
 

@@ -47,36 +47,26 @@ def cmd_budget(args: argparse.Namespace) -> int:
     except BudgetInputError as exc:
         print(f"kdtree-lab budget: {as_flags(str(exc), FLAGS)}", file=sys.stderr)
         return 2
-    if res.impossible:
+    refused = res.refusal()  # one line naming the fraction to use instead; exit 3, no launch line
+    if refused:
         if args.json:
             emit(args, res, "")
-        print(f"kdtree-lab budget: impossible deployment: {res.impossible}", file=sys.stderr)
-        if res.proposals:
+        print(f"kdtree-lab budget: {refused}", file=sys.stderr)
+        if res.impossible and res.proposals:
             print("deployments that fit:\n" + markdown_table([p.row() for p in res.proposals]), file=sys.stderr)
-        return 1
+        return 3
     by_model = ", ".join(f"{m} {f:.3f}" for m, f in res.safe_fractions.items())
-    refused = None if res.fraction_is_safe else (
-        f"--mem-fraction {res.fraction:.3f}: expected a safe fraction (at most {res.safe_fraction:.3f} here), found "
-        f"{res.fraction:.3f}, which {res.verdict().split(': ', 1)[1]}; no launch line printed: rerun with "
-        f"--mem-fraction {res.safe_fraction:.3f}, or without it")
-    if refused:
-        from dataclasses import replace
-
-        res = replace(res, launch_line="")  # nothing unsafe to paste, in the JSON either
     text = (markdown_table(res.table()) + f"\n\nKV tokens: {res.kv_tokens:,} ({res.max_context_per_request:,} per "
             f"request at {inp.concurrency} concurrent)\nlargest safe fraction: {res.safe_fraction:.3f} (activations "
             f"{res.activation}); SGLang's default: {res.sglang_default_fraction:.3f}; evaluated: {res.fraction:.3f}\n"
             f"largest safe fraction by activation estimate: {by_model}\n{res.verdict()}\n"
             + "".join(f"warning: {w}\n" for w in res.warnings)
-            + ("no launch line: the fraction evaluated is not safe" if refused else _launch_lines(inp, res)))
+            + res.launch_text())
     if res.proposals:
         text += ("\n\ndeployments that hold the context (each at its largest safe fraction):\n"
                  + markdown_table([p.row() for p in res.proposals])
                  + f"\nfirst proposal's launch line:\n{res.proposals[0].launch_line}")
     emit(args, res, text)
-    if refused:
-        print(f"kdtree-lab budget: {refused}", file=sys.stderr)
-        return 2
     return 0
 
 
@@ -97,19 +87,6 @@ def _calibrated(inp, log: str):
         print(f"warning: --sglang-log {log}: none of SGLang's memory lines ({', '.join(LOG_LINES)}) is in it; the "
               "estimates stand", file=sys.stderr)
     return calibrate(inp, found)
-
-
-def _launch_lines(inp, res) -> str:
-    """The launch line for the first start (our kernel checked against SGLang's, KDTREE_VERIFY=validate) and for
-    after (KDTREE_VERIFY=on), labelled; one plain line when the deployment runs SGLang's own verify."""
-    from ..budget.launch import launch_line
-
-    if not inp.verify_kernel:
-        return "launch line (SGLang's own verify):\n" + res.launch_line
-    return ("launch line, first start (KDTREE_VERIFY=validate: SGLang's kernel writes the output, ours is checked "
-            "against it on every step):\n" + launch_line(inp, res.fraction, mode="validate")
-            + "\nlaunch line, after a clean first session (KDTREE_VERIFY=on: our kernel writes the output):\n"
-            + res.launch_line)
 
 
 def _reference_decision(args: argparse.Namespace, inp) -> int:
@@ -153,7 +130,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
                    help="the verify kernel's split count (0, the default: the kernel's own rule per batch size)")
     p.add_argument("--context", type=positive_int, default=200_000, help="context length per request (tokens)")
     p.add_argument("--concurrency", type=positive_int, default=8, help="concurrent requests the context must fit")
-    p.add_argument("--mem-fraction", type=bounded_float(0, 1, low_open=True), default=None, help="fraction to evaluate (default: the safe one)")
+    p.add_argument("--mem-fraction", type=bounded_float(0, 1, low_open=True, high_open=True), default=None,
+                   help="fraction to evaluate, in (0, 1) (default: the largest safe one); one that is not safe is "
+                        "refused with the fractions to use, exit 3")
     p.add_argument("--chunked-prefill", type=positive_int, default=None, help="chunked prefill size (default: SGLang's)")
     p.add_argument("--margin-mib", type=bounded_float(0), default=1024.0, help="safety margin (MiB)")
     p.add_argument("--activations", choices=ACTIVATION_MODELS, default=ACTIVATION_MODELS[0],
