@@ -14,6 +14,8 @@ _spec = importlib.util.spec_from_file_location("readme_tables", ROOT / "scripts"
 readme_tables = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(readme_tables)
 BLOCKS, FILES, render = readme_tables.BLOCKS, readme_tables.FILES, readme_tables.render
+import docs_tables.rtx as rtx_tables  # noqa: E402  (readme_tables put scripts/ on sys.path)
+import docs_tables.runs as runs_of_record  # noqa: E402
 README = (ROOT / "README.md").read_text()
 DOCS = {p.name: p.read_text() for p in sorted((ROOT / "docs").glob("*.md"))}
 
@@ -66,14 +68,14 @@ def test_the_rtx_predictions_follow_the_per_shape_choice(monkeypatch):
     from kdtree_lab.budget.presets import gpus
 
     card = gpus()["rtx-pro-6000"]
-    runs = {k: readme_tables.sm120_impl(k, card) for k in readme_tables.SM120_SHAPES}
+    runs = {k: readme_tables.sm120_impl(k, card) for k in runs_of_record.SM120_SHAPES}
     assert runs == {k: "cuda_sm120" if k[2] * k[3] <= 32 else "cuda_sm120_roles" for k in runs}
-    table = readme_tables.rtx_prediction_table()
+    table = rtx_tables.rtx_prediction_table()
     for (b, length, n, h), impl in runs.items():
         assert re.search(rf"(?m)^\| {b}, {length}, {n}, {h} \| `{impl}` \|", table), (b, length, n, h)
-    monkeypatch.setattr(readme_tables, "SM120_RUN", readme_tables.SM120_BENCH)  # issue 15's run: no roles rows
+    monkeypatch.setattr(rtx_tables, "SM120_RUN", runs_of_record.SM120_BENCH)  # issue 15's run: no roles rows
     with pytest.raises(ValueError, match="no rows of cuda_sm120_roles, which sm_120 selects"):
-        readme_tables.rtx_prediction_table()
+        rtx_tables.rtx_prediction_table()
 
 
 def test_results_index_lists_every_folder():
