@@ -42,7 +42,8 @@ def test_docs_tables_are_generated_from_committed_results():
         assert render(text) == text, f"{path.name} is stale: run python scripts/readme_tables.py"
         for name in BLOCKS:
             assert f"<!-- BEGIN {name} -->\n<!-- END {name} -->" not in text, f"{path.name}: empty {name} block"
-    where = {"README.md": ("headline",), "results.md": ("current", "sm120", "sm120_targets", "rtx_prediction"),
+    where = {"README.md": ("headline", "rtx_headline"),
+             "results.md": ("current", "sm120", "sm120_targets", "rtx_prediction", "card_model", "sm120_checks"),
              "kernels.md": ("configs",), "performance.md": ("versions", "v5", "targets"),
              "speculation.md": ("speculation",)}
     for page, names in where.items():

@@ -35,9 +35,6 @@ class GpuPreset:
     compute_capability: int  # major * 10 + minor (what the kernel configuration choice reads)
     smem_optin: int  # opt-in shared memory per block, bytes (ditto)
     sources: dict[str, str]
-    mma_sync_tflops: float | None = None  # bf16 mma.sync m16n8k16 rate, fp32 accumulate (for predictions)
-    mma_e4m3_tflops: float | None = None  # e4m3 mma.sync m16n8k32 rate as the e4m3 configuration issues it (sm_120a:
-    # the block-scaled form), fp32 accumulate
 
     @property
     def device(self) -> Device:

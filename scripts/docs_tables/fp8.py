@@ -43,8 +43,8 @@ def fp8_table() -> str:
 
 
 def e4m3_ceiling_table() -> str:
-    """The mma.sync rate per instruction measured on the H200, and the cards' e4m3 rate from their presets."""
-    from kdtree_lab.budget.presets import gpus
+    """The mma.sync rate per instruction measured on the H200, and the cards' e4m3 rate from the card model."""
+    from kdtree_lab.speculate.card_model import cards as card_models
 
     data = json.loads(E4M3_CEILING.read_text())
     med, sass, p = data["median_tflops"], data["sass"], data["provenance"]
@@ -56,12 +56,13 @@ def e4m3_ceiling_table() -> str:
     names = {"bf16": "bf16 m16n8k16", "f16": "f16 m16n8k16", "e4m3": "e4m3 m16n8k32"}
     for k, label in names.items():
         lines.append(f"| {label} | {med[k]:.0f} | {ops[f'sm_90a/{k}']} | {ops[f'sm_120a/{k}']} |")
-    cards = [g for g in gpus().values() if g.mma_e4m3_tflops]
+    cards = card_models().values()
     lines += ["", f"The H200 has no e4m3 tensor-core MMA: ptxas emulates it (F2FP conversions, f16 HMMAs), at "
-              f"{data['e4m3_over_bf16']:.2f}x the bf16 rate in e4m3 FLOPs. The cards' e4m3 rates are not the H200's: "
-              + "; ".join(f"{g.label} {g.mma_e4m3_tflops:g} TFLOP/s against {g.mma_sync_tflops:g} bf16 "
-                          f"({g.mma_e4m3_tflops / g.mma_sync_tflops:.2f}x; {g.sources['mma_e4m3_tflops']})"
-                          for g in cards) + "."]
+              f"{data['e4m3_over_bf16']:.2f}x the bf16 rate in e4m3 FLOPs. The cards' e4m3 rates are not the H200's "
+              "(the card model's, sustained under tensor load): "
+              + "; ".join(f"{c.label} {c.tensor_tflops('e4m3'):.0f} TFLOP/s against {c.tensor_tflops('bf16'):.0f} bf16 "
+                          f"({c.flop_per_clock_sm['e4m3'] / c.flop_per_clock_sm['bf16']:.2f}x; "
+                          f"{c.sources['e4m3_flop_per_clock_sm']})" for c in cards) + "."]
     return "\n".join(lines)
 
 

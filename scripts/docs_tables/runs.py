@@ -50,3 +50,9 @@ E4M3_ACCURACY = E4M3_DIR / "call5-q-split" / "e4m3-lab.json"  # Q as two e4m3 te
 E4M3_ACCURACY_ONE_TERM = E4M3_DIR / "call4-accuracy-hook" / "e4m3-accuracy.json"  # Q as one e4m3 term (tried)
 E4M3, FP8_EXACT = "cuda_sm120_e4m3", "cuda_sm120_fp8"
 CHAIN_BENCH = RESULTS / "h200" / "2026-12-02-sglang-backend" / "call7-chain" / "bench-chain.json"
+# Nsight Compute of each configuration an sm_120 card runs, forced on the H200: (impl, pool, shape) -> report
+_NCU = RESULTS / "h200" / "2026-12-02-e4m3-early-refill"
+NCU_SM120_RUNS = {("cuda_sm120", "bf16", "1, 200k, 4, 8"): _NCU / "call4-ncu-32-rows" / "ncu-cuda_sm120-bf16-mem.txt",
+                  ("cuda_sm120_fp8", "fp8", "1, 200k, 4, 8"): _NCU / "call4-ncu-32-rows" / "ncu-cuda_sm120_fp8-fp8-mem.txt",
+                  ("cuda_sm120_roles", "bf16", "1, 200k, 16, 8"): _NCU / "ncu-cuda_sm120_roles-bf16-headline.txt",
+                  ("cuda_sm120_e4m3", "fp8", "1, 200k, 16, 8"): _NCU / "call2-landed" / "ncu-cuda_sm120_e4m3-fp8-headline.txt"}

@@ -97,12 +97,13 @@ def _short_prefix_words() -> str:
 
 
 def _sm120_cards(by_shape: dict, source: str) -> tuple[list, dict]:
-    """The RTX presets (those with an mma.sync rate) and, per shape of ``by_shape`` ((B, L, N, H) -> impl -> row,
+    """The RTX presets (those the card model predicts for) and, per shape of ``by_shape`` ((B, L, N, H) -> impl -> row,
     read from ``source``), what they run: one answer for all of them, else ValueError; a shape without the row of
     the implementation it selects is refused."""
     from kdtree_lab.budget.presets import gpus
+    from kdtree_lab.speculate.card_model import cards as card_models
 
-    cards = [g for g in gpus().values() if g.mma_sync_tflops]
+    cards = [gpus()[name] for name in card_models()]
     runs = {key: sm120_impl(key, cards[0]) for key in by_shape}
     if any(sm120_impl(key, g) != runs[key] for g in cards for key in by_shape):
         raise ValueError("cards: the RTX cards select different configurations; the tables assume one per shape")
