@@ -85,3 +85,20 @@ def test_the_command_prints_the_checks_and_refuses_a_bad_file(tmp_path, monkeypa
         assert err.count("\n") == 1 and "timing: expected loop or alone, found 'sometimes'" in err
     finally:
         cc.checks.cache_clear()
+
+
+def test_the_device_script_refuses_bad_input_in_one_line(monkeypatch, capsys):
+    """scripts/sm120_check_inputs.py (the H200 run that would close the checks' largest gap) on this machine."""
+    import importlib
+
+    import torch
+
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    script = importlib.import_module("sm120_check_inputs")
+    assert script.main(["--out", "/dev/null", "--clock-seconds", "1"]) == 2
+    assert capsys.readouterr().err == "sm120_check_inputs: --clock-seconds: expected at least 2, found 1\n"
+    if not torch.cuda.is_available():
+        assert script.main(["--out", "/dev/null"]) == 2
+        assert capsys.readouterr().err == "sm120_check_inputs: needs a CUDA GPU, found none\n"
+    published = {(c.id.split("-")[-1]) for c in cc.checks() if "decode" in c.id}
+    assert len(script.PUBLISHED) == len(published)  # one row per published decode check

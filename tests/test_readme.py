@@ -63,19 +63,29 @@ def test_the_current_defaults_table_follows_the_default():
 
 
 def test_the_rtx_predictions_follow_the_per_shape_choice(monkeypatch):
-    """Each row of the RTX prediction table is what the launcher selects on those cards for that shape (the first
-    sm_120 kernel at 32 rows and fewer, the second generation above), timed in the run of record; a table whose run
-    lacks the rows of a configuration sm_120 selects is refused."""
+    """Each row of the RTX prediction table is what the launcher selects on those cards for that shape and pool (the
+    first sm_120 kernel at 32 rows and fewer, the second generation above; over fp8 the exact variant and the e4m3
+    configuration), timed in the newest committed grid holding its rows; a configuration sm_120 selects whose rows
+    no committed grid holds is refused."""
     from kdtree_lab.budget.presets import gpus
 
     card = gpus()["rtx-pro-6000"]
     runs = {k: readme_tables.sm120_impl(k, card) for k in runs_of_record.SM120_SHAPES}
     assert runs == {k: "cuda_sm120" if k[2] * k[3] <= 32 else "cuda_sm120_roles" for k in runs}
     table = rtx_tables.rtx_prediction_table()
+    fp8 = {"cuda_sm120": "cuda_sm120_fp8", "cuda_sm120_roles": "cuda_sm120_e4m3"}
     for (b, length, n, h), impl in runs.items():
-        assert re.search(rf"(?m)^\| {b}, {length}, {n}, {h} \| `{impl}` \|", table), (b, length, n, h)
-    monkeypatch.setattr(rtx_tables, "SM120_RUN", runs_of_record.SM120_BENCH)  # issue 15's run: no roles rows
-    with pytest.raises(ValueError, match="no rows of cuda_sm120_roles, which sm_120 selects"):
+        assert re.search(rf"(?m)^\| {b}, {length}, {n}, {h} \| `{impl}` / `{fp8[impl]}` \|", table), (b, length, n, h)
+    real = rtx_tables.committed_grid
+
+    def no_roles(impl, kv="bf16"):
+        if impl == "cuda_sm120_roles":
+            raise LookupError("impl cuda_sm120_roles: no committed issue grid holds its rows")
+        return real(impl, kv)
+
+    monkeypatch.setattr(rtx_tables, "committed_grid", no_roles)
+    with pytest.raises(ValueError, match="no committed issue grid holds the rows of cuda_sm120_roles, which sm_120 "
+                                         "selects"):
         rtx_tables.rtx_prediction_table()
 
 

@@ -3,13 +3,14 @@ predictions from the H200 rows (labelled so)."""
 
 from __future__ import annotations
 
+from kdtree_lab.checks.bench_results import committed_grid
 from kdtree_lab.core.display import markdown_table
 from kdtree_lab.speculate import card_checks, card_model
 
 from .common import _bench, _rel, _timing_words
 from .fp8 import _e4m3_grid, _e4m3_grid_path, _fp8_rows
 from .runs import E4M3, FP8_BENCH, FP8_EXACT, HEADLINE, NCU_SM120_RUNS, SM120_RUN, SM120_SHAPES
-from .sm120 import _ncu_metric, _sm120_cards, sm120_impl
+from .sm120 import _ncu_metric, sm120_impl
 
 PREDICTIONS = ("**Predictions, not measurements** (no sm_120 card has been lent), by the card model "
                "(`kdtree_lab/speculate/card_model.py`; its inputs and its checks against published sm_120 "
@@ -75,43 +76,81 @@ def card_checks_table() -> str:
                                                for x in card_checks.excluded()) + "."])
 
 
+def _newest_rows(impl: str, kv: str = "bf16") -> tuple[dict, str | None]:
+    """((B, L, N, H) -> row of ``impl`` over a ``kv`` pool, its grid's path) from the newest committed issue grid
+    holding them ({}, None where none does)."""
+    try:
+        g = committed_grid(impl, kv)
+    except LookupError:
+        return {}, None
+    return {(r["B"], r["L"], r["N"], r["H"]): r for r in g.rows}, g.source
+
+
+def _card_runs(card, key: tuple) -> tuple[str, str]:
+    """(what the card runs for shape ``key`` over a bf16 pool, and over an fp8 pool under automatic fp8 math)."""
+    from kdtree_lab.kernels.launch_plan import select
+    from kdtree_lab.speculate.kernel_times import _forced
+
+    b, _, n, h = key
+    return sm120_impl(key, card), _forced(select(b, n, h, "fp8", card.device).name)
+
+
 def rtx_prediction_table() -> str:
-    """Predicted times of what sm_120 runs on RTX cards (per shape, the configuration the launcher selects there)
-    from its H200 measurement (labelled as predictions)."""
-    data, by_shape = _bench(SM120_RUN)
-    cards, runs = _sm120_cards(by_shape, _rel(SM120_RUN))
+    """Predicted times of what sm_120 runs on RTX cards per shape and pool (the configuration the launcher selects
+    there), from the newest committed H200 grid holding its rows (labelled as predictions)."""
+    from kdtree_lab.budget.presets import gpus
+
+    cards = [gpus()[name] for name in card_model.cards()]
+    runs = {key: _card_runs(cards[0], key) for key in SM120_SHAPES}
+    if any(_card_runs(g, key) != runs[key] for g in cards for key in SM120_SHAPES):
+        raise ValueError("cards: the RTX cards select different configurations; the table assumes one per shape")
+    rows, sources = {}, {}
+    for key, (bf, f8) in runs.items():
+        for impl, kv in ((bf, "bf16"), (f8, "fp8")):
+            if (impl, kv) not in rows:
+                rows[(impl, kv)], sources[(impl, kv)] = _newest_rows(impl, kv)
+    missing = sorted({bf for key, (bf, _) in runs.items() if key not in rows[(bf, "bf16")]})
+    if missing:
+        raise ValueError(f"no committed issue grid holds the rows of {', '.join(missing)}, which sm_120 selects")
+    used = "; ".join(f"`{impl}` over {kv}: `{src}`" for (impl, kv), src in sorted(sources.items()) if src)
     models = [card_model.card(g.name) for g in cards]
-    lines = [f"{PREDICTIONS}, from `{_rel(SM120_RUN)}` ({_timing_words(data)}): per shape, the floor plus the largest "
-             "of the KV bytes at the card's stream rate, the padded MMA FLOPs at its sustained bf16 rate, and the "
-             "H200's time beyond the floor times (SMs x sustained clock) H200 / card; in brackets the largest term. "
-             "Each row is the configuration the launcher selects on these cards for that shape, forced on the H200. "
-             "Bands from the checks: " + "; ".join(_band(m) for m in models) + ". To measure one on a card: "
-             "`kdtree-lab run --profile sm120` and `kdtree-lab bench --preset issue --impl "
-             "cuda,sglang_extend,sglang_decode`.", "",
-             "| B, L, N, H | sm_120 runs | H200, measured (ms) | " +
-             " | ".join(f"{g.label}, predicted (ms)" for g in cards) + " |",
+    lines = [f"{PREDICTIONS}, from the newest committed issue grid holding each configuration's rows ({used}; CUDA-graph "
+             "replays of one call): per shape, the floor plus the largest of the KV bytes at the card's stream rate, "
+             "the padded MMA FLOPs at its sustained rate for the configuration's MMA kind, and the H200's time beyond "
+             "the floor times (SMs x sustained clock) H200 / card; in brackets the largest term. Each row is what the "
+             "launcher selects on these cards for that shape and pool (fp8: automatic fp8 math), forced on the H200; "
+             "\"-\" where no committed grid holds that fp8 row. Bands from the checks: "
+             + "; ".join(_band(m) for m in models) + ". To measure one on a card: `kdtree-lab run --profile sm120` and "
+             "`kdtree-lab bench --preset issue --impl cuda,sglang_extend,sglang_decode`.", "",
+             "| B, L, N, H | sm_120 runs (bf16 / fp8 pool) | H200, measured (ms, bf16 / fp8) | " +
+             " | ".join(f"{g.label}, predicted (ms, bf16 / fp8)" for g in cards) + " |",
              "|---|---|---:|" + "---:|" * len(cards)]
-    for key in SM120_SHAPES:
-        s = by_shape[key][runs[key]]
-        preds = [_predict(runs[key], key, "bf16", s["ms"], m) for m in models]
-        lines.append(f"| {', '.join(map(str, key))} | `{runs[key]}` | {s['ms']:.3f} | " +
-                     " | ".join(f"{p.ms:.3f} ({p.bound})" for p in preds) + " |")
+    for key, (bf, f8) in runs.items():
+        b16, e8 = rows[(bf, "bf16")][key], rows[(f8, "fp8")].get(key)
+        cells = []
+        for m in models:
+            pb = _predict(bf, key, "bf16", b16["ms"], m)
+            pf = _predict(f8, key, "fp8", e8["ms"], m) if e8 else None
+            cells.append(f"{pb.ms:.3f} ({pb.bound}) / " + (f"{pf.ms:.3f} ({pf.bound})" if pf else "-"))
+        h200 = f"{b16['ms']:.3f} / " + (f"{e8['ms']:.3f}" if e8 else "-")
+        lines.append(f"| {', '.join(map(str, key))} | `{bf}` / `{f8}` | {h200} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def rtx_headline_sentence() -> str:
-    """The README's card sentence: the headline predicted for each card over both pools, with its band."""
-    _, by_shape = _bench(SM120_RUN)
-    _, rows = _e4m3_grid()
-    cards, runs = _sm120_cards(by_shape, _rel(SM120_RUN))
+    """The README's card sentence: the headline predicted for each card over both pools (each from the newest
+    committed grid of what the card runs there), with its band."""
+    from kdtree_lab.budget.presets import gpus
+
     parts = []
-    for g in cards:
-        m = card_model.card(g.name)
-        lo, hi, _ = card_checks.error_band(g.name)
-        bf = _predict(runs[HEADLINE], HEADLINE, "bf16", by_shape[HEADLINE][runs[HEADLINE]]["ms"], m).ms
-        f8 = _predict(E4M3, HEADLINE, "fp8", rows[(E4M3, *HEADLINE)]["ms"], m).ms
-        parts.append(f"{g.label.split(' (')[0]} {bf:.3f} ms over a bf16 pool and {f8:.3f} over an fp8 one "
-                     f"({bf * lo:.3f}-{bf * hi:.3f} and {f8 * lo:.3f}-{f8 * hi:.3f} within the checks' band)")
+    for name in card_model.cards():
+        g, m = gpus()[name], card_model.card(name)
+        lo, hi, _ = card_checks.error_band(name)
+        bf, f8 = _card_runs(g, HEADLINE)
+        pb = _predict(bf, HEADLINE, "bf16", _newest_rows(bf)[0][HEADLINE]["ms"], m).ms
+        pf = _predict(f8, HEADLINE, "fp8", _newest_rows(f8, "fp8")[0][HEADLINE]["ms"], m).ms
+        parts.append(f"{g.label.split(' (')[0]} {pb:.3f} ms over a bf16 pool and {pf:.3f} over an fp8 one "
+                     f"({pb * lo:.3f}-{pb * hi:.3f} and {pf * lo:.3f}-{pf * hi:.3f} within the checks' band)")
     w = card_checks.worst()
     return ("Predicted for the cards by the card model from those H200 runs (the floor plus the largest of the KV "
             "bytes, the MMA work at the card's sustained tensor rate, and the H200's issue-bound time scaled by SMs x "
