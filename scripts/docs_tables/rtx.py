@@ -71,7 +71,7 @@ def card_checks_table() -> str:
         "", markdown_table(rows), "",
         f"The model's worst miss is {w.miss:.2f}x (`{w.id}`: published {w.measured_ms:.4g} ms, predicted "
         f"{w.prediction.ms:.4g} ms). The band a prediction carries (measured / predicted over the card's checks, and "
-        f"for a bound none of its checks has, the other card's checks of it): {bands}.", "",
+        f"for a bound none of its checks has, the other card's checks of it): {bands}. " + _check_words(), "",
         "Found and not checkable: " + "; ".join(f"{x['what']} ({x['source']}): {x['why']}"
                                                for x in card_checks.excluded()) + "."])
 
@@ -93,6 +93,32 @@ def _card_runs(card, key: tuple) -> tuple[str, str]:
 
     b, _, n, h = key
     return sm120_impl(key, card), _forced(select(b, n, h, "fp8", card.device).name)
+
+
+def _check_words() -> str:
+    """What the checks say by group: each card's tensor-bound checks, the issue-bound ones, and how close the
+    headline's two largest terms are on each card."""
+    from kdtree_lab.budget.presets import gpus
+
+    def span(cs: list) -> str:
+        return f"{min(c.ratio for c in cs):.2f}-{max(c.ratio for c in cs):.2f}x"
+
+    parts = []
+    for name, m in card_model.cards().items():
+        tensor = [c for c in card_checks.checks() if c.card == name and c.prediction.bound == "tensor"]
+        if tensor:
+            parts.append(f"{m.label.split(' (')[0]}'s tensor-bound checks land at {span(tensor)} the prediction")
+    issue = [c for c in card_checks.checks() if c.prediction.bound == "issue"]
+    if issue:
+        parts.append(f"the issue-bound ones (decode) at {span(issue)}")
+    close = []
+    for name, m in card_model.cards().items():
+        bf, _ = _card_runs(gpus()[name], HEADLINE)
+        p = _predict(bf, HEADLINE, "bf16", _newest_rows(bf)[0][HEADLINE]["ms"], m)
+        a, b = sorted((p.bytes_ms, p.tensor_ms, p.issue_ms))[-2:]
+        close.append(f"{m.label.split(' (')[0]} {a / b:.0%}")
+    return ("Measured / predicted: " + "; ".join(parts) + ". On the headline shape the second-largest term is this "
+            "share of the largest: " + ", ".join(close) + ".")
 
 
 def rtx_prediction_table() -> str:
