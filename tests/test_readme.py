@@ -14,6 +14,8 @@ _spec = importlib.util.spec_from_file_location("readme_tables", ROOT / "scripts"
 readme_tables = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(readme_tables)
 BLOCKS, FILES, render = readme_tables.BLOCKS, readme_tables.FILES, readme_tables.render
+import docs_tables.rtx as rtx_tables  # noqa: E402  (readme_tables put scripts/ on sys.path)
+import docs_tables.runs as runs_of_record  # noqa: E402
 README = (ROOT / "README.md").read_text()
 DOCS = {p.name: p.read_text() for p in sorted((ROOT / "docs").glob("*.md"))}
 
@@ -40,7 +42,8 @@ def test_docs_tables_are_generated_from_committed_results():
         assert render(text) == text, f"{path.name} is stale: run python scripts/readme_tables.py"
         for name in BLOCKS:
             assert f"<!-- BEGIN {name} -->\n<!-- END {name} -->" not in text, f"{path.name}: empty {name} block"
-    where = {"README.md": ("headline",), "results.md": ("current", "sm120", "sm120_targets", "rtx_prediction"),
+    where = {"README.md": ("headline", "rtx_headline"),
+             "results.md": ("current", "sm120", "sm120_targets", "rtx_prediction", "card_model", "sm120_checks"),
              "kernels.md": ("configs",), "performance.md": ("floors", "sm120_fp8", "issue18_targets", "xqa_peer"),
              "performance-history.md": ("versions", "v5", "targets", "fixed_cost"),
              "speculation.md": ("speculation",)}
@@ -61,20 +64,30 @@ def test_the_current_defaults_table_follows_the_default():
 
 
 def test_the_rtx_predictions_follow_the_per_shape_choice(monkeypatch):
-    """Each row of the RTX prediction table is what the launcher selects on those cards for that shape (the first
-    sm_120 kernel at 32 rows and fewer, the second generation above), timed in the run of record; a table whose run
-    lacks the rows of a configuration sm_120 selects is refused."""
+    """Each row of the RTX prediction table is what the launcher selects on those cards for that shape and pool (the
+    first sm_120 kernel at 32 rows and fewer, the second generation above; over fp8 the e4m3 configurations, the
+    32-row form and the 64-row one), timed in the newest committed grid holding its rows; a configuration sm_120 selects whose rows
+    no committed grid holds is refused."""
     from kdtree_lab.budget.presets import gpus
 
     card = gpus()["rtx-pro-6000"]
-    runs = {k: readme_tables.sm120_impl(k, card) for k in readme_tables.SM120_SHAPES}
+    runs = {k: readme_tables.sm120_impl(k, card) for k in runs_of_record.SM120_SHAPES}
     assert runs == {k: "cuda_sm120" if k[2] * k[3] <= 32 else "cuda_sm120_roles" for k in runs}
-    table = readme_tables.rtx_prediction_table()
+    table = rtx_tables.rtx_prediction_table()
+    fp8 = {"cuda_sm120": "cuda_sm120_e4m3_32", "cuda_sm120_roles": "cuda_sm120_e4m3"}
     for (b, length, n, h), impl in runs.items():
-        assert re.search(rf"(?m)^\| {b}, {length}, {n}, {h} \| `{impl}` \|", table), (b, length, n, h)
-    monkeypatch.setattr(readme_tables, "SM120_RUN", readme_tables.SM120_BENCH)  # issue 15's run: no roles rows
-    with pytest.raises(ValueError, match="no rows of cuda_sm120_roles, which sm_120 selects"):
-        readme_tables.rtx_prediction_table()
+        assert re.search(rf"(?m)^\| {b}, {length}, {n}, {h} \| `{impl}` / `{fp8[impl]}` \|", table), (b, length, n, h)
+    real = rtx_tables.committed_grid
+
+    def no_roles(impl, kv="bf16"):
+        if impl == "cuda_sm120_roles":
+            raise LookupError("impl cuda_sm120_roles: no committed issue grid holds its rows")
+        return real(impl, kv)
+
+    monkeypatch.setattr(rtx_tables, "committed_grid", no_roles)
+    with pytest.raises(ValueError, match="no committed issue grid holds the rows of cuda_sm120_roles, which sm_120 "
+                                         "selects"):
+        rtx_tables.rtx_prediction_table()
 
 
 def test_results_index_lists_every_folder():

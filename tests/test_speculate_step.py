@@ -60,18 +60,24 @@ def test_committed_tables_are_the_current_defaults_and_say_how_they_were_made(rt
     assert "cuda_sm120_e4m3" in rtx["ours-fp8"].impl and rtx["ours-fp8"].predicted  # what sm_120 runs for fp8
 
 
-def test_rtx_times_follow_the_readme_rule_at_every_grid_point(rtx):
+def test_rtx_times_follow_the_card_model_at_every_grid_point(rtx):
     """Each grid point: the configuration the card selects for its rows, its committed row carried to the card by
-    the rule of docs/results.md (its own run's ceilings and bandwidth share)."""
-    card = gpus()[GPU]
-    for impl in ("cuda_sm120", "cuda_sm120_roles"):
+    the card model of docs/results.md, recomputed here term by term from its inputs."""
+    from kdtree_lab.core.mla import D_QK, D_V
+    from kdtree_lab.speculate import card_model
+
+    card, ref, floor = card_model.card(GPU), card_model.reference(), card_model.floor()[0]
+    scale = ref.sms * ref.sustained_mhz / (card.sms * card.sustained_mhz)
+    for impl, tile in (("cuda_sm120", 32), ("cuda_sm120_roles", 64)):
         grid = kt.committed_grid(impl)
-        share, c = kt.bandwidth_share(grid), grid.ceilings
         for r in grid.rows:
             if kt.ours_impl(GPU, r["B"], r["N"], r["H"]) != impl:
                 continue
-            want = max(r["ms"] * c["mma_sync_tflops"] / card.mma_sync_tflops,
-                       Shape(r["B"], r["L"], r["N"], r["H"]).kv_bytes / (share * card.bandwidth_gbps * 1e9) * 1e3)
+            rows = -(-r["N"] * r["H"] // tile) * tile
+            flops = 2 * r["B"] * rows * (r["L"] + r["N"]) * (D_QK + D_V)
+            want = floor + max(r["B"] * r["L"] * D_QK * 2 / (card.stream_gbps * 1e9) * 1e3,
+                               flops / (card.sms * 1024 * card.sustained_mhz * 1e6) * 1e3,
+                               (r["ms"] - floor) * scale)
             assert rtx["ours"].ms(r["B"], r["L"], r["N"], r["H"]) == pytest.approx(want, rel=1e-12)
 
 
@@ -80,6 +86,7 @@ def test_the_rtx_ours_table_takes_each_shape_from_the_configuration_the_card_sel
     committed rows, predicted with its own run, and the rest from the first kernel's; a card whose selected
     configuration has no committed grid is refused by name."""
     from kdtree_lab.kernels import launch_plan
+    from kdtree_lab.speculate import card_model
 
     sm120 = kt.committed_grid("cuda_sm120")
     roles = kt.Grid("cuda_sm120_roles", "data/results/h200/roles/bench-issue.json", sm120.date, sm120.gpu,
@@ -94,7 +101,7 @@ def test_the_rtx_ours_table_takes_each_shape_from_the_configuration_the_card_sel
     assert mixed.impl == "cuda_sm120 + cuda_sm120_roles" and "roles" in mixed.source
     for r in sm120.rows:
         shape = (r["B"], r["L"], r["N"], r["H"])
-        want = kt._predicted(dict(r, ms=r["ms"] / 2), roles, gpus()[GPU], kt.bandwidth_share(roles)) \
+        want = kt._predicted(dict(r, ms=r["ms"] / 2), card_model.card(GPU), "cuda_sm120_roles") \
             if r["N"] * r["H"] > 32 else only_first.ms(*shape)
         assert mixed.ms(*shape) == pytest.approx(want, rel=1e-12)
     assert only_first.impl == "cuda_sm120"

@@ -13,14 +13,14 @@ import torch
 from kdtree_lab.checks.batch import build_verify_batch
 from kdtree_lab.checks.oracle import compare, reference
 from kdtree_lab.core.mla import D_QK, D_V
-from kdtree_lab.core.paths import ROOT
+from kdtree_lab.core.paths import RESULTS, ROOT
 
 
 @pytest.fixture(scope="module")
 def mods():
     mp = pytest.MonkeyPatch()
     mp.syspath_prepend(str(ROOT / "scripts"))
-    src, peer, tables = (importlib.import_module(n) for n in ("xqa_source", "xqa_peer", "readme_tables"))
+    src, peer, tables = (importlib.import_module(n) for n in ("xqa_source", "xqa_peer", "docs_tables.sm120"))
     yield src, peer, tables
     mp.undo()
 
@@ -394,10 +394,10 @@ def test_paged_inputs_refuse_other_shapes(mods):
 
 def test_doc_table_reads_the_committed_run_or_says_not_yet_measured(mods, tmp_path, monkeypatch):
     peer, tables = mods[1], mods[2]
-    monkeypatch.setattr(tables, "XQA_PEER", tables.RESULTS / "h200" / "no-such-run" / "xqa-peer.json")
+    monkeypatch.setattr(tables, "XQA_PEER", RESULTS / "h200" / "no-such-run" / "xqa-peer.json")
     assert tables.xqa_peer_table().startswith("Not yet measured: this table is generated from "
                                               "`data/results/h200/no-such-run/xqa-peer.json`")
-    path = tables.RESULTS / "h200" / "2026-12-01-xqa-peer" / "xqa-peer.json"
+    path = RESULTS / "h200" / "2026-12-01-xqa-peer" / "xqa-peer.json"
     copy = tmp_path / "results" / "xqa-peer.json"
     copy.parent.mkdir()
     copy.write_text(json.dumps(_result(peer)))

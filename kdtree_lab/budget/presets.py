@@ -39,9 +39,6 @@ class GpuPreset:
     smem_optin: int  # opt-in shared memory per block, bytes (ditto)
     context_overhead_mib: float  # memory_mib less SGLang's G at TP8: CUDA context, NCCL, custom all-reduce (MiB)
     sources: dict[str, str]
-    mma_sync_tflops: float | None = None  # bf16 mma.sync m16n8k16 rate, fp32 accumulate (for predictions)
-    mma_e4m3_tflops: float | None = None  # e4m3 mma.sync m16n8k32 rate as the e4m3 configuration issues it (sm_120a:
-    # the block-scaled form), fp32 accumulate
 
     @property
     def device(self) -> Device:

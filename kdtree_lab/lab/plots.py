@@ -205,6 +205,9 @@ def speculation_headline(head: dict, path: str | Path | None = None):
                    fontsize=7, color="tab:blue")
     context_axis(b, [r["context"] for r in rows])
     _plain_y(b)
+    from matplotlib.ticker import MaxNLocator
+
+    b.yaxis.set_major_locator(MaxNLocator(nbins=12, steps=[1, 2, 5, 10]))  # the ratio reads off its axis to 0.5
     b.set_ylabel("ours / today's best (tokens per second)")
     b.legend(fontsize=8, loc="lower right")
     b.grid(True, alpha=0.3)
@@ -267,10 +270,14 @@ def speculation_best(res: dict, path: str | Path | None = None):
         for x, _, y in pts:
             at.setdefault(x, []).append(y)
     span = 1.1 * max(max(v) for v in at.values())
+    placed: dict = {}  # per context, the heights of the labels already put above their points
     for (k, pts), colour in zip(series.items(), ("tab:blue", "tab:purple", "tab:orange")):
         ax.plot([x for x, _, _ in pts], [y for _, _, y in pts], marker="o", color=colour, label=KERNEL_TITLES.get(k, k))
-        for x, b, y in pts:  # a label goes below its point where another series' point sits just above it
-            above = not any(y < other < y + 0.08 * span for other in at[x])
+        for x, b, y in pts:  # a label goes below its point where another series' point (or label) sits just above it
+            above = not any(y < other < y + 0.08 * span for other in at[x]) and \
+                not any(abs(y - other) < 0.04 * span for other in placed.get(x, []))
+            if above:
+                placed.setdefault(x, []).append(y)
             ax.annotate(f"{'C' if b['kind'] == 'chain' else 'N'}{b['nodes']}", (x, y), textcoords="offset points",
                         xytext=(0, 6 if above else -7), ha="center", va="bottom" if above else "top", fontsize=7,
                         color=colour)

@@ -1,6 +1,8 @@
 """The one table a person reads: per context, today's best (measured where a published table measured it, the
 model otherwise, and said which), the best setup with our kernel, and their ratio with a band carried from how
-well the model reproduces today's best (``published.band``).
+well the model reproduces today's best (``published.band``) and, on a card whose kernel times are predicted, from
+how well the card model reproduces published sm_120 measurements (``card_checks.error_band``: ours re-chosen with
+its kernel times at the band's two ends).
 
 Today's best is vLLM's TRITON_MLA with full CUDA graphs verifying the EAGLE-3 chain of 4 (``today``); ours is the
 same deployment with our verify kernel over a bf16 or an fp8 pool, for the same EAGLE-3 chain and for the sweep's
@@ -10,8 +12,9 @@ table's longest are predictions of both sides.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from . import card_checks
 from . import published as pub
 from .presets import published
 from .step import MODEL_LABEL, StepInputError
@@ -42,6 +45,36 @@ def _setup_words(s: Setup, st, draft: str) -> str:
     return f"{what}, {KERNEL_WORDS[st.kernel].split(', ')[1]} ({draft})"
 
 
+def kernel_band(s: Setup) -> tuple[float, float, str]:
+    """(lo, hi, source): the factors our kernel's predicted time carries on this deployment's GPU (the card model's
+    checks), (1, 1) where its times are measured."""
+    if not any(s.tables[k].predicted for k in OURS):
+        return 1.0, 1.0, "our kernel's times are measured on this GPU"
+    lo, hi, n = card_checks.error_band(s.target.gpu.name)
+    return lo, hi, (f"our kernel's time predicted for the card x{lo:.2f} to x{hi:.2f}, the spread of measured / "
+                    f"predicted over the card model's {n} checks against published sm_120 measurements "
+                    "(card_checks.error_band)")
+
+
+def with_kernel_factor(s: Setup, factor: float) -> Setup:
+    """``s`` with our kernel's times multiplied by ``factor``."""
+    return replace(s, tables={k: v.scaled(factor) if k in OURS else v for k, v in s.tables.items()})
+
+
+def _best_ours(s: Setup, same: Setup, ctx: int, nodes: int):
+    """(the fastest step with ours that fits: the sweep's draft as chain or tree, or today's chain; its words)."""
+    v = evaluate(s, ctx, OURS)
+    mine = [b for b in (best(s, v, k) for k in OURS) if b is not None]
+    chains = [x for x in (spec_step(same, ctx, k, nodes, chain=True) for k in OURS) if fits(same, x)]
+    if not mine and not chains:
+        return None, None, None
+    top = max(mine, key=lambda x: x.tokens_per_s) if mine else None
+    top_chain = max(chains, key=lambda x: x.tokens_per_s) if chains else None
+    if top is None or (top_chain is not None and top_chain.tokens_per_s > top.tokens_per_s):
+        return top_chain, _setup_words(same, top_chain, same.draft.name), top_chain
+    return top, _setup_words(s, top, s.draft.name), top_chain
+
+
 def headline(s: Setup, contexts: tuple[int, ...]) -> dict:
     """The headline for setup ``s`` (a deployment with today's best: ``s.today``) at ``contexts`` together with the
     contexts the headline table measured; JSON-ready."""
@@ -56,36 +89,32 @@ def headline(s: Setup, contexts: tuple[int, ...]) -> dict:
     measured = {int(r[0]): float(r[1]) for r in head.spec} if s.batch == head.batch else {}
     longest = max(int(r[0]) for x in tables for r in (*x.spec, *x.no_spec))
     band = pub.band()
+    k_lo, k_hi, k_src = kernel_band(s)
+    fast, slow = with_kernel_factor(s, k_lo), with_kernel_factor(s, k_hi)
     same = with_draft(s, p.draft)
     rows = []
     for c in sorted(set(contexts) | set(measured)):
         ctx = max(c, 1)
         today = spec_step(same, ctx, "decode rows", p.nodes, chain=True)
-        v = evaluate(s, ctx, OURS)
-        mine = [b for b in (best(s, v, k) for k in OURS) if b is not None]
-        chains = [x for x in (spec_step(same, ctx, k, p.nodes, chain=True) for k in OURS) if fits(same, x)]
-        if not mine and not chains:
+        top, words, top_chain = _best_ours(s, same, ctx, p.nodes)
+        if top is None:
             continue
-        top = max(mine, key=lambda x: x.tokens_per_s) if mine else None
-        top_chain = max(chains, key=lambda x: x.tokens_per_s) if chains else None
-        if top is None or (top_chain is not None and top_chain.tokens_per_s > top.tokens_per_s):
-            top, words = top_chain, _setup_words(same, top_chain, p.draft)
-        else:
-            words = _setup_words(s, top, s.draft.name)
         if c in measured:
             ref, how = measured[c], f"measured ({head.name})"
         else:
             ref, how = today.tokens_per_s, "model" if c <= longest else "model, a prediction"
         ratio = top.tokens_per_s / ref
+        lo = _best_ours(slow, with_draft(slow, p.draft), ctx, p.nodes)[0]
+        hi = _best_ours(fast, with_draft(fast, p.draft), ctx, p.nodes)[0]
         rows.append(Row(c, ref, how, today.tokens_per_s, top.tokens_per_s, words,
                         top_chain.tokens_per_s if top_chain else float("nan"),
                         _setup_words(same, top_chain, p.draft) if top_chain else "does not fit", ratio,
-                        (ratio / (1 + band), ratio / (1 - band)),
+                        (lo.tokens_per_s / ref / (1 + band), hi.tokens_per_s / ref / (1 - band)),
                         (top_chain.tokens_per_s / ref) if top_chain else float("nan")))
     return {"label": MODEL_LABEL, "today": p.label, "headline_table": head.source, "band": band,
             "band_source": "the largest |model / measured - 1| over the speculative cells of every published table "
-                           "of today's best (published.band); it does not cover our kernel's own time, which is "
-                           "predicted for the card from H200 runs",
+                           "of today's best (published.band)",
+            "kernel_band": [k_lo, k_hi], "kernel_band_source": k_src,
             "longest_measured": longest, "batch": s.batch, "capacity_per_request": s.capacity(None),
             "no_speculation": {c: round(no_spec_step(s, max(c, 1)).tokens_per_s, 1) for c in (r.context for r in rows)},
             "rows": [r.__dict__ | {"band": list(r.band)} for r in rows]}
@@ -108,9 +137,11 @@ def words(h: dict) -> str:
     if not h["rows"]:
         return (f"At batch {h['batch']} no context asked for fits the KV pool ({h['capacity_per_request']:,} tokens "
                 "per request): no headline.")
+    kernel = "" if h["kernel_band"] == [1.0, 1.0] else (
+        f", and {h['kernel_band_source']}, ours re-chosen at each end")
     return (f"Today's best: {h['today']} ({h['headline_table']}), measured where that table measured it and "
             f"modelled elsewhere; contexts beyond {pub.k_words(h['longest_measured'])} are predictions of both sides. "
-            f"Band: the model's worst miss of today's best, {h['band']:.0%} ({h['band_source']}).")
+            f"Band: the model's worst miss of today's best, {h['band']:.0%} ({h['band_source']}){kernel}.")
 
 
 def _cell(st: dict | None) -> str | float:

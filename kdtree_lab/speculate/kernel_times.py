@@ -7,13 +7,14 @@ H {8, 16, 64, 128}), as CUDA-graph replays of one call:
   that holds its rows (``committed_grid``), so a newly committed run of a default kernel is picked up without a
   code change. Our kernel on a GPU is, per shape, the configuration the launcher selects there (``ours_impl``); every
   committed grid ran on the H200, where what sm_120 runs is forced to time it.
-- sm_120 cards: predicted from the H200 rows exactly as the RTX tables of docs/results.md are (``predict_ms``) and labelled
-  predictions.
+- sm_120 cards: predicted from the H200 rows by the card model (``card_model.predict``), as the RTX tables of
+  docs/results.md are, and labelled predictions; ``card_checks.error_band`` is the spread those predictions carry.
 - this GPU: measured first (``measure``), through ``checks.bench.run_grid``.
 - ours over an fp8 pool (``ours-fp8``): per shape the configuration the launcher runs for an fp8 pool there, from
   the newest committed issue grid holding fp8-pool rows of it; while none does, its bf16 sibling's issue rows times
   the fp8 / bf16 time ratio the newest committed run of any preset measured for that kernel on the H200 (said so
-  in the table's label). Carried to sm_120 cards with the fp8 pool's bytes (half the bf16 pool's).
+  in the table's label). Carried to sm_120 cards with the fp8 pool's bytes (half the bf16 pool's) and the fp8
+  configuration's MMA work.
 
 Between grid points a time is interpolated linearly in L, then N, then B; below the shortest prefix it is held
 (a call over fewer tokens costs no more, to first order); beyond the longest it is extrapolated along the last
@@ -27,13 +28,13 @@ from __future__ import annotations
 import json
 import statistics
 from bisect import bisect_left
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..checks import bench_results
 from ..checks.bench_results import MEASURED_ON, Grid
-from ..checks.roofline import Shape
 from ..core.paths import ROOT
+from . import card_model
 
 SGLANG_VERIFY = "sglang_extend"  # extend_attention_fwd, SGLang 0.5.23's Triton verify path for MLA
 SGLANG_DECODE = "sglang_decode_1tok"  # decode_attention_fwd, one token per request (no speculation)
@@ -75,27 +76,6 @@ def committed_grid(impl: str) -> Grid:
         raise KernelTimeError(str(exc)) from None
 
 
-def bandwidth_share(grid: Grid) -> float:
-    """The best share of the copy bandwidth the implementation reached over long memory-bound shapes in its run
-    (L >= 32k, H x N <= 64 with N its own work): the RTX prediction rule of docs/results.md."""
-    shares = [r["GB/s"] / grid.ceilings["copy_gbps"] for r in grid.rows
-              if r["L"] >= 32_768 and r["H"] * r.get("work_N", r["N"]) <= 64]
-    if not shares:
-        raise KernelTimeError(f"impl {grid.impl}: {grid.source} has no long memory-bound shape to take a bandwidth "
-                              "share from")
-    return max(shares)
-
-
-def predict_ms(ms: float, kv_bytes: int, ceilings: dict, card, share: float) -> float:
-    """An H200 time (ms) carried to ``card`` (a budget.GpuPreset with ``mma_sync_tflops``): the larger of the time
-    scaled by the mma.sync rate ratio and the KV bytes at ``share`` of the card's bandwidth. A prediction."""
-    if not card.mma_sync_tflops or not ceilings.get("mma_sync_tflops"):
-        raise KernelTimeError(f"gpu {card.name}: predicting needs its mma.sync rate and the run's; found "
-                              f"{card.mma_sync_tflops} and {ceilings.get('mma_sync_tflops')}")
-    return max(ms * ceilings["mma_sync_tflops"] / card.mma_sync_tflops,
-               kv_bytes / (share * card.bandwidth_gbps * 1e9) * 1e3)
-
-
 @dataclass(frozen=True)
 class KernelTable:
     """Per-layer call times (ms) of one kernel on one GPU: ``series[(B, H, N)]`` = ((L, ms), ...) sorted by L;
@@ -111,8 +91,13 @@ class KernelTable:
 
     @property
     def label(self) -> str:
-        how = f"predicted for {self.gpu} from H200 rows" if self.predicted else f"measured on {self.gpu}"
+        how = f"predicted for {self.gpu} from H200 rows by the card model" if self.predicted else \
+            f"measured on {self.gpu}"
         return f"{self.impl}, {how} ({self.source})"
+
+    def scaled(self, factor: float) -> "KernelTable":
+        """This table with every time multiplied by ``factor`` (a prediction's error band, ``card_checks``)."""
+        return replace(self, series={k: tuple((n, ms * factor) for n, ms in v) for k, v in self.series.items()})
 
     def _axis(self, values: list[int], x: float, name: str, clamp_low: bool) -> tuple[int, int, float]:
         """Neighbours (lo, hi) of x among ``values`` and the weight of hi."""
@@ -186,9 +171,9 @@ def table(kernel: str, gpu: str, measured: dict | None = None) -> KernelTable:
     cards = gpus()
     if gpu not in cards:
         raise KernelTimeError(f"gpu: expected one of {', '.join(sorted(cards))}, found {gpu!r}")
-    if measured is None and gpu != MEASURED_ON and not cards[gpu].mma_sync_tflops:
-        raise KernelTimeError(f"gpu {gpu}: predicting its times from the H200's needs its mma.sync rate "
-                              "(gpus.yaml mma_sync_tflops); run notebook 07 on that GPU to measure them instead")
+    if measured is None and gpu != MEASURED_ON and gpu not in card_model.cards():
+        raise KernelTimeError(f"gpu {gpu}: predicting its times from the H200's needs its card-model inputs "
+                              "(gpus.yaml card_model); run notebook 07 on that GPU to measure them instead")
     if kernel == "ours-fp8":
         if measured is not None:
             rows = [r for r in measured["rows"] if r["impl"] == "cuda" and r.get("kv", "bf16") == "fp8"]
@@ -208,13 +193,11 @@ def table(kernel: str, gpu: str, measured: dict | None = None) -> KernelTable:
     if gpu == MEASURED_ON:
         return KernelTable(kernel, impl, gpu, False, grid.source, grid.ceilings,
                            _series(list(grid.rows), lambda r: r["ms"], one))
-    card = cards[gpu]
+    card = card_model.card(gpu)
     if kernel != "ours":
-        share = bandwidth_share(grid)
         return KernelTable(kernel, impl, gpu, True, grid.source, grid.ceilings,
-                           _series(list(grid.rows), lambda r: _predicted(r, grid, card, share), one))
-    # ours: each shape from the committed rows of the configuration the card selects for it (by its rows N x H),
-    # predicted with that run's ceilings and bandwidth share
+                           _series(list(grid.rows), lambda r: _predicted(r, card, impl), one))
+    # ours: each shape from the committed rows of the configuration the card selects for it (by its rows N x H)
     runs: dict[str, tuple[Grid, dict]] = {}
 
     def run_of(name: str) -> tuple[Grid, dict]:
@@ -232,17 +215,17 @@ def table(kernel: str, gpu: str, measured: dict | None = None) -> KernelTable:
                                   f"which {gpu} runs it for")
         picked.append((mine, at[key]))
     used = sorted({name for name, _ in picked})
-    shares = {name: bandwidth_share(runs[name][0]) for name in used}
-    rows = [dict(x, ms=_predicted(x, runs[name][0], card, shares[name])) for name, x in picked]
+    rows = [dict(x, ms=_predicted(x, card, name)) for name, x in picked]
     return KernelTable(kernel, " + ".join(used), gpu, True, "; ".join(dict.fromkeys(runs[n][0].source for n in used)),
                        grid.ceilings,
                        _series(rows, lambda r: r["ms"], one))
 
 
-def _predicted(r: dict, grid: Grid, card, share: float, kv: str = "bf16") -> float:
-    """Row ``r`` of ``grid`` (an H200 run) carried to ``card`` by ``predict_ms`` over a ``kv`` pool (a prediction,
+def _predicted(r: dict, card: card_model.Card, impl: str, kv: str = "bf16") -> float:
+    """Row ``r`` (an H200 time of ``impl`` over a ``kv`` pool) carried to ``card`` by the card model (a prediction,
     ms)."""
-    return predict_ms(r["ms"], Shape(r["B"], r["L"], r["N"], r["H"], kv=kv).kv_bytes, grid.ceilings, card, share)
+    work = card_model.verify_work(impl, r["B"], r["L"], r["N"], r["H"], kv)
+    return card_model.predict(r["ms"], work, card).ms
 
 
 def fp8_kernel(impl: str) -> str | None:
@@ -321,6 +304,7 @@ def _ours_fp8(gpu: str) -> KernelTable:
     from ..kernels.launch_plan import NoConfiguration, select
 
     card = gpus()[gpu]
+    target = card_model.card(gpu) if gpu != MEASURED_ON else None
     shapes = committed_grid(ours_impl(gpu)).rows
     grids: dict[tuple[str, str], Grid | None] = {}
 
@@ -367,14 +351,53 @@ def _ours_fp8(gpu: str) -> KernelTable:
                 how[f"{sibling} bf16 rows ({g.source}) x {scale:.3f}, its fp8 / bf16 time on the H200 (median of {n} "
                     f"shapes, {src})"] = None
         ms = row["ms"] * scale
-        if gpu != MEASURED_ON:
-            ms = _predicted(dict(row, ms=ms), grid, card, bandwidth_share(grid), kv="fp8")
+        if target is not None:  # the fp8 configuration's work (its MMA kind and row tile) over the fp8 pool's bytes
+            ms = _predicted(dict(row, ms=ms), target, _forced(name), kv="fp8")
         picked.append(dict(row, ms=ms))
     predicted = gpu != MEASURED_ON
     label_src = "; ".join(how)
     impl = " + ".join(sorted({k.split(" ")[0] for k in how})) + " (fp8 pool)"
     ceilings = next(g for g in grids.values() if g is not None).ceilings
     return KernelTable("ours-fp8", impl, gpu, predicted, label_src, ceilings, _series(picked, lambda r: r["ms"], False))
+
+
+def _forced(config_name: str) -> str:
+    """The forced implementation of configuration ``config_name``."""
+    from ..kernels.impls import IMPLS
+
+    found = [i.name for i in IMPLS.values() if i.kernel == config_name]
+    if not found:
+        raise KernelTimeError(f"configuration {config_name}: no forced implementation to carry its work")
+    return found[0]
+
+
+def card_predictions(rows: list[dict]) -> list[dict]:
+    """For each H200 row (a ``bench`` result's) of a configuration an sm_120 card runs for its shape and pool (the
+    launcher's choice there), the card model's time on every card (a prediction) and its bound; JSON-ready."""
+    from ..budget.presets import gpus
+    from ..kernels.impls import IMPLS
+    from ..kernels.launch_plan import NoConfiguration, select
+
+    cards = card_model.cards()
+    out = []
+    for r in rows:
+        kv, impl = r.get("kv", "bf16"), r["impl"]
+        i = IMPLS.get(impl)
+        if i is None or i.kernel is None:
+            continue
+        try:
+            chosen = {select(r["B"], r["N"], r["H"], kv, gpus()[name].device).name for name in cards}
+        except NoConfiguration:
+            continue
+        if chosen != {i.kernel}:
+            continue
+        row = {"B": r["B"], "L": r["L"], "N": r["N"], "H": r["H"], "pool": kv, "impl": impl, "H200 ms": r["ms"]}
+        for name, c in cards.items():
+            pred = card_model.predict(r["ms"], card_model.verify_work(impl, r["B"], r["L"], r["N"], r["H"], kv), c)
+            row[f"{name} ms (predicted)"] = round(pred.ms, 4)
+            row[f"{name} bound"] = pred.bound
+        out.append(row)
+    return out
 
 
 def tables(gpu: str, measured: dict | None = None) -> dict[str, KernelTable]:

@@ -165,9 +165,15 @@ def architectures() -> dict[str, Architecture]:
 
 
 def rates() -> dict[str, Rates]:
+    from . import card_model
+
     out = {}
     for k, v in _raw()["rates"].items():
         w, t = v["weights_gbps"], v["tensor_tflops"]
+        if "card_model" in (w, t):  # the card model's rates (gpus.yaml card_model), the one home of a card's figures
+            card = card_model.card(k)
+            w = card.stream_gbps if w == "card_model" else w
+            t = card.tensor_tflops("bf16") if t == "card_model" else t
         out[k] = Rates(k, None if w == "measured" else float(w), None if t == "measured" else float(t),
                        float(v["allreduce"]["latency_us"]), float(v["allreduce"]["gbps"]), v["sources"])
     return out

@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
+from . import card_checks, card_model
 from . import today as today_model
 from .acceptance import Fit, calibrate, chain_tokens, tree_curve, tree_depth
 from .kernel_times import POOLS, KernelTable, tables as kernel_tables
@@ -256,6 +257,15 @@ def inputs(s: Setup) -> list[dict]:
          "source": t.sources["allreduce"]},
     ]
     rows += [{"input": f"attention: {k}", "value": tab.impl, "source": tab.label} for k, tab in s.tables.items()]
+    if any(tab.predicted for tab in s.tables.values()):
+        c = card_model.card(t.gpu.name)
+        lo, hi, n = card_checks.error_band(c.name)
+        rows.append({"input": "card model (kernel times on this card)",
+                     "value": f"stream {c.stream_gbps:g} GB/s, bf16 {c.tensor_tflops('bf16'):.0f} / e4m3 "
+                              f"{c.tensor_tflops('e4m3'):.0f} TFLOP/s at {c.sustained_mhz:g} MHz, issue time x "
+                              f"{card_model.issue_scale(c):.3f}, floor {card_model.floor()[0] * 1e3:.1f} us; band "
+                              f"x{lo:.2f}-x{hi:.2f} over {n} checks",
+                     "source": "data/presets/gpus.yaml card_model; data/published/sm120_checks.yaml"})
     if s.today is not None:
         p, k = s.today.preset, s.today.preset.kernel
         rows += [
