@@ -12,7 +12,8 @@ from kdtree_lab.checks.roofline import row_kv
 from kdtree_lab.core.paths import ROOT
 
 from .common import _bench, _rel, _timing_words
-from .runs import E4M3, E4M3_ACCURACY, E4M3_ACCURACY_ONE_TERM, E4M3_CEILING, FP8_BENCH, FP8_EXACT, HEADLINE, SM120_ROLES, SM120_RUN
+from .runs import (E4M3, E4M3_32, E4M3_ACCURACY, E4M3_ACCURACY_ONE_TERM, E4M3_CEILING, FP8_BENCH, FP8_EXACT, HEADLINE,
+                   SM120_FIRST, SM120_ROLES, SM120_RUN)
 
 
 def _fp8_rows() -> tuple[dict, dict]:
@@ -121,8 +122,14 @@ def fp8_headline_sentence() -> str:
     _, rows = _e4m3_grid()
     _, by_shape = _bench(SM120_RUN)
     f, b = rows[(E4M3, *HEADLINE)]["ms"], by_shape[HEADLINE][SM120_ROLES]["ms"]
+    chain = (1, 200_000, 4, 8)  # an EAGLE-3 / MTP chain of 4 at 8 local heads: 32 rows
+    small = ""
+    if (E4M3_32, *chain) in rows:
+        f32, b32 = rows[(E4M3_32, *chain)]["ms"], by_shape[chain][SM120_FIRST]["ms"]
+        small = (f", and its 32-row form at 32 rows and fewer: a chain of 4 at 8 heads over 200k tokens {f32:.4f} ms "
+                 f"where the bf16 pool takes {b32:.4f} ms")
     return (f"Over an fp8 pool (`--kv-cache-dtype fp8_e4m3`) an sm_120 card runs the role split on e4m3 tensor cores "
-            f"above 32 rows: on the headline shape {f:.3f} ms where the bf16 pool takes {b:.3f} ms (H200 under sm_120's "
-            f"limits, `{_rel(_e4m3_grid_path())}`), its error below SGLang's own fp8 kernel's on every measured case; "
+            f"above 32 rows: on the headline shape {f:.3f} ms where the bf16 pool takes {b:.3f} ms{small} (H200 under "
+            f"sm_120's limits, `{_rel(_e4m3_grid_path())}`), its error below SGLang's own fp8 kernel's on every measured case; "
             "`KDTREE_FP8_MATH=exact` (or `VerifyAttention(fp8_math=\"exact\")`) keeps the exact conversion path "
             "instead (`docs/kernels.md`, \"fp8 pools\").")
