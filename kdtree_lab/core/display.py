@@ -113,19 +113,96 @@ def markdown_table(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None
     return "\n".join(lines)
 
 
-def aligned_table(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None) -> str:
-    """A plain-text table for a terminal: columns padded to their widest cell, numbers right-aligned."""
+def terminal_width() -> int:
+    """Columns a terminal table may use: $COLUMNS, else the terminal's width, else 120 (a pipe or a log)."""
+    import shutil
+    import sys
+
+    if os.environ.get("COLUMNS", "").isdigit():
+        return max(40, int(os.environ["COLUMNS"]))
+    if sys.stdout.isatty():
+        return max(40, shutil.get_terminal_size((120, 24)).columns)
+    return 120
+
+
+def _unicode_out() -> bool:
+    """Whether stdout can print the table's rule (a C-locale terminal or log cannot: ASCII then)."""
+    import sys
+
+    try:
+        "─".encode(getattr(sys.stdout, "encoding", None) or "utf-8")
+    except (UnicodeEncodeError, LookupError):
+        return False
+    return True
+
+
+def aligned_table(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None, title: str | None = None,
+                  width: int | None = None) -> str:
+    """A table for a terminal, the one style every command prints (rich's, rendered as plain text): a header line
+    over its columns, numbers right-aligned, the title (if any) above, left. A table wider than ``width`` (default
+    ``terminal_width()``) wraps its text columns (those over 24 characters, widest first, each kept at 20 or more)
+    at spaces, never drops or cuts a cell; short columns keep one line."""
+    import io
+
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
     if not rows:
-        return "(no rows)"
+        return (f"{title}\n" if title else "") + "(no rows)"
     cols = list(columns or rows[0].keys())
     cells = [[fmt(r.get(c, "")).replace("\\|", "|") for c in cols] for r in rows]
-    numeric = [all(isinstance(r.get(c), (int, float)) and not isinstance(r.get(c), bool) for r in rows) for c in cols]
-    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
+    body = [max(max(map(len, row[i].splitlines() or [""])) for row in cells) for i in range(len(cols))]
+    sep = 3  # one space of padding either side of the blank rule between columns
+    fixed = _fit_widths([max(b, len(str(c))) for b, c in zip(body, cols)],
+                        [max(b, *map(len, str(c).split() or [""])) for b, c in zip(body, cols)],
+                        (width or terminal_width()) - sep * (len(cols) - 1))
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD if _unicode_out() else box.ASCII2,
+                  pad_edge=False, show_edge=False, title_style="", header_style="bold",
+                  show_lines=any(w < b for w, b in zip(fixed, body)))  # a rule between rows whose cells wrap
+    for c, w in zip(cols, fixed):
+        numeric = all(_is_number(r.get(c)) for r in rows)
+        table.add_column(str(c), justify="right" if numeric else "left", width=w, overflow="fold")
+    for row in cells:
+        table.add_row(*row)
+    out = io.StringIO()
+    Console(file=out, width=sum(fixed) + sep * (len(cols) - 1) + 2, color_system=None, highlight=False, markup=False,
+            emoji=False, legacy_windows=False).print(table)
+    return "\n".join(line.rstrip() for line in out.getvalue().rstrip("\n").splitlines())
 
-    def line(values: Sequence[str]) -> str:
-        return "  ".join(v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric)).rstrip()
 
-    return "\n".join([line(cols), line(["-" * w for w in widths])] + [line(row) for row in cells])
+def _is_number(v: Any) -> bool:
+    """A cell a terminal table right-aligns: a number, or text that reads as one ("1.63x", "-4.9%", "1,024")."""
+    import re
+
+    if isinstance(v, bool):
+        return False
+    return isinstance(v, (int, float)) or (isinstance(v, str) and bool(re.fullmatch(r"[-+]?[\d,]*\.?\d+[x%]?", v)))
+
+
+def _fit_widths(natural: list[int], headed: list[int], room: int, short: int = 24, least: int = 20) -> list[int]:
+    """Column widths within ``room`` characters: each column its ``natural`` width when they all fit; else first
+    the headers wrap at spaces (``headed``: a column's width with its header's words one a line), then the text
+    columns (cells wider than ``short``) narrow, widest first, down to ``least`` each. The table may stay wider
+    than the room (a terminal wraps a long line), but a cell is never cut."""
+    widths = list(natural)
+    over = sum(widths) - room
+    for i in sorted(range(len(widths)), key=lambda j: headed[j] - natural[j]):
+        if over <= 0:
+            break
+        cut = min(over, natural[i] - headed[i])
+        widths[i] -= cut
+        over -= cut
+    while over > 0:
+        wide = [i for i, w in enumerate(widths) if headed[i] > short and w > least]
+        if not wide:
+            break
+        i = max(wide, key=lambda j: widths[j])
+        second = max([widths[j] for j in wide if j != i] + [least])
+        cut = min(over, max(widths[i] - second, 1), widths[i] - least)
+        widths[i] -= cut
+        over -= cut
+    return widths
 
 
 def show(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None, title: str | None = None) -> None:
