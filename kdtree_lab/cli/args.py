@@ -192,21 +192,12 @@ def gpu_preset(text: str) -> str:
 
 
 def as_flags(message: str, flags: Mapping[str, str] | Iterable[str]) -> str:
-    """A library's one-line refusal in the command line's words: the parameter names before its first colon as
-    the flags that set them (``flags``: name -> flag, or names spelled as flags: accept_length -> --accept-length),
-    prefixed "argument" as argparse's own lines are, "got X" as "found X" and a Python list of names as a plain one."""
+    """A library's one-line refusal in the command line's words (``display.as_parameters``): ``flags`` maps a
+    parameter name to its flag, or lists names spelled as flags (accept_length -> --accept-length)."""
+    from ..core.display import as_parameters
+
     table = dict(flags) if isinstance(flags, Mapping) else {n: "--" + n.replace("_", "-") for n in flags}
-    head, sep, rest = message.partition(":")
-    if not sep:
-        return message
-    named = False
-    for name in sorted(table, key=len, reverse=True):
-        head, n = re.subn(rf"(?<![-\w]){re.escape(name)}(?!\w)", table[name], head)
-        named = named or bool(n)
-    if named and not head.startswith("argument"):
-        head = ("arguments " if " and " in head or "/" in head else "argument ") + head
-    rest = re.sub(r"\[('[^'\]]*'(?:, '[^'\]]*')*)\]", lambda m: m.group(1).replace("'", ""), rest)
-    return head + sep + re.sub(r"\bgot\b", "found", rest)
+    return as_parameters(message, table)
 
 
 def readable_file(text: str) -> str:

@@ -113,6 +113,19 @@ def markdown_table(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None
     return "\n".join(lines)
 
 
+def console(stderr: bool = False, **kwargs):
+    """A rich Console for a terminal line or table. A broken pipe (``kdtree-lab ... | head``) raises
+    BrokenPipeError here, as a plain print would (rich's own handling exits 1 on the spot, before a run could write
+    its summary); ``cli.main`` then ends the command quietly."""
+    from rich.console import Console
+
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            raise BrokenPipeError("the reader of the output went away")
+
+    return _Console(stderr=stderr, **kwargs)
+
+
 def terminal_width() -> int:
     """Columns a terminal table may use: $COLUMNS, else the terminal's width, else 120 (a pipe or a log)."""
     import shutil
@@ -265,6 +278,25 @@ def figure_problems(fig) -> list[str]:
 def _within(box, frame, slack: float = 1.0) -> bool:
     return (box.x0 >= frame.x0 - slack and box.y0 >= frame.y0 - slack and box.x1 <= frame.x1 + slack
             and box.y1 <= frame.y1 + slack)
+
+
+def as_parameters(message: str, names: dict[str, str]) -> str:
+    """A library's one-line refusal ("tp: expected a divisor of 64, got 3") in the words of the caller that set
+    the values: each name before the first colon replaced by ``names[name]`` (a flag, "-p tp"), prefixed
+    "argument" as argparse's own lines are, "got X" as "found X" and a Python list of names as a plain one."""
+    import re
+
+    head, sep, rest = message.partition(":")
+    if not sep:
+        return message
+    named = False
+    for name in sorted(names, key=len, reverse=True):
+        head, n = re.subn(rf"(?<![-\w]){re.escape(name)}(?!\w)", names[name], head)
+        named = named or bool(n)
+    if named and not head.startswith("argument"):
+        head = ("arguments " if " and " in head or "/" in head else "argument ") + head
+    rest = re.sub(r"\[('[^'\]]*'(?:, '[^'\]]*')*)\]", lambda m: m.group(1).replace("'", ""), rest)
+    return head + sep + re.sub(r"\bgot\b", "found", rest)
 
 
 def note(text: str) -> None:
