@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from ..lab.record import emit
-from .args import OK, AnswerNo, BadArgument, as_flags, bounded_float, gpu_preset, ints_at_least, one_of, \
+from .args import OK, AnswerNo, BadArgument, as_flags, bounded_float, bounded_int, gpu_preset, ints_at_least, one_of, \
     positive_int, positive_ints
 
 # The setup's parameter names as the command spells them, to name a refused value by its flag.
@@ -101,8 +101,8 @@ def cmd_speculate(args: argparse.Namespace) -> int:
             raise ValueError("accept_length and accept_nodes: expected both (a measured acceptance and the chain "
                              "size it was measured at) or neither, found one")
         if args.step_context is not None and args.step_ms is None:
-            raise ValueError("step_context: applies with step_ms only (the context a measured step time was "
-                             f"measured at), found step_context {args.step_context} without it")
+            raise BadArgument("argument --step-context: applies with --step-ms only (the context a measured step "
+                              f"time was measured at), found --step-context {args.step_context} without it")
 
         def configured(measured):
             return sweep.setup(args.gpu, args.model, args.tp, args.quant, args.batch, args.draft, args.accept_length,
@@ -152,7 +152,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
                         "(default 4,8,16,32,64)")
     p.add_argument("--accept-length", type=bounded_float(0, low_open=True),
                    help="your measured acceptance: tokens per step as SGLang's 'accept len' logs it (with --accept-nodes)")
-    p.add_argument("--accept-nodes", type=positive_int, help="the chain size (draft tokens + 1) it was measured at")
+    p.add_argument("--accept-nodes", type=bounded_int(2),
+                   help="the chain size (draft tokens + 1, at least 2) it was measured at")
     p.add_argument("--step-ms", type=bounded_float(0, low_open=True),
                    help="your measured one-token decode step (ms; e.g. 1000 / SGLang's gen throughput at batch 1)")
     p.add_argument("--step-context", type=positive_int,

@@ -21,10 +21,10 @@ class _Counted:
     them."""
 
     def __init__(self, iterable: Iterable | None = None, desc: str | None = None, total: int | None = None,
-                 unit: str = "item", **_):
+                 unit: str = "item", file=None, **_):
         import time
 
-        self.iterable, self.desc, self.unit, self.n = iterable, desc or "progress", unit, 0
+        self.iterable, self.desc, self.unit, self.n, self.file = iterable, desc or "progress", unit, 0, file
         self.total = total if total is not None else (len(iterable) if hasattr(iterable, "__len__") else None)
         self.postfix, self._t0, self._closed = "", time.perf_counter(), False
 
@@ -33,6 +33,9 @@ class _Counted:
             for item in self.iterable:
                 yield item
                 self.n += 1
+        except GeneratorExit:  # the loop was left (Ctrl-C in its body, a break): no count for a loop nobody finished
+            self._closed = True
+            raise
         finally:
             self.close()
 
@@ -63,14 +66,19 @@ class _Counted:
         done = "" if self.total is None or self.n == self.total else " (stopped early)"
         print(f"{self.desc}: {count} {self.unit}{'' if self.unit.endswith('s') else 's'} in "
               f"{time.perf_counter() - self._t0:,.1f} s{done}" + (f"; {self.postfix}" if self.postfix else ""),
-              file=sys.stdout, flush=True)
+              file=self.file or sys.stdout, flush=True)
 
 
 def progress(iterable: Iterable | None = None, **kwargs):
     """A progress bar: tqdm's widget in an interactive notebook and its bar in a terminal; in headless runs
-    (``kdtree-lab run``) one line when the loop ends, with its final count and time."""
+    (``kdtree-lab run``) one line on stdout when the loop ends, with its final count and time; outside a notebook
+    with stderr not a terminal (a log, a pipe) that line on stderr, not a bar redrawn with carriage returns."""
+    import sys
+
     if headless():
         return _Counted(iterable, **kwargs)
+    if "ipykernel" not in sys.modules and not sys.stderr.isatty():
+        return _Counted(iterable, file=sys.stderr, **kwargs)
     from tqdm.auto import tqdm
 
     return tqdm(iterable, **kwargs)

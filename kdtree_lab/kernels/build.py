@@ -185,14 +185,17 @@ def build_library(archs: tuple[str, ...] | list[str] = DEFAULT_ARCHS, out_dir: P
     t0 = time.perf_counter()
     from ..core.display import headless
 
-    if progress and not headless():  # a spinner in a terminal; in a headless notebook rich would leave a widget
+    import sys
+
+    words = f"nvcc: building {lib.name} for {', '.join(archs)}"
+    if progress and not headless() and sys.stderr.isatty():  # a spinner in a terminal (in a notebook: a widget)
         from ..core.display import console
 
-        with console(stderr=True).status(f"nvcc: building {lib.name} for {', '.join(archs)}"):
+        with console(stderr=True).status(words):
             proc = subprocess.run(cmd, capture_output=True, text=True)
-    else:
+    else:  # the line once: in a headless notebook's output, or on the stderr of a command in a log or a pipe
         if progress:
-            print(f"nvcc: building {lib.name} for {', '.join(archs)}", flush=True)
+            print(words, flush=True, file=sys.stdout if headless() else sys.stderr)
         proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise BuildError(f"nvcc failed (exit {proc.returncode}) for {', '.join(archs)}:\n{proc.stderr[-4000:]}")
