@@ -377,3 +377,60 @@ def test_papermill_draws_no_progress_bar_when_stderr_is_not_a_terminal(monkeypat
         monkeypatch.setattr(sys.stderr, "isatty", lambda: tty, raising=False)
         assert main(["run", "--profile", "cpu", "--only", "00", "--out", str(tmp_path / "r")]) == 0
     assert seen == [False, True]
+
+
+# Output a person reads: one table style (display.aligned_table), the answer first, sources behind a flag.
+def test_speculate_answers_first_and_shortly_and_only_at_the_contexts_asked(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "120")
+    code, out, err = _outcome(["speculate", "--context", "65536"], capsys)
+    assert code == 0 and not err
+    lines = out.splitlines()
+    assert lines[0].startswith("Tokens per second per request: today's best against the best setup"), lines[:3]
+    rule = next(i for i, ln in enumerate(lines) if set(ln) == {"─"})
+    headline = lines[rule + 1:lines.index("", rule)]
+    assert len(headline) == 1 and headline[0].split()[0] == "64k", headline  # the context asked, and only it
+    assert "| --- |" not in out and "|---|" not in out and len(lines) < 30, out
+    assert "Inputs, each with its source" not in out and "--sources" in out
+    code, sourced, _ = _outcome(["speculate", "--context", "65536", "--sources"], capsys)
+    assert "Inputs, each with its source" in sourced and "gpus.yaml" in sourced
+    code, default, _ = _outcome(["speculate"], capsys)
+    assert len(default.splitlines()) < 45, default  # was ~60: the answer is its first table
+
+
+def test_budget_prints_its_verdict_first_and_tables_not_markdown(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "120")
+    code, out, err = _outcome(["budget"], capsys)
+    assert code == 0 and out.splitlines()[0].startswith("fraction 0.") and " is safe: " in out.splitlines()[0]
+    assert "|---|" not in out
+    launch = [ln for ln in out.splitlines() if "--mem-fraction-static" in ln]
+    assert all(len(ln) <= 120 for ln in out.splitlines() if ln not in launch), out  # launch lines stay whole
+
+
+def test_the_reference_decision_names_each_workspace_layout_once(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "120")
+    code, out, err = _outcome(["budget", "--preset", "reference-decision"], capsys)
+    assert code == 0 and not err and "|---|" not in out
+    from kdtree_lab.budget.inputs import BudgetInputs
+    from kdtree_lab.budget.scenario import reference_decision
+
+    for name in {r["workspace"] for r in reference_decision(BudgetInputs())["workspace"]}:
+        assert out.count(name[:60]) == 1, name  # a heading, not a cell repeated on every line of its layout
+    assert max(len(ln) for ln in out.splitlines()) <= 120, out
+
+
+@NO_GPU
+def test_capture_without_a_gpu_prints_the_audit_as_a_table_then_says_why_it_stopped(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "120")
+    code, out, err = _outcome(["capture"], capsys)
+    assert code == 3 and "|---|" not in out and out.startswith("capture-safety audit on planted breakers:")
+    assert "graph capture and replay need a CUDA GPU" in _one_line(err)
+
+
+def test_terminal_tables_wrap_text_columns_and_never_cut_a_cell():
+    from kdtree_lab.core.display import aligned_table
+
+    rows = [{"name": "a", "n": 1, "note": "word " * 60}, {"name": "bb", "n": 22, "note": "short"}]
+    text = aligned_table(rows, width=60)
+    assert max(map(len, text.splitlines())) <= 60, text
+    assert " ".join(text.split()).count("word") == 60  # every word kept, wrapped inside its column
+    assert aligned_table(rows[1:], width=60).splitlines()[2].split() == ["bb", "22", "short"]

@@ -50,7 +50,7 @@ def cmd_budget(args: argparse.Namespace) -> int:
     from ..budget.calculator import compute
     from ..budget.inputs import BudgetInputError
     from ..budget.proposals import with_proposals
-    from ..core.display import aligned_table
+    from ..core.display import aligned_table, paragraph
 
     try:
         inp = budget_inputs(args)
@@ -78,11 +78,11 @@ def cmd_budget(args: argparse.Namespace) -> int:
         from dataclasses import replace
 
         res = replace(res, launch_line="")  # nothing unsafe to paste, in the JSON either
-    text = (f"{res.verdict()}\n"
-            f"largest safe fraction: {res.safe_fraction:.3f} (activations {res.activation}); by activation estimate: "
-            f"{by_model}; SGLang's default: {res.sglang_default_fraction:.3f}\n"
+    said = [res.verdict(), f"largest safe fraction: {res.safe_fraction:.3f} (activations {res.activation}); by "
+                           f"activation estimate: {by_model}; SGLang's default: {res.sglang_default_fraction:.3f}",
             f"KV tokens: {res.kv_tokens:,} ({res.max_context_per_request:,} per request at {inp.concurrency} "
-            f"concurrent)\n" + "".join(f"warning: {w}\n" for w in res.warnings)
+            "concurrent)", *(f"warning: {w}" for w in res.warnings)]
+    text = ("".join(paragraph(line, indent="  ") + "\n" for line in said)
             + ("no launch line: the fraction evaluated is not safe" if refused else _launch_lines(inp, res))
             + "\n\n" + aligned_table(res.table(), title=f"memory of one GPU at fraction {res.fraction:.3f} (MiB; "
                                                          "where: inside the fraction (pool) or in the slack it leaves)")
@@ -115,12 +115,14 @@ def _launch_lines(inp, res) -> str:
     after (KDTREE_VERIFY=on), labelled; one plain line when the deployment runs SGLang's own verify."""
     from ..budget.launch import launch_line
 
+    from ..core.display import paragraph
+
     if not inp.verify_kernel:
         return "launch line (SGLang's own verify):\n" + res.launch_line
-    return ("launch line, first start (KDTREE_VERIFY=validate: SGLang's kernel writes the output, ours is checked "
-            "against it on every step):\n" + launch_line(inp, res.fraction, mode="validate")
-            + "\nlaunch line, after a clean first session (KDTREE_VERIFY=on: our kernel writes the output):\n"
-            + res.launch_line)
+    return (paragraph("launch line, first start (KDTREE_VERIFY=validate: SGLang's kernel writes the output, ours is "
+                      "checked against it on every step):") + "\n" + launch_line(inp, res.fraction, mode="validate")
+            + "\n" + paragraph("launch line, after a clean first session (KDTREE_VERIFY=on: our kernel writes the "
+                              "output):") + "\n" + res.launch_line)
 
 
 def _reference_decision(args: argparse.Namespace, inp) -> int:

@@ -23,25 +23,22 @@ def _text(res: dict, s, head: dict | None, sources: bool) -> str:
     """The answer first (today's best against the best setup with ours, by context), one paragraph on what it rests
     on, the sweep by variant, the break-even contexts; the inputs with their sources and today's best against its
     published cells only with ``sources``."""
-    import textwrap
-
-    from ..core.display import aligned_table, terminal_width
+    from ..core.display import aligned_table, paragraph
     from ..speculate import answer, published, sweep
 
-    wrap = terminal_width()
     lines = []
     if head is not None:
         if head["rows"]:
             lines += [aligned_table(_headline_rows(head, s.draft.name), title="Tokens per second per request: "
                                     f"today's best against the best setup with our verify kernel, draft "
                                     f"{s.draft.name} unless named ({res['label']})"), "",
-                      textwrap.fill(_caption(head, sources), wrap), ""]
+                      paragraph(_caption(head, sources)), ""]
         else:
-            lines += [textwrap.fill(answer.words(head), wrap), ""]
+            lines += [paragraph(answer.words(head)), ""]
     else:
-        lines += [textwrap.fill("No published measurement pins today's best for this deployment (only Kimi K2.6 on 8 x "
-                                "RTX PRO 6000, TP8, int4 is): the table compares with no speculation, and without "
-                                "--step-ms every step is a lower bound.", wrap), ""]
+        lines += [paragraph("No published measurement pins today's best for this deployment (only Kimi K2.6 on 8 x "
+                            "RTX PRO 6000, TP8, int4 is): the table compares with no speculation, and without "
+                            "--step-ms every step is a lower bound."), ""]
     chain_n = s.draft.chain[0]
     rows = []
     for r in res["rows"]:
@@ -53,7 +50,7 @@ def _text(res: dict, s, head: dict | None, sources: bool) -> str:
         rows.append(row)
     kinds = "; ".join(f"{k}: {w}" for k, w in sweep.KERNEL_WORDS.items())
     lines += [aligned_table(rows, title=f"By variant, draft {s.draft.name} (tokens per second per request; {kinds})"),
-              "", *(b["words"] for b in res["break_even"].values()), ""]
+              "", *(paragraph(b["words"], indent="  ") for b in res["break_even"].values()), ""]
     if sources:
         if head is not None:
             lines += [aligned_table(published.residual_rows(), title="Today's best against its published measurements "

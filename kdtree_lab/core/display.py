@@ -146,6 +146,15 @@ def terminal_width() -> int:
     return 120
 
 
+def paragraph(text: str, width: int | None = None, indent: str = "") -> str:
+    """Prose for a terminal: wrapped at spaces to ``width`` (default ``terminal_width()``), continuation lines
+    indented by ``indent`` (a launch line or a path is not prose: print it whole)."""
+    import textwrap
+
+    return textwrap.fill(text, width or terminal_width(), subsequent_indent=indent, break_long_words=False,
+                         break_on_hyphens=False)
+
+
 def _unicode_out() -> bool:
     """Whether stdout can print the table's rule (a C-locale terminal or log cannot: ASCII then)."""
     import sys
