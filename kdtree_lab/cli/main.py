@@ -18,11 +18,20 @@ DESCRIPTION = ("Tree-verify attention for MLA models: the notebook sequence, the
 TRACEBACK_ENV = "KDTREE_TRACEBACK"  # =1: an internal error raises with its traceback instead of one line
 
 
-def build_parser() -> Parser:
-    from .. import __version__
+def version() -> str:
+    """The installed package's version (pyproject.toml's, through the package metadata)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
 
+    try:
+        return installed("kdtree-lab")
+    except PackageNotFoundError:
+        return "unknown (not installed: pip install -e .)"
+
+
+def build_parser() -> Parser:
     parser = Parser(prog="kdtree-lab", description=DESCRIPTION)
-    parser.add_argument("--version", action="version", version=f"kdtree-lab {__version__}",
+    parser.add_argument("--version", action="version", version=f"kdtree-lab {version()}",
                         help="print the version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:

@@ -326,7 +326,7 @@ def execute(entries: list[NotebookEntry], profile: Profile, overrides: dict[str,
             except (KeyboardInterrupt, BrokenPipeError) as exc:
                 _DeadKernelAfterCtrlC.install()
                 why = STOPPED_BY[type(exc)]
-                where = mark_stopped(output, why)
+                where = mark_stopped(output, f"interrupted ({why})")
                 outcome = NotebookOutcome(e.name, "interrupted", time.perf_counter() - t0, output=str(output),
                                           error=f"{why} in {where}")
                 if isinstance(exc, BrokenPipeError):
@@ -346,6 +346,7 @@ def execute(entries: list[NotebookEntry], profile: Profile, overrides: dict[str,
         if current is not None:
             outcomes.append(NotebookOutcome(current.name, "interrupted", error=f"{STOPPED_BY[type(exc)]} before it "
                                             "started", output=str(run_dir / f"{current.name}.ipynb")))
+            _DeadKernelAfterCtrlC.install()
         if isinstance(exc, BrokenPipeError):
             broken = exc
     finally:  # this process's own environment and temporary folder as they were; no empty kernels.log left behind
@@ -366,8 +367,7 @@ def execute(entries: list[NotebookEntry], profile: Profile, overrides: dict[str,
     return run_dir, outcomes
 
 
-STOPPED_BY = {KeyboardInterrupt: "interrupted (Ctrl-C)",
-              BrokenPipeError: "interrupted: the reader of the run's output went away (broken pipe)"}
+STOPPED_BY = {KeyboardInterrupt: "Ctrl-C", BrokenPipeError: "a broken pipe (the reader of the run's output went away)"}
 
 
 def announce(console, i: int, n: int, entry: NotebookEntry, profile: str) -> None:
