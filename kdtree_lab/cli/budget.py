@@ -94,7 +94,8 @@ def cmd_budget(args: argparse.Namespace) -> int:
 
 
 def _calibrated(inp, log: str):
-    """``inp`` with what an SGLang start-up log measured; a log that is not SGLang's is refused (exit 2). A log of SGLang's without the memory lines is warned about by name and changes nothing."""
+    """``inp`` with what an SGLang start-up log measured; a log that is not SGLang's is refused (exit 2). A log of
+    SGLang's without the memory lines is warned about by name and changes nothing."""
     from pathlib import Path
 
     from ..budget.calibrate import LOG_LINES, calibrate, is_sglang_log, parse_sglang_log

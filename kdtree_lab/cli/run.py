@@ -110,7 +110,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
                    help="comma-separated notebook numbers or names, e.g. 01,03 (default: every notebook)")
     p.add_argument("-p", "--param", action="append", metavar="KEY=VALUE",
                    help="override a notebook parameter (Python literal or string); repeatable")
-    p.add_argument("--out", type=non_empty("a run directory"), help="run directory (default runs/<timestamp>-<profile>)")
+    p.add_argument("--out", type=non_empty("a run directory"),
+                   help="run directory (default runs/<timestamp>-<profile>)")
     p.add_argument("--no-progress", action="store_true",
                    help="hide the per-cell progress bar (hidden anyway when stderr is not a terminal)")
     p.add_argument("--cell-timeout", type=bounded_int(1), default=None, help="seconds allowed per cell (default: none)")
