@@ -15,7 +15,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
     """Every argument checked first (exit 2), then the GPU (exit 3 without one: timings on a CPU would mean
     nothing)."""
     import json
-    from pathlib import Path
 
     import torch
 

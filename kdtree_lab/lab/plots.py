@@ -282,7 +282,7 @@ def speculation_curves(res: dict, path: str | Path | None = None, where: str = "
         ax.set_title(title, fontsize=9)
         ax.grid(True, alpha=0.3)
     axes[0][0].set_ylabel("tokens per second per request (tokens/s)")
-    handles, labels = {}, {}
+    handles = {}
     for ax in axes[0]:
         for h, lab in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(lab, h)
