@@ -5,7 +5,6 @@ README's ("The command line")."""
 
 import argparse
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -330,10 +329,11 @@ def test_ctrl_c_during_nvcc_stops_the_build_in_one_line_and_caches_nothing(tmp_p
     assert not log.exists() or log.stat().st_mtime < start  # the cache holds only what finished before
 
 
-# A reader that goes away (`kdtree-lab ... | head`): the command ends quietly, exit 141, nothing on stderr.
+# A reader that goes away (`kdtree-lab ... | head`): the command ends quietly, exit 141, nothing on stderr. Every
+# way a command prints: a text answer through record.emit (parity, build and bench print the same way), its JSON,
+# terminal tables, a table then a refusal (capture without a GPU); run's own below.
 PIPED = [["doctor"], ["audit"], ["budget"], ["budget", "--preset", "reference-decision"], ["speculate"],
-         ["speculate", "--sources"], ["capture"], ["parity", "--impl", "triton", "--cases", "1", "--no-edge",
-                                                  "--max-prefix", "16"], ["audit", "--json"], ["budget", "--json"]]
+         ["speculate", "--sources"], ["capture"], ["audit", "--json"], ["budget", "--json"]]
 
 
 @pytest.mark.parametrize("argv", PIPED, ids=[" ".join(a) for a in PIPED])
@@ -344,8 +344,7 @@ def test_a_closed_pipe_ends_the_command_quietly(argv):
     proc.stdout.close()  # `| head -0`: the reader is gone before the first line
     err = proc.stderr.read().decode()
     proc.wait(timeout=300)
-    said = [ln for ln in err.splitlines() if not re.fullmatch(r"parity triton: \d+/\d+ cases in [\d.]+ s", ln)]
-    assert proc.returncode == 141 and not said, (proc.returncode, err[-2000:])  # a progress count at most
+    assert proc.returncode == 141 and err == "", (proc.returncode, err[-2000:])
 
 
 def test_a_closed_pipe_during_run_leaves_a_summary_that_says_so(tmp_path):
