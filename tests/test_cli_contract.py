@@ -434,3 +434,15 @@ def test_terminal_tables_wrap_text_columns_and_never_cut_a_cell():
     assert max(map(len, text.splitlines())) <= 60, text
     assert " ".join(text.split()).count("word") == 60  # every word kept, wrapped inside its column
     assert aligned_table(rows[1:], width=60).splitlines()[2].split() == ["bb", "22", "short"]
+
+
+def test_a_terminal_table_is_text_inside_a_notebook_too(monkeypatch):
+    """In a Jupyter kernel rich displays a table itself instead of writing it: aligned_table must still return it
+    as text (notebooks 00 and 01 print the doctor's and the audit's tables)."""
+    import rich.console
+
+    from kdtree_lab.core.display import aligned_table
+
+    monkeypatch.setattr(rich.console, "_is_jupyter", lambda: True)
+    text = aligned_table([{"buffer": "q", "ok": "ok"}], title="audit")
+    assert text.splitlines()[0] == "audit" and text.splitlines()[-1].split() == ["q", "ok"], text

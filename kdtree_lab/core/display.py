@@ -197,6 +197,7 @@ def aligned_table(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None 
         table.add_row(*row)
     out = io.StringIO()
     Console(file=out, width=sum(fixed) + sep * (len(cols) - 1) + 2, color_system=None, highlight=False, markup=False,
+            force_jupyter=False, force_terminal=False,  # text, in a notebook too (not rich's own widget there)
             emoji=False, legacy_windows=False).print(table)
     return "\n".join(line.rstrip() for line in out.getvalue().rstrip("\n").splitlines())
 
