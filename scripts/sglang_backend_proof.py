@@ -1,5 +1,5 @@
 """SGLang 0.5.23's own TritonAttnBackend drives the kdtree verify hook: eager target verify, CUDA-graph capture and
-replay, and the inputs the hook must refuse (kdtree_lab/lab/sglang_backend_proof.py says what each phase
+replay, and the inputs the hook must refuse (kdtree_lab/lab/sglang_backend_proof/ says what each phase
 checks).
 
 Needs SGLang 0.5.23 and the packages its Triton backend imports (``scripts/fetch_wheels.sh --sglang-state`` gathers

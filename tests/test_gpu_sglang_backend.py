@@ -1,4 +1,4 @@
-"""GPU: SGLang 0.5.23's own TritonAttnBackend drives the verify hook (kdtree_lab/lab/sglang_backend_proof.py):
+"""GPU: SGLang 0.5.23's own TritonAttnBackend drives the verify hook (kdtree_lab/lab/sglang_backend_proof/):
 eager target verify, CUDA-graph capture and replay with fresh requests (on and validate modes), and the inputs the hook
 must refuse. Small settings; scripts/sglang_backend_proof.py runs the full counts for the committed result."""
 

@@ -229,7 +229,8 @@ def _fake_run(monkeypatch, tmp_path, interrupt_at: str):
 
     shown = io.StringIO()
     monkeypatch.setattr(papermill, "execute_notebook", fake)
-    monkeypatch.setattr("rich.console.Console", lambda **kw: Console(file=shown, width=80, color_system=None))
+    monkeypatch.setattr("kdtree_lab.core.display.console",
+                        lambda **kw: Console(file=shown, width=80, color_system=None))
     entries = {e.name: e for e in runner.manifest()}
     chosen = [entries[n] for n in ("07_speculation", "03_eager_parity", "02_kernel_build", "04_memory_budget")]
     out = tmp_path / "run"

@@ -98,14 +98,18 @@ def test_committed_fp8_pool_rows_are_used_where_an_issue_grid_holds_them(monkeyp
 def test_the_command_opens_with_the_headline_and_names_every_source(capsys):
     from kdtree_lab.cli.main import main
 
-    assert main(["speculate", "--context", "16384,262144", "--nodes", "4,16"]) == 0
+    assert main(["speculate", "--context", "16384,262144", "--nodes", "4,16", "--sources"]) == 0
     out = capsys.readouterr().out
-    first_table = out[out.index("|"):].split("\n\n")[0]
-    assert "today's best (tok/s)" in first_table and "ratio [band]" in first_table
+    first_table = out.split("\n\n")[0]
+    assert first_table.startswith("Tokens per second per request: today's best against the best setup")
+    assert "today's best" in first_table and "ratio (band)" in first_table
+    rows = [ln.split()[0] for ln in first_table.splitlines()[first_table.splitlines().index(
+        next(ln for ln in first_table.splitlines() if set(ln) == {"─"})) + 1:]]
+    assert rows == ["16k", "256k"], first_table  # the contexts asked for, only those
     inputs = out[out.index("Inputs, each with its source"):]
-    header = next(ln for ln in inputs.splitlines() if ln.startswith("| input"))
-    assert header == "| input | value | source |"
-    assert "{'" not in out and "Traceback" not in out
+    header = inputs.splitlines()[1].split()
+    assert header == ["input", "value", "source"], inputs[:300]
+    assert "{'" not in out and "Traceback" not in out and "|---|" not in out
 
 
 def test_the_json_carries_the_headline(capsys):
@@ -114,7 +118,9 @@ def test_the_json_carries_the_headline(capsys):
     assert main(["speculate", "--context", "4096,200000", "--nodes", "4,16", "--json"]) == 0
     res = json.loads(capsys.readouterr().out)
     assert [r["context"] for r in res["rows"]] == [4096, 200000]
-    assert {r["context"] for r in res["headline"]["rows"]} >= {0, 16384, 131072, 200000}
+    assert [r["context"] for r in res["headline"]["rows"]] == [4096, 200000]  # the contexts asked for
+    assert main(["speculate", "--nodes", "4,16", "--json"]) == 0  # by default also the published table's own
+    assert {r["context"] for r in json.loads(capsys.readouterr().out)["headline"]["rows"]} >= {0, 16384, 131072, 200000}
     assert set(res["rows"][0]["trees"]["ours"]) == {"4", "16"} and res["label"].startswith("model")
     assert set(res["break_even"]) == set(sw.KERNELS)
 

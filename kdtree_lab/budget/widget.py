@@ -167,26 +167,57 @@ def display_fig(fig) -> None:
     display(fig)
 
 
-def budget_bar(result, path: str | Path | None = None):
-    """One stacked horizontal bar of the GPU's memory (GiB): weights, KV pool, each slack consumer, free."""
+def budget_bar(result, path: str | Path | None = None, smallest: float = 0.03):
+    """The GPU's memory as two stacked bars (GiB): the whole GPU (CUDA context, weights, KV pool, the slack
+    consumers, what is left), and under it the slack consumers alone, at a scale where each can be read. Consumers
+    under ``smallest`` of that bar are drawn as one segment (a sliver cannot be read; the legend names them). The
+    title names the GPU, the model and the fraction."""
+    import textwrap
+
     import matplotlib.pyplot as plt
 
-    parts = [("weights", result.weights_bytes), ("draft weights + reserve",
-                                                 result.draft_weights_bytes + result.reserve_bytes),
-             ("KV pool", result.kv_pool_bytes)]
-    parts += [(c.name.split(" (")[0], c.bytes) for c in result.consumers if c.where == "slack"]
-    used = sum(b for _, b in parts)
-    parts.append(("free / unassigned", max(0, result.gpu_bytes - used)))
-    fig, ax = plt.subplots(figsize=(9, 4.2), layout="constrained")
-    left = 0.0
+    inp = result.inputs
+    slack = [(c.name.split(" (")[0], c.bytes) for c in result.consumers if c.where == "slack"]
+    slack_bytes = sum(b for _, b in slack)
+    whole = [("weights", result.weights_bytes),
+             ("draft weights + reserve", result.draft_weights_bytes + result.reserve_bytes),
+             ("KV pool", result.kv_pool_bytes), ("slack consumers (the lower bar)", slack_bytes)]
+    whole.append(("CUDA context, NCCL and unassigned", max(0, result.gpu_bytes - sum(b for _, b in whole))))
+    room = result.g_bytes * (1 - result.fraction)  # the slack the fraction leaves
+    scale = max(room, slack_bytes)
+    big = [(n, b) for n, b in slack if b >= smallest * scale]
+    small = [(n, b) for n, b in slack if b < smallest * scale]
+    if small:
+        names = f"{len(small)} under {smallest:.0%} of this bar ({', '.join(n for n, _ in small)})"
+        big.append(("\n".join(textwrap.wrap(names, 70)), sum(b for _, b in small)))
+    fig, (top, top_key, low, low_key) = plt.subplots(4, 1, figsize=(10, 7.2), layout="constrained",
+                                                     gridspec_kw={"height_ratios": [1.2, 0.6, 1.2, 1.2]})
     cmap = plt.get_cmap("tab20")
-    for i, (name, b) in enumerate(parts):
-        ax.barh([0], [b / GIB], left=left, color=cmap(i % 20), label=f"{name} {b / GIB:.1f}")
-        left += b / GIB
-    ax.axvline(result.g_bytes * result.fraction / GIB, color="black", linestyle="--",
-               label=f"G x fraction ({result.fraction:.3f})")
-    ax.set_xlim(0, result.gpu_bytes / GIB)
-    ax.set_yticks([])
-    ax.set_xlabel("GiB")
-    fig.legend(fontsize=7, ncol=2, loc="outside lower center")  # inside the figure, below the axis and its label
+    for ax, parts, offset in ((top, whole, 0), (low, big, 6)):
+        left = 0.0
+        for i, (name, b) in enumerate(parts):
+            if b > 0:
+                ax.barh([0], [b / GIB], left=left, color=cmap((i + offset) % 20), label=f"{name}: {_size(b)}")
+                left += b / GIB
+        ax.set_yticks([])
+    top.axvline(result.g_bytes * result.fraction / GIB, color="black", linestyle="--",
+                label=f"G x fraction ({result.fraction:.3f}): weights and KV pool end here")
+    top.set_xlim(0, result.gpu_bytes / GIB)
+    top.set_xlabel("memory of one GPU (GiB)")
+    low.axvline(room / GIB, color="red" if slack_bytes > room else "black", linestyle="--",
+                label=f"the slack the fraction leaves: {_size(room)}")
+    low.set_xlim(0, scale / GIB * 1.02)
+    low.set_xlabel("the slack consumers alone (GiB)")
+    for ax, key in ((top, top_key), (low, low_key)):  # each bar's legend in a panel of its own below it
+        key.axis("off")
+        key.legend(*ax.get_legend_handles_labels(), fontsize=7, loc="upper center", ncol=2, frameon=False)
+    g, m = gpus()[inp.gpu], models()[inp.model]
+    title = (f"Memory of one {g.label}: {m.label}, {inp.quant}, TP{inp.tp}, at --mem-fraction-static "
+             f"{result.fraction:.3f} (the budget's estimate of SGLang's allocations)")
+    fig.suptitle("\n".join(textwrap.wrap(title, 120)), fontsize=9)
     return save_figure(fig, path)
+
+
+def _size(nbytes: float) -> str:
+    """A size for a legend: GiB from 1 GiB, MiB below."""
+    return f"{nbytes / GIB:.1f} GiB" if nbytes >= GIB else f"{nbytes / 2**20:,.0f} MiB"

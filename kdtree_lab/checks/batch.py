@@ -94,6 +94,65 @@ def full_tree_mask(prefix_lens: Sequence[int], trees: Sequence[DraftTree]) -> to
     return torch.cat(parts)
 
 
+def batch_bytes(prefix_lens: Sequence[int], num_draft: int, num_heads: int, variant: Variant = "eager",
+                padded_bs: int | None = None, kv_dtype: str = "bf16", mask: MaskKind = "tree",
+                ctx: int | None = None, pool_size: int | None = None) -> int:
+    """Host or device bytes ``build_verify_batch`` allocates for these arguments at its peak (the pool drawn in bf16
+    before an fp8 cast included), computed before anything is allocated."""
+    lens = [int(x) for x in prefix_lens]
+    bs = max(padded_bs or len(lens), len(lens))
+    lens = lens + [1] * (bs - len(lens))
+    n, h, live_tokens = num_draft, num_heads, sum(lens[:len(prefix_lens)])
+    rows = (pool_size if pool_size is not None else live_tokens + 64) + 1
+    pool = rows * D_QK * (2 + (1 if kv_dtype == "fp8" else 0)) + 8 * (rows + live_tokens)  # k_buffer, slots
+    t = bs * n
+    tokens = t * (h * (D_QK + D_V) + D_QK + D_V) * 2  # q, o, k_extend, v_extend
+    kv_cells = sum(lens)
+    kv = 8 * (max(bs * n * ctx, kv_cells) if variant == "capture" and ctx else kv_cells + bs * n * 16)
+    cells = sum(n * (length + n) for length in lens)
+    masks = 0 if mask == "causal" else 2 * cells + (cells if variant == "capture" else 0)  # numpy, torch, uint8 copy
+    return pool + tokens + kv + masks
+
+
+def batch_words(prefix_lens: Sequence[int], num_draft: int, num_heads: int, kv_dtype: str = "bf16") -> str:
+    """The shape of a batch in a refusal: "3 requests, 100,000,238 prefix tokens, N 8, H 8, bf16 pool"."""
+    return (f"{len(prefix_lens)} request{'s' * (len(prefix_lens) != 1)}, {sum(prefix_lens):,} prefix tokens, "
+            f"N {num_draft}, H {num_heads}, {kv_dtype} pool")
+
+
+def require_batch(prefix_lens: Sequence[int], num_draft: int, num_heads: int, *, variant: Variant = "eager",
+                  mask: MaskKind = "tree", pool_size: int | None = None, padded_bs: int | None = None,
+                  ctx: int | None = None, device: str | torch.device = "cpu", seed: int = 0,
+                  kv_dtype: str = "bf16") -> torch.device:
+    """``build_verify_batch``'s rules for its arguments, checked before anything is allocated (the CLI and the
+    notebook runner apply the same): ValueError naming the first one broken (``env.SizeError`` for a batch larger
+    than the free memory of ``device``). Returns the device as a ``torch.device``."""
+    dtypes.kv_dtype(kv_dtype)
+    lens = [int(x) for x in prefix_lens]
+    if not lens or min(lens) < 1:
+        raise ValueError(f"prefix_lens: expected >= 1 request with length >= 1, found {lens}")
+    if num_draft < 1 or num_heads < 1:
+        raise ValueError(f"num_draft and num_heads: expected >= 1, found N={num_draft}, H={num_heads}")
+    if variant == "capture":
+        if padded_bs is not None and padded_bs < len(lens):
+            raise ValueError(f"padded_bs: expected at least the live batch ({len(lens)} requests), found {padded_bs}")
+    elif variant == "eager":
+        if padded_bs not in (None, len(lens)):
+            raise ValueError(f"padded_bs: applies to the capture variant only, found {padded_bs} with eager")
+    else:
+        raise ValueError(f"variant: expected 'eager' or 'capture', found {variant!r}")
+    if mask not in ("tree", "chain", "causal"):
+        raise ValueError(f"mask: expected tree, chain or causal, found {mask!r}")
+    if not 0 <= seed <= 2**32 - 1:
+        raise ValueError(f"seed: expected an integer from 0 to {2**32 - 1}, found {seed}")
+    if pool_size is not None and pool_size < sum(lens):
+        raise ValueError(f"pool_size: expected at least the live prefix tokens {sum(lens)}, found {pool_size}")
+    dev = env.torch_device(device)
+    env.require_fits(batch_bytes(lens, num_draft, num_heads, variant, padded_bs, kv_dtype, mask, ctx, pool_size),
+                     dev, "prefix_lens/num_draft/num_heads: " + batch_words(lens, num_draft, num_heads, kv_dtype))
+    return dev
+
+
 def build_verify_batch(
     prefix_lens: Sequence[int],
     num_draft: int,
@@ -124,26 +183,13 @@ def build_verify_batch(
     kv_dtype: 'bf16', or 'fp8' for SGLang's fp8_e4m3 pool (latent rows cast to e4m3 unscaled, as SGLang writes
     them; k_extend / v_extend stay bf16). k_scale / v_scale: the per-tensor scales SGLang passes (prefix only).
     """
+    dev = require_batch(prefix_lens, num_draft, num_heads, variant=variant, mask=mask, pool_size=pool_size,
+                        padded_bs=padded_bs, ctx=ctx, device=device, seed=seed, kv_dtype=kv_dtype)
     kv_pool = dtypes.kv_dtype(kv_dtype)
-    lens = [int(x) for x in prefix_lens]
-    if not lens or min(lens) < 1:
-        raise ValueError(f"prefix_lens: expected >= 1 request with length >= 1, got {lens}")
-    if num_draft < 1 or num_heads < 1:
-        raise ValueError(f"num_draft and num_heads must be >= 1, got N={num_draft}, H={num_heads}")
-    live = len(lens)
-    if variant == "capture":
-        bs = padded_bs if padded_bs is not None else live
-        if bs < live:
-            raise ValueError(f"padded_bs={bs} is smaller than the live batch {live}")
-        lens = lens + [1] * (bs - live)
-    elif variant == "eager":
-        if padded_bs not in (None, live):
-            raise ValueError("padded_bs applies to the capture variant only")
-        bs = live
-    else:
-        raise ValueError(f"variant: expected 'eager' or 'capture', got {variant!r}")
+    lens, live = [int(x) for x in prefix_lens], len(prefix_lens)
+    bs = padded_bs if variant == "capture" and padded_bs is not None else live
+    lens = lens + [1] * (bs - live)
     rng = np.random.default_rng(seed)
-    dev = env.torch_device(device)
     gen = torch.Generator(device=dev).manual_seed(seed)  # draw on the target device: pools can be GBs
     n, h = num_draft, num_heads
     if trees is None:
@@ -154,8 +200,6 @@ def build_verify_batch(
 
     live_tokens = sum(lens[:live])
     pool = pool_size if pool_size is not None else live_tokens + 64
-    if pool < live_tokens:
-        raise ValueError(f"pool_size={pool} is smaller than the live prefix tokens {live_tokens}")
     rows = pool + 1  # row 0 = padding slot
     k_buffer = torch.randn(rows, 1, D_QK, generator=gen, device=dev, dtype=torch.bfloat16).to(kv_pool.torch)
     slots = torch.randperm(pool, generator=gen, device=dev)[:live_tokens] + 1

@@ -57,6 +57,18 @@ def reference(batch, device: str | torch.device | None = None, dtype: torch.dtyp
     return (out, lse_out) if return_lse else out
 
 
+def oracle_bytes(prefix_lens, num_draft: int, num_heads: int, pool_rows: int, dtype_bytes: int = 8) -> int:
+    """Bytes ``reference`` allocates at its peak for a batch of these dims (fp64 by default): the pool, q, the
+    extend rows and the output in its dtype, plus one request's logits, weights and their temporaries."""
+    from ..core.mla import D_QK
+
+    t = len(prefix_lens) * num_draft
+    fixed = pool_rows * D_QK + t * num_heads * (D_QK + 2 * D_V) + t * (D_QK + D_V)
+    widest = max((int(length) + num_draft for length in prefix_lens), default=0)
+    per_request = 4 * num_draft * num_heads * widest + widest * D_QK  # lp/ld, logits, exp, weights; its pool rows
+    return dtype_bytes * (fixed + per_request)
+
+
 def compare(out: torch.Tensor, ref: torch.Tensor) -> dict[str, float]:
     """Error figures of ``out`` against ``ref``: max-abs, relative L2 (Frobenius), NaN count, unwritten count.
 

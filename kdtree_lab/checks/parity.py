@@ -197,6 +197,32 @@ def gpu_grid(random_count: int, seed: int, heads: tuple[int, ...] = (8, 16, 64, 
                 budget_tokens=100_000_000)
 
 
+def case_bytes(case: Case) -> int:
+    """Bytes one case takes at its peak on its device: its batch (``batch.batch_bytes``) and the fp64 oracle."""
+    from .batch import batch_bytes
+    from .oracle import oracle_bytes
+
+    rows = sum(case.prefix_lens) + 64 + 1
+    padded = case.padded_bs or len(case.prefix_lens)
+    lens = list(case.prefix_lens) + [1] * (padded - len(case.prefix_lens))
+    return (batch_bytes(case.prefix_lens, case.num_draft, case.num_heads, case.variant, case.padded_bs,
+                        case.kv_dtype, case.mask) + oracle_bytes(lens, case.num_draft, case.num_heads, rows))
+
+
+def require_grid_fits(cases: list[Case], device: str | torch.device) -> None:
+    """Refuse (env.SizeError, naming the grid's parameters) a grid whose largest case would not fit ``device``'s
+    free memory, before any case is built."""
+    from ..core.env import require_fits
+
+    if not cases:
+        return
+    worst = max(cases, key=case_bytes)
+    require_fits(case_bytes(worst), device, f"max_prefix/max_batch/max_draft/heads: case {worst.name}, "
+                 f"{len(worst.prefix_lens)} request{'s' * (len(worst.prefix_lens) != 1)}, "
+                 f"{sum(worst.prefix_lens):,} prefix tokens, N {worst.num_draft}, "
+                 f"H {worst.num_heads}, with its fp64 oracle")
+
+
 def run_case(impl: Impl, case: Case, device: str | torch.device, fp8_math: str = "auto") -> CaseResult:
     """Build the case (output poisoned with NaN), run the kernel (an fp8 pool under ``fp8_math``), compare with the
     fp64 oracle (at e4m3's tolerance where the call ran e4m3 tensor-core math)."""

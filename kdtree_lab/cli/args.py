@@ -1,8 +1,22 @@
-"""The parser every command shares (one-line errors, defaults in --help), bounded argument types, --gpus flags."""
+"""The parser every command shares (one-line errors, defaults in --help), the exit codes and the refusals a command
+raises, bounded argument types, --gpus flags.
+
+Exit codes (the README's "The command line" states them for a user):
+
+- 0 ``OK``: answered (a budget's fraction is safe, a check passed);
+- 1 ``FAILED``: a check ran and found a problem (a parity case out of tolerance, an audit mismatch, a failed build,
+  capture or notebook), or an internal error;
+- 2 ``BAD_ARGUMENT``: an argument malformed or outside its documented range; nothing ran;
+- 3 ``ANSWER_NO``: a well-formed request whose answer is no: the budget finds the fraction unsafe or the deployment
+  unable to start, or this machine lacks what the command needs (a CUDA GPU, nvcc, Triton's interpreter);
+- 130 ``INTERRUPTED``: Ctrl-C; 141 ``BROKEN_PIPE``: the reader of the output went away (``... | head``), nothing
+  more printed.
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import sys
 import textwrap
@@ -10,6 +24,27 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
 from ..lab.record import emit
+
+OK, FAILED, BAD_ARGUMENT, ANSWER_NO, INTERRUPTED, BROKEN_PIPE = 0, 1, 2, 3, 130, 141
+SEED_MAX = 2**32 - 1  # numpy's and torch's generators both take 0 .. 2**32 - 1
+
+
+class Refusal(Exception):
+    """A command's one-line refusal: ``main`` prints "kdtree-lab COMMAND: <message>" on stderr and exits ``code``."""
+
+    code = FAILED
+
+
+class BadArgument(Refusal):
+    """An argument malformed, outside its range or given where it does not apply (exit 2)."""
+
+    code = BAD_ARGUMENT
+
+
+class AnswerNo(Refusal):
+    """A well-formed request whose answer is no, or one this machine cannot serve (exit 3)."""
+
+    code = ANSWER_NO
 
 
 class HelpFormatter(argparse.HelpFormatter):
@@ -82,34 +117,54 @@ def bounded_int(low: int, high: int | None = None) -> Callable[[str], int]:
 def bounded_float(low: float, high: float | None = None, low_open: bool = False,
                   high_open: bool = False) -> Callable[[str], float]:
     """argparse type: a finite number >= low (> low when ``low_open``), <= high when given (< high when
-    ``high_open``)."""
+    ``high_open``); nan and inf are refused."""
 
     def parse(text: str) -> float:
         value = float(text)
-        above = value > low if low_open else value >= low
-        below = high is None or (value < high if high_open else value <= high)
-        if not (above and below) or value != value:
+        if not math.isfinite(value) or not (value > low if low_open else value >= low) or (
+                high is not None and not (value < high if high_open else value <= high)):
             raise ValueError(text)
         return value
 
     first = f"> {low:g}" if low_open else f">= {low:g}"
-    last = "" if high is None else f" and {'<' if high_open else '<='} {high:g}"
-    parse.__name__ = f"a number {first}{last}"
+    parse.__name__ = f"a number {first}" + (f" and {'<' if high_open else '<='} {high:g}" if high is not None else "")
     return parse
 
 
+def finite_float(text: str) -> float:
+    """argparse type: a finite number (a value the library checks the range of itself)."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(text)
+    return value
+
+
+finite_float.__name__ = "a finite number"
 positive_int = bounded_int(1)
 non_negative_int = bounded_int(0)
+seed = bounded_int(0, SEED_MAX)  # every command's --seed
 
 
-def ints_at_least(low: int) -> Callable[[str], list[int]]:
-    """argparse type: comma-separated integers >= low."""
-    one = bounded_int(low)
+def non_empty(what: str) -> Callable[[str], str]:
+    """argparse type: a non-blank string (an empty --out or --only would silently mean the default)."""
+
+    def parse(text: str) -> str:
+        if not text.strip():
+            raise argparse.ArgumentTypeError(f"expected {what}, found an empty value")
+        return text
+
+    return parse
+
+
+def ints_at_least(low: int, high: int | None = None) -> Callable[[str], list[int]]:
+    """argparse type: comma-separated integers >= low (and <= high when given)."""
+    one = bounded_int(low, high)
 
     def parse(text: str) -> list[int]:
         return [one(t) for t in text.split(",")]
 
-    parse.__name__ = f"comma-separated integers >= {low}"
+    parse.__name__ = f"comma-separated integers >= {low}" if high is None else \
+        f"comma-separated integers from {low} to {high}"
     return parse
 
 
@@ -137,21 +192,12 @@ def gpu_preset(text: str) -> str:
 
 
 def as_flags(message: str, flags: Mapping[str, str] | Iterable[str]) -> str:
-    """A library's one-line refusal in the command line's words: the parameter names before its first colon as
-    the flags that set them (``flags``: name -> flag, or names spelled as flags: accept_length -> --accept-length),
-    prefixed "argument" as argparse's own lines are, "got X" as "found X" and a Python list of names as a plain one."""
+    """A library's one-line refusal in the command line's words (``display.as_parameters``): ``flags`` maps a
+    parameter name to its flag, or lists names spelled as flags (accept_length -> --accept-length)."""
+    from ..core.display import as_parameters
+
     table = dict(flags) if isinstance(flags, Mapping) else {n: "--" + n.replace("_", "-") for n in flags}
-    head, sep, rest = message.partition(":")
-    if not sep:
-        return message
-    named = False
-    for name in sorted(table, key=len, reverse=True):
-        head, n = re.subn(rf"(?<![-\w]){re.escape(name)}(?!\w)", table[name], head)
-        named = named or bool(n)
-    if named and not head.startswith("argument"):
-        head = ("arguments " if " and " in head or "/" in head else "argument ") + head
-    rest = re.sub(r"\[('[^'\]]*'(?:, '[^'\]]*')*)\]", lambda m: m.group(1).replace("'", ""), rest)
-    return head + sep + re.sub(r"\bgot\b", "found", rest)
+    return as_parameters(message, table)
 
 
 def readable_file(text: str) -> str:
@@ -177,32 +223,45 @@ def text_file(text: str) -> str:
     return str(path)
 
 
-def fleet_labels(args: argparse.Namespace, cmd: str) -> list[str] | None:
-    """The --gpus list, or None after a one-line refusal."""
+def fleet_labels(args: argparse.Namespace) -> list[str]:
+    """The --gpus list; a list this machine cannot serve (or no Dask) is refused in one line (exit 3), a
+    malformed one exit 2."""
     from ..lab.fleet import FleetError, parse_gpus, require
 
     try:
         require()
+    except FleetError as exc:
+        raise AnswerNo(str(exc)) from None
+    try:
         return parse_gpus(args.gpus)
     except FleetError as exc:
-        print(f"kdtree-lab {cmd}: {exc}", file=sys.stderr)
-        return None
+        raise (BadArgument if "expected all, cpu:N" in str(exc) or "expected cpu:N" in str(exc) else AnswerNo)(
+            str(exc)) from None
+
+
+def check_fleet_flags(args: argparse.Namespace) -> None:
+    """--scheduler only with --gpus (alone it would be ignored); neither may be empty."""
+    if args.gpus is not None and not args.gpus.strip():
+        raise BadArgument("argument --gpus: expected all, cpu:N or GPU indices such as 0,1, found an empty value")
+    if args.scheduler is not None and args.gpus is None:
+        raise BadArgument(f"argument --scheduler: applies with --gpus only (the workers it serves), found "
+                          f"--scheduler {args.scheduler} without it")
 
 
 def fleet_report(args, cmd: str, rep, extra: dict, text: str) -> int:
-    from ..core.display import markdown_table
-
     doc = extra | {"gpus": rep.summary(), "complete": rep.complete, "rows": rep.rows}
-    emit(args, doc, text + "\n\n" + markdown_table(rep.summary()))
+    from ..core.display import aligned_table
+
+    emit(args, doc, text + "\n\n" + aligned_table(rep.summary()))
     for o in rep.outcomes:
         if o.error:
             print(f"kdtree-lab {cmd}: GPU {o.gpu}: {o.error}; the run is incomplete", file=sys.stderr)
-    return 0 if rep.complete and all(r.get("ok", True) for r in rep.rows) else 1
+    return OK if rep.complete and all(r.get("ok", True) for r in rep.rows) else FAILED
 
 
 def fleet_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpus", help="all | 0,1,... | cpu:N: shard the grid over these GPUs (one Dask worker each; "
                                   "needs the fleet extra), rows merged in grid order with their GPU (default: this "
                                   "machine's own device, no fleet)")
-    p.add_argument("--scheduler", help="a running Dask scheduler (tcp://host:8786) whose workers serve --gpus "
-                                       "(default: a local cluster, one worker per GPU)")
+    p.add_argument("--scheduler", help="with --gpus: a running Dask scheduler (tcp://host:8786) whose workers serve "
+                                       "them (default: a local cluster, one worker per GPU)")

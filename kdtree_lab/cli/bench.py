@@ -3,38 +3,45 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from ..checks.bench_presets import PEER_IMPLS, PRESETS
 from ..kernels.impls import IMPLS
 from ..lab.record import emit
-from .args import fleet_flags, fleet_labels, fleet_report
+from .args import OK, AnswerNo, BadArgument, check_fleet_flags, fleet_flags, fleet_labels, fleet_report, \
+    readable_file
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    """Every argument checked first (exit 2), then the GPU (exit 3 without one: timings on a CPU would mean
+    nothing)."""
     import json
-    from pathlib import Path
 
     import torch
 
-    if not torch.cuda.is_available():
-        print("kdtree-lab bench: needs a CUDA GPU (timings on a CPU would not mean anything)", file=sys.stderr)
-        return 2
+    check_fleet_flags(args)
+    impls = _impls(args.impl)
+    out = _out_file(args.out) if args.out is not None else None
+    resume = _resume(args.resume, args.preset) if args.resume else None
+    if args.gpus and resume is not None:
+        raise BadArgument("argument --resume: applies to a run on this machine's GPU, found it with --gpus")
+    from ..checks.bench_presets import preset_items
+
+    if impls and not any(chosen for _, chosen in preset_items(args.preset, impls)):
+        raise BadArgument(f"argument --impl: expected an implementation preset {args.preset} times, found "
+                          f"{','.join(impls)}, which it times at no shape")
+    if not args.gpus and not torch.cuda.is_available():
+        raise AnswerNo("needs a CUDA GPU, found none here (timings on a CPU would not mean anything); the committed "
+                       "H200 results are in notebook 06 and data/results/")
     from ..checks.bench import run_preset
-    from ..core.display import markdown_table
+    from ..core.display import aligned_table
     from ..lab.provenance import provenance
     from ..lab.record import jsonable
 
-    impls = args.impl.split(",") if args.impl else None
-    out = Path(args.out) if args.out else None
     if args.gpus:
         from ..checks.bench import sglang_available
-        from ..checks.bench_presets import preset_items
         from ..lab import fleet
 
-        labels = fleet_labels(args, "bench")
-        if labels is None:
-            return 2
+        labels = fleet_labels(args)
         rep = fleet.bench(preset_items(args.preset, impls), labels, args.timing, args.scheduler)
         result = {"preset": args.preset, "ceilings": {o.gpu: o.value["ceilings"] for o in rep.outcomes
                                                       if o.error is None},
@@ -42,8 +49,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         if out:
             out.write_text(json.dumps(jsonable(result | {"gpus": rep.summary(), "complete": rep.complete,
                                                          "rows": rep.rows}), indent=2) + "\n")
-        return fleet_report(args, "bench", rep, result, markdown_table(rep.rows))
-    resume = json.loads(Path(args.resume).read_text()) if args.resume else None
+        return fleet_report(args, "bench", rep, result, aligned_table(rep.rows))
     result = run_preset(args.preset, impls, progress=not args.json, method=args.timing,
                         checkpoint=out.with_suffix(".partial.json") if out else None, resume=resume)
     result["provenance"] = provenance()
@@ -51,9 +57,56 @@ def cmd_bench(args: argparse.Namespace) -> int:
         out.write_text(json.dumps(jsonable(result), indent=2) + "\n")
     c = result["ceilings"]
     text = (f"ceilings: copy {c['copy_gbps']:.0f} GB/s, bf16 GEMM {c['gemm_tflops']:.0f} TFLOP/s; "
-            f"SGLang: {result['sglang'] or 'not importable'}\n" + markdown_table(result["rows"]))
+            f"SGLang: {result['sglang'] or 'not importable'}\n" + aligned_table(result["rows"]))
     emit(args, result, text)
-    return 0
+    return OK
+
+
+def _impls(text: str | None) -> list[str] | None:
+    """--impl's names, each one of the implementations or peers (refused by name, exit 2)."""
+    if text is None:
+        return None
+    names = [t.strip() for t in text.split(",")]
+    known = (*IMPLS, *PEER_IMPLS)
+    bad = [n for n in names if n not in known]
+    if bad or not text.strip():
+        raise BadArgument(f"argument --impl: expected comma-separated names of {', '.join(known)}, found "
+                          + (", ".join(map(repr, bad)) if bad and text.strip() else "an empty value"))
+    return names
+
+
+def _out_file(text: str):
+    """--out as a path whose folder exists and can be written (refused in one line before any timing)."""
+    import os
+    from pathlib import Path
+
+    if not text.strip():
+        raise BadArgument("argument --out: expected a file to write the JSON result to, found an empty value")
+    path = Path(text).resolve()
+    if path.is_dir():
+        raise BadArgument(f"argument --out: expected a file, found the directory {path}")
+    if not path.parent.is_dir() or not os.access(path.parent, os.W_OK):
+        raise BadArgument(f"argument --out: expected a file in a writable directory, found {path.parent} "
+                          f"{'not writable' if path.parent.is_dir() else 'missing'}")
+    return path
+
+
+def _resume(path: str, preset: str) -> dict:
+    """An interrupted run's JSON of the same preset (refused in one line when it is not one)."""
+    import json
+    from pathlib import Path
+
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BadArgument(f"argument --resume {path}: expected a bench result JSON, found unreadable JSON "
+                          f"({type(exc).__name__})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list):
+        raise BadArgument(f"argument --resume {path}: expected a bench result JSON (with its rows), found none")
+    if doc.get("preset") != preset:
+        raise BadArgument(f"argument --resume {path}: expected a result of --preset {preset}, found one of "
+                          f"{doc.get('preset')!r}")
+    return doc
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argparse has no public type
@@ -71,7 +124,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
                         "around each call, host launch overhead included")
     p.add_argument("--out", help="write the JSON result (with provenance) to this file; FILE.partial.json is "
                                  "rewritten after every shape")
-    p.add_argument("--resume", metavar="PARTIAL_JSON",
+    p.add_argument("--resume", metavar="PARTIAL_JSON", type=readable_file,
                    help="keep the rows of an interrupted run of the same preset and time only the missing shapes")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     fleet_flags(p)

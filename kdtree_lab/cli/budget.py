@@ -7,7 +7,8 @@ import sys
 
 from ..budget.prefill_activations import ACTIVATION_MODELS, DEFAULT_MARGIN
 from ..lab.record import emit
-from .args import as_flags, bounded_float, bounded_int, gpu_preset, one_of, positive_int, text_file
+from .args import OK, AnswerNo, BadArgument, as_flags, bounded_float, bounded_int, finite_float, gpu_preset, one_of, \
+    positive_int, text_file
 
 # BudgetInputs' field -> the flag that sets it, to name a refused value by its flag.
 FLAGS = {n: "--" + n.replace("_", "-") for n in (
@@ -22,66 +23,81 @@ def _models():
     return models()
 
 
+def budget_inputs(args: argparse.Namespace):
+    """The deployment the flags describe, checked by the budget's own rules (``calculator.compute`` refuses what it
+    cannot budget, naming the field: refused here as its flag, exit 2)."""
+    from ..budget.inputs import BudgetInputs
+
+    if args.preset == "reference-decision" and args.mem_fraction is not None:
+        raise BadArgument(f"argument --mem-fraction: does not apply with --preset reference-decision (it compares "
+                          f"its own fractions), found --mem-fraction {args.mem_fraction:g}")
+    for flag, value in (("--model-path", args.model_path), ("--draft-model-path", args.draft_model_path)):
+        if not value.strip():
+            raise BadArgument(f"argument {flag}: expected a checkpoint path for the launch line, found an empty value")
+    return BudgetInputs(gpu=args.gpu, model=args.model, tp=args.tp, quant=args.quant, kv_dtype=args.kv_dtype,
+                        max_bs=args.max_bs, draft_tokens=args.draft_tokens, topk=args.topk,
+                        spec_steps=args.spec_steps, spec_algorithm=args.spec_algorithm,
+                        model_path=args.model_path, draft_model_path=args.draft_model_path, nsplit=args.nsplit,
+                        context=args.context, concurrency=args.concurrency, mem_fraction=args.mem_fraction,
+                        chunked_prefill=args.chunked_prefill, margin_mib=args.margin_mib,
+                        activation_model=args.activations, activation_margin=args.activation_margin,
+                        cuda_graphs=not args.no_cuda_graphs, verify_kernel=not args.stock_verify)
+
+
 def cmd_budget(args: argparse.Namespace) -> int:
+    """The answer first (safe or not, the fraction, the KV tokens, the launch lines), then what it is made of.
+    Exit 0 when the fraction evaluated is safe, 3 when it is not or no fraction fits (README: exit codes)."""
     from ..budget.calculator import compute
-    from ..budget.inputs import BudgetInputError, BudgetInputs
+    from ..budget.inputs import BudgetInputError
     from ..budget.proposals import with_proposals
-    from ..core.display import markdown_table
+    from ..core.display import aligned_table, paragraph
 
     try:
-        inp = BudgetInputs(gpu=args.gpu, model=args.model, tp=args.tp, quant=args.quant, kv_dtype=args.kv_dtype,
-                           max_bs=args.max_bs, draft_tokens=args.draft_tokens, topk=args.topk,
-                           spec_steps=args.spec_steps, spec_algorithm=args.spec_algorithm,
-                           model_path=args.model_path, draft_model_path=args.draft_model_path, nsplit=args.nsplit,
-                           context=args.context, concurrency=args.concurrency, mem_fraction=args.mem_fraction,
-                           chunked_prefill=args.chunked_prefill, margin_mib=args.margin_mib,
-                           activation_model=args.activations, activation_margin=args.activation_margin,
-                           cuda_graphs=not args.no_cuda_graphs, verify_kernel=not args.stock_verify)
+        inp = budget_inputs(args)
         if args.sglang_log:
             inp = _calibrated(inp, args.sglang_log)
-            if inp is None:
-                return 2
+        compute(inp)  # the budget's own checks of every input, before either answer is built
         if args.preset == "reference-decision":
             return _reference_decision(args, inp)
         res = with_proposals(compute(inp))
     except BudgetInputError as exc:
-        print(f"kdtree-lab budget: {as_flags(str(exc), FLAGS)}", file=sys.stderr)
-        return 2
-    refused = res.refusal()  # one line naming the fraction to use instead; exit 3, no launch line
-    if refused:
-        if args.json:
-            emit(args, res, "")
-        print(f"kdtree-lab budget: {refused}", file=sys.stderr)
-        if res.impossible and res.proposals:
-            print("deployments that fit:\n" + markdown_table([p.row() for p in res.proposals]), file=sys.stderr)
-        return 3
+        raise BadArgument(as_flags(str(exc), FLAGS)) from None
+    proposals = ("\n\n" + aligned_table([p.row() for p in res.proposals],
+                                         title="deployments that hold the context (each at its largest safe "
+                                               "fraction):")
+                 + f"\nfirst proposal's launch line:\n{res.proposals[0].launch_line}") if res.proposals else ""
+    refused = res.refusal()  # one line naming the fractions to use instead; exit 3, no launch line
+    if refused:  # the answer is that one line (stderr); --json carries the result, a deployment that cannot fit
+        shown = proposals.lstrip("\n") if res.impossible else ""  # its proposals
+        if args.json or shown:
+            emit(args, res, shown)
+        raise AnswerNo(refused)
     by_model = ", ".join(f"{m} {f:.3f}" for m, f in res.safe_fractions.items())
-    text = (markdown_table(res.table()) + f"\n\nKV tokens: {res.kv_tokens:,} ({res.max_context_per_request:,} per "
-            f"request at {inp.concurrency} concurrent)\nlargest safe fraction: {res.safe_fraction:.3f} (activations "
-            f"{res.activation}); SGLang's default: {res.sglang_default_fraction:.3f}; evaluated: {res.fraction:.3f}\n"
-            f"largest safe fraction by activation estimate: {by_model}\n{res.verdict()}\n"
-            + "".join(f"warning: {w}\n" for w in res.warnings)
-            + res.launch_text())
-    if res.proposals:
-        text += ("\n\ndeployments that hold the context (each at its largest safe fraction):\n"
-                 + markdown_table([p.row() for p in res.proposals])
-                 + f"\nfirst proposal's launch line:\n{res.proposals[0].launch_line}")
-    emit(args, res, text)
-    return 0
+    said = [res.verdict(),
+            f"largest safe fraction: {res.safe_fraction:.3f} (activations {res.activation}); by activation "
+            f"estimate: {by_model}; SGLang's default: {res.sglang_default_fraction:.3f}",
+            f"KV tokens: {res.kv_tokens:,} ({res.max_context_per_request:,} per request at {inp.concurrency} "
+            "concurrent)", *(f"warning: {w}" for w in res.warnings)]
+    launch = "\n".join(paragraph(line) if line.startswith(("launch line", "no launch line")) else line
+                       for line in res.launch_text().splitlines())  # labels wrapped, the lines to paste whole
+    text = ("".join(paragraph(line, indent="  ") + "\n" for line in said) + launch + "\n\n"
+            + aligned_table(res.table(), title=f"memory of one GPU at fraction {res.fraction:.3f} (MiB; where: "
+                                               "inside the fraction (pool) or in the slack it leaves)"))
+    emit(args, res, text + proposals)
+    return OK
 
 
 def _calibrated(inp, log: str):
-    """``inp`` with what an SGLang start-up log measured; None after a one-line refusal of a log that is not
-    SGLang's. A log of SGLang's without the memory lines is warned about by name and changes nothing."""
+    """``inp`` with what an SGLang start-up log measured; a log that is not SGLang's is refused (exit 2). A log of
+    SGLang's without the memory lines is warned about by name and changes nothing."""
     from pathlib import Path
 
     from ..budget.calibrate import LOG_LINES, calibrate, is_sglang_log, parse_sglang_log
 
     text = Path(log).read_text()
     if not is_sglang_log(text):
-        print(f"kdtree-lab budget: --sglang-log {log}: expected an SGLang server log, found no line of SGLang's log "
-              f"format in its {len(text.splitlines())} lines", file=sys.stderr)
-        return None
+        raise BadArgument(f"argument --sglang-log {log}: expected an SGLang server log, found no line of SGLang's log "
+                          f"format in its {len(text.splitlines())} lines")
     found = parse_sglang_log(text)
     if not found:
         print(f"warning: --sglang-log {log}: none of SGLang's memory lines ({', '.join(LOG_LINES)}) is in it; the "
@@ -90,22 +106,26 @@ def _calibrated(inp, log: str):
 
 
 def _reference_decision(args: argparse.Namespace, inp) -> int:
-    """The 0.93/0.94 (graphs off) -> 0.88 (graphs on, verify workspace) decision for ``inp``'s deployment."""
+    """The 0.93/0.94 (graphs off) -> 0.88 (graphs on, verify workspace) decision for ``inp``'s deployment: the
+    largest safe fractions first, then the tables (the workspace's lines under one heading per layout)."""
     from dataclasses import replace
+    from itertools import groupby
 
     from ..budget.scenario import reference_decision
-    from ..core.display import markdown_table
+    from ..core.display import aligned_table
 
     d = reference_decision(replace(inp, mem_fraction=None))
     safe = ", ".join(f"{m} {f:.3f}" for m, f in d["largest_safe_fraction"].items())
     safe_off = ", ".join(f"{m} {f:.3f}" for m, f in d["largest_safe_fraction_without_graphs"].items())
-    text = ("what each fraction leaves (MiB):\n" + markdown_table(d["consumers"])
-            + "\n\nwhich are safe and why:\n" + markdown_table(d["verdicts"])
-            + f"\n\nlargest safe fraction with graphs and the verify workspace: {safe}"
-            + f"\nlargest safe fraction without graphs: {safe_off}"
-            + f"\n\n{d['workspace_title']}:\n" + markdown_table(d["workspace"]))
+    workspace = [aligned_table([{k: v for k, v in r.items() if k != "workspace"} for r in rows], title=f"{name}:")
+                 for name, rows in groupby(d["workspace"], key=lambda r: r.get("workspace"))]
+    text = (f"largest safe fraction with graphs and the verify workspace: {safe}"
+            f"\nlargest safe fraction without graphs: {safe_off}"
+            "\n\n" + aligned_table(d["verdicts"], title="which are safe and why:")
+            + "\n\n" + aligned_table(d["consumers"], title="what each fraction leaves (MiB):")
+            + f"\n\n{d['workspace_title']}:\n\n" + "\n\n".join(workspace))
     emit(args, d, text)
-    return 0
+    return OK
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argparse has no public type
@@ -130,9 +150,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
                    help="the verify kernel's split count (0, the default: the kernel's own rule per batch size)")
     p.add_argument("--context", type=positive_int, default=200_000, help="context length per request (tokens)")
     p.add_argument("--concurrency", type=positive_int, default=8, help="concurrent requests the context must fit")
-    p.add_argument("--mem-fraction", type=bounded_float(0, 1, low_open=True, high_open=True), default=None,
-                   help="fraction to evaluate, in (0, 1) (default: the largest safe one); one that is not safe is "
-                        "refused with the fractions to use, exit 3")
+    p.add_argument("--mem-fraction", type=finite_float, default=None,  # its range: the budget's own rule
+                   help="--mem-fraction-static to evaluate, a value in (0, 1), i.e. above 0 and below 1 (default: the "
+                        "largest safe one); one that is not safe is refused with the fractions to use, exit 3")
     p.add_argument("--chunked-prefill", type=positive_int, default=None, help="chunked prefill size (default: SGLang's)")
     p.add_argument("--margin-mib", type=bounded_float(0), default=1024.0, help="safety margin (MiB)")
     p.add_argument("--activations", choices=ACTIVATION_MODELS, default=ACTIVATION_MODELS[0],

@@ -3,22 +3,28 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from ..core.display import aligned_table
 from ..lab.record import emit
+from .args import FAILED, OK, AnswerNo, BadArgument, Refusal
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from ..kernels.build import BuildError, CheckError, build_library, check_library
+    from ..kernels.build import BuildError, CheckError, arch_problem, build_library, check_library
 
-    archs = tuple(a.strip() for a in args.arch.split(",") if a.strip())
+    from ..core.cuda_tools import find_nvcc
+
+    archs = tuple(a.strip() for a in args.arch.split(","))
+    problem = arch_problem(archs if all(archs) else ("",))
+    if problem:
+        raise BadArgument(problem.replace("archs:", "argument --arch:", 1))
+    if not find_nvcc():
+        raise AnswerNo("nvcc not found: set CUDA_HOME or put nvcc on PATH (kdtree-lab doctor shows what is found)")
     try:
         result = build_library(archs, force=args.force, progress=not args.json)
         report = check_library(result.library, archs)
     except (BuildError, CheckError) as exc:
-        print(f"kdtree-lab build: {exc}", file=sys.stderr)
-        return 1
+        raise Refusal(str(exc)) from None
     lines = [f"library  {result.library} ({'cached' if result.cached else f'built in {result.seconds:.1f} s'})",
              f"nvcc     {result.nvcc_version}", "symbols  " + ", ".join(
                  f"{s}{'' if ok else ' MISSING'}" for s, ok in report.symbols.items()),
@@ -37,12 +43,15 @@ def cmd_build(args: argparse.Namespace) -> int:
                             for c in report.configs]), ""]
     lines.append("checks: " + ("PASS" if report.ok else "FAIL\n  " + "\n  ".join(report.problems)))
     emit(args, {"build": result, "check": report, "ok": report.ok}, "\n".join(lines))
-    return 0 if report.ok else 1
+    return OK if report.ok else FAILED
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argparse has no public type
     p = sub.add_parser("build", help="build the CUDA kernel library and check symbols, SASS and resources")
-    p.add_argument("--arch", default="sm_120a,sm_90a", help="comma-separated archs (default sm_120a,sm_90a)")
+    from ..kernels.build import DEFAULT_ARCHS, SUPPORTED_ARCHS
+
+    p.add_argument("--arch", default=",".join(DEFAULT_ARCHS),
+                   help=f"comma-separated archs, each one of {', '.join(SUPPORTED_ARCHS)}")
     p.add_argument("--force", action="store_true", help="rebuild even if a cached library exists")
     p.add_argument("--json", action="store_true", help="print the build and check report as JSON")
     p.set_defaults(func=cmd_build)

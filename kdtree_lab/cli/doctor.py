@@ -17,7 +17,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     except ValueError as exc:
         profile = f"none ({exc})"
     data = env.as_dict() | {"profile": profile}
-    emit(args, data, render(env) + f"\nprofile (auto)  {profile}")
+    emit(args, data, render(env, profile))
     return 0
 
 

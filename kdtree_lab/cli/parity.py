@@ -3,34 +3,46 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from ..kernels.impls import IMPLS, kv_refusal
 from ..lab.record import emit
-from .args import bounded_int, fleet_flags, fleet_labels, fleet_report, positive_int, positive_ints
+from .args import FAILED, OK, AnswerNo, BadArgument, as_flags, bounded_int, check_fleet_flags, fleet_flags, \
+    fleet_labels, fleet_report, positive_int, positive_ints, seed
 
 
 def cmd_parity(args: argparse.Namespace) -> int:
+    """Exit 0 when every case is within tolerance, 1 when one is not, 2 for a bad argument, 3 when this machine
+    cannot run the implementation (no GPU, no Triton interpreter)."""
     import torch
 
-    from ..checks.parity import fp8_cases, grid, run_parity
+    from ..checks.parity import fp8_cases, grid, require_grid_fits, run_parity
+    from ..core.env import SizeError
 
+    check_fleet_flags(args)
+    if args.fp8_math != "auto" and args.kv_dtype != "fp8":
+        raise BadArgument(f"argument --fp8-math: applies with --kv-dtype fp8 only (how an fp8 pool's e4m3 is read), "
+                          f"found --fp8-math {args.fp8_math} with a {args.kv_dtype} pool")
     refusal = kv_refusal(args.impl, args.kv_dtype)
     if refusal:
-        print(f"kdtree-lab parity: --kv-dtype {args.kv_dtype}: {refusal}", file=sys.stderr)
-        return 2
-    problem = _device_problem(args, torch.cuda.is_available())
-    if problem:
-        print(f"kdtree-lab parity: {problem}", file=sys.stderr)
-        return 2
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        raise BadArgument(f"argument --kv-dtype {args.kv_dtype}: {refusal}")
     heads = tuple(args.heads)
     cases = grid(args.cases, args.seed, max_prefix=args.max_prefix, max_batch=args.max_batch,
                  max_draft=args.max_draft, heads=heads, budget_tokens=args.budget_tokens, edge=not args.no_edge)
+    if not cases:
+        raise BadArgument("arguments --cases and --no-edge: expected at least one case, found --cases 0 with "
+                          "--no-edge (no edge grid, no random draw)")
     if args.kv_dtype == "fp8":
         cases = fp8_cases(cases)
     if args.gpus:
         return _fleet_parity(args, cases)
+    problem = _device_problem(args, torch.cuda.is_available())
+    if problem:
+        raise AnswerNo(problem)
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        require_grid_fits(cases, device)
+    except SizeError as exc:
+        raise BadArgument(as_flags(str(exc), ["max_prefix", "max_batch", "max_draft", "heads"])) from None
     report = run_parity(args.impl, cases, device, progress=not args.json, fp8_math=args.fp8_math)
     summary = report.summary()
     text = (f"{args.impl} on {device}: {summary['passed']}/{summary['cases']} cases within tolerance; "
@@ -38,7 +50,7 @@ def cmd_parity(args: argparse.Namespace) -> int:
     if summary["failed"]:
         text += f"\nFAILED: {summary['failed']}"
     emit(args, {"summary": summary, "cases": [r.row() for r in report.results]}, text)
-    return 0 if report.ok else 1
+    return OK if report.ok else FAILED
 
 
 def _device_problem(args: argparse.Namespace, has_gpu: bool) -> str | None:
@@ -64,9 +76,7 @@ def _device_problem(args: argparse.Namespace, has_gpu: bool) -> str | None:
 def _fleet_parity(args: argparse.Namespace, cases) -> int:
     from ..lab import fleet
 
-    labels = fleet_labels(args, "parity")
-    if labels is None:
-        return 2
+    labels = fleet_labels(args)
     rep = fleet.parity(args.impl, cases, labels, args.scheduler)
     passed = sum(r["ok"] for r in rep.rows)
     text = f"{args.impl} on {len(labels)} workers ({','.join(labels)}): {passed}/{len(rep.rows)} cases within tolerance"
@@ -86,11 +96,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
     p.add_argument("--heads", type=positive_ints, default=[8, 16], help="comma-separated H values")
     p.add_argument("--budget-tokens", type=positive_int, default=None, help="cap on sum(L)*N*H per random case (default: no cap)")
     p.add_argument("--device", choices=["cpu", "cuda"], default=None, help="cpu or cuda (default: cuda when present)")
-    p.add_argument("--seed", type=int, default=0, help="random seed of the generated batches")
+    p.add_argument("--seed", type=seed, default=0, help="random seed of the generated batches")
     p.add_argument("--kv-dtype", choices=["bf16", "fp8"], default="bf16",
                    help="KV pool: bf16, or fp8 (SGLang's fp8_e4m3, with k_scale / v_scale other than 1)")
     p.add_argument("--fp8-math", choices=["auto", "exact", "e4m3"], default="auto",
-                   help="with --kv-dtype fp8: exact (e4m3 -> bf16/f16), e4m3 (e4m3 tensor cores, its own tolerance) or "
+                   help="with --kv-dtype fp8 only: exact (e4m3 -> bf16/f16), e4m3 (e4m3 tensor cores, its own tolerance) or "
                         "auto, what VerifyAttention takes (e4m3 above 32 rows on sm_120, exact elsewhere)")
     p.add_argument("--json", action="store_true", help="print the summary and every case as JSON")
     fleet_flags(p)

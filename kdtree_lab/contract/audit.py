@@ -68,16 +68,15 @@ class AuditReport:
         return out
 
     def table(self) -> str:
-        """Plain-text table of the rows and invariants."""
-        head = ("buffer", "dtype expected", "dtype found", "shape expected", "shape found", "strides", "device", "ok")
-        body = [(r.name, r.expected_dtype, r.found_dtype, r.expected_shape, r.found_shape, r.strides, r.device,
-                 "ok" if r.ok else "MISMATCH") for r in self.rows]
-        widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
-        lines = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)) for row in [head, *body]]
-        lines.append("")
-        lines += [f"{'ok ' if i.ok else 'BAD'} {i.name}: {i.detail}" for i in self.invariants]
-        lines.append(f"verdict ({self.variant}): {self.verdict}")
-        return "\n".join(lines)
+        """The rows and invariants as terminal tables (``display.aligned_table``), the verdict last."""
+        from ..core.display import aligned_table
+
+        rows = [{"buffer": r.name, "dtype expected": r.expected_dtype, "dtype found": r.found_dtype,
+                 "shape expected": r.expected_shape, "shape found": r.found_shape, "strides": r.strides,
+                 "device": r.device, "ok": "ok" if r.ok else "MISMATCH"} for r in self.rows]
+        invariants = [{"invariant": i.name, "ok": "ok" if i.ok else "BAD", "detail": i.detail} for i in self.invariants]
+        return "\n\n".join([aligned_table(rows), aligned_table(invariants),
+                             f"verdict ({self.variant}): {self.verdict}"])
 
 
 class ContractError(ValueError):

@@ -58,3 +58,37 @@ def triton_cpu_problem() -> str | None:
         return ("impl: triton on a CPU needs Triton's interpreter, expected TRITON_INTERPRET=1 in the environment, "
                 f"found {'it unset' if found is None else repr(found)}; start Python as TRITON_INTERPRET=1 python ...")
     return None
+
+
+def free_memory_bytes(device) -> int:
+    """Bytes that can still be allocated on ``device`` (a ``torch.device`` or its name): a CUDA device's free
+    memory (``torch.cuda.mem_get_info``), the host's MemAvailable (/proc/meminfo; else physical pages) for the CPU."""
+    import torch
+
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        return int(torch.cuda.mem_get_info(dev)[0])
+    try:
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+FREE_SHARE = 0.8  # a tensor build may take this share of the free memory (the rest: the process, the allocator)
+
+
+class SizeError(ValueError):
+    """What a call would allocate does not fit the device's free memory; raised before anything is allocated."""
+
+
+def require_fits(nbytes: float, device, what: str) -> None:
+    """Raise SizeError naming ``what`` (its parameters first, as "a/b: ...") when ``nbytes`` exceed FREE_SHARE of
+    ``device``'s free memory."""
+    free = free_memory_bytes(device)
+    if nbytes > FREE_SHARE * free:
+        head, _, rest = what.partition(": ")
+        raise SizeError(f"{head}: expected a size within {FREE_SHARE:.0%} of the {free / 2**30:.1f} GiB free on "
+                        f"{device}, found one needing {nbytes / 2**30:.1f} GiB ({rest})")

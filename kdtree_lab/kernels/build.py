@@ -25,6 +25,9 @@ from .launch_plan import E4M3_CONFIGS
 LAUNCHER = "kdtree_verify.cu"  # the one translation unit: it includes every kernel header
 LIB_STEM = "libkdtree_verify"
 DEFAULT_ARCHS = ("sm_120a", "sm_90a")
+# The archs nvcc builds the library for: its sm_120 kernels' e4m3 conversions and barriers need sm_90 or later
+# (sm_80 and sm_89 stop in ptxas), and these are the ones built and checked (sm_120a: the RTX cards, sm_90a: the H200).
+SUPPORTED_ARCHS = ("sm_120a", "sm_120", "sm_90a", "sm_90")
 REQUIRED_SYMBOLS = (
     "kdtree_verify_attn_flash_paged_cg",
     "kdtree_verify_workspace_bytes",
@@ -141,6 +144,16 @@ def e4m3_timing_proxy() -> bool:
 EMULATED = {"sm_90a": tuple(sorted(E4M3_CONFIGS))}
 
 
+def arch_problem(archs: tuple[str, ...] | list[str]) -> str | None:
+    """Why ``archs`` cannot be built (one line naming them), or None: at least one, each in SUPPORTED_ARCHS."""
+    bad = [a for a in archs if a not in SUPPORTED_ARCHS]
+    if not archs or bad:
+        found = ", ".join(repr(a) for a in bad) if bad else "none"
+        return (f"archs: expected one or more of {', '.join(SUPPORTED_ARCHS)} (the library needs sm_90 or later: "
+                f"sm_80 and sm_89 lack PTX it uses), found {found}")
+    return None
+
+
 def build_library(archs: tuple[str, ...] | list[str] = DEFAULT_ARCHS, out_dir: Path = BUILD, force: bool = False,
                   progress: bool = True) -> BuildResult:
     """Compile kernels/kdtree_verify.cu for ``archs`` into ``build/libkdtree_verify-<hash>.so`` (cached)."""
@@ -148,9 +161,9 @@ def build_library(archs: tuple[str, ...] | list[str] = DEFAULT_ARCHS, out_dir: P
     if not nvcc:
         raise BuildError("nvcc not found: set CUDA_HOME or put nvcc on PATH (kdtree-lab doctor shows what is found)")
     archs = tuple(archs)
-    bad = [a for a in archs if not re.fullmatch(r"sm_\d+[a-z]?", a)]
-    if bad:
-        raise BuildError(f"--arch: expected names like sm_120a or sm_90a, got {bad}")
+    problem = arch_problem(archs)
+    if problem:
+        raise BuildError(problem)
     version = _nvcc_version(nvcc)
     h = hashlib.sha256()
     for path in kernel_sources():
@@ -172,14 +185,17 @@ def build_library(archs: tuple[str, ...] | list[str] = DEFAULT_ARCHS, out_dir: P
     t0 = time.perf_counter()
     from ..core.display import headless
 
-    if progress and not headless():  # a spinner in a terminal; in a headless notebook rich would leave a widget
-        from rich.console import Console
+    import sys
 
-        with Console(stderr=True).status(f"nvcc: building {lib.name} for {', '.join(archs)}"):
+    words = f"nvcc: building {lib.name} for {', '.join(archs)}"
+    if progress and not headless() and sys.stderr.isatty():  # a spinner in a terminal (in a notebook: a widget)
+        from ..core.display import console
+
+        with console(stderr=True).status(words):
             proc = subprocess.run(cmd, capture_output=True, text=True)
-    else:
+    else:  # the line once: in a headless notebook's output, or on the stderr of a command in a log or a pipe
         if progress:
-            print(f"nvcc: building {lib.name} for {', '.join(archs)}", flush=True)
+            print(words, flush=True, file=sys.stdout if headless() else sys.stderr)
         proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise BuildError(f"nvcc failed (exit {proc.returncode}) for {', '.join(archs)}:\n{proc.stderr[-4000:]}")

@@ -107,8 +107,10 @@ def fleet_available() -> str | None:
         return None
 
 
-def render(env: Environment) -> str:
-    """A plain-text table of the report."""
+def render(env: Environment, profile: str | None = None) -> str:
+    """The report as a terminal table (``display.aligned_table``), the profile ``kdtree-lab run`` picks last."""
+    from ..core.display import aligned_table
+
     rows = [
         ("python", env.python),
         ("platform", env.platform),
@@ -126,5 +128,6 @@ def render(env: Environment) -> str:
         ("nvdisasm", env.nvdisasm or "absent"),
         ("Dask distributed (--gpus)", env.dask_distributed or "absent: one GPU at a time (pip install -e .[fleet])"),
     ]
-    width = max(len(k) for k, _ in rows)
-    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+    if profile is not None:
+        rows.append(("profile (auto)", profile))
+    return aligned_table([{"what": k, "found here": v} for k, v in rows])

@@ -1,4 +1,7 @@
-"""Matplotlib figures the notebooks show (they also save PNGs into the run directory)."""
+"""Matplotlib figures the notebooks show (they also save PNGs into the run directory). Each takes ``where``: what
+the figure's numbers come from, in words its title carries ("this machine: cpu, Triton in the CPU interpreter",
+"committed H200 results", a GPU and model for a model's figures); ``display.figure_problems`` checks each
+against it (tests/test_figures.py)."""
 
 from __future__ import annotations
 
@@ -8,11 +11,12 @@ from typing import Any, Sequence
 from ..core.display import save_figure
 
 
-def parity_errors(rows_by_impl: dict[str, Sequence[dict]], rel_tol: float, path: str | Path | None = None):
+def parity_errors(rows_by_impl: dict[str, Sequence[dict]], rel_tol: float, path: str | Path | None = None,
+                  where: str = ""):
     """Scatter of relative-L2 error vs longest prefix (tokens), one series per implementation, tolerance line."""
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = plt.subplots(figsize=(7, 4.4))
     for impl, rows in rows_by_impl.items():
         xs = [r["L_max"] for r in rows]
         ys = [max(r["rel_l2"], 1e-8) for r in rows]
@@ -20,20 +24,28 @@ def parity_errors(rows_by_impl: dict[str, Sequence[dict]], rel_tol: float, path:
     ax.axhline(rel_tol, color="red", linestyle="--", label=f"tolerance {rel_tol:g}")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    ax.set_ylim(top=rel_tol * 30)  # room above the tolerance line for the legend
     ax.set_xlabel("longest prefix in the batch (tokens)")
-    ax.set_ylabel("relative L2 error vs fp64 oracle")
-    ax.set_title("Verify kernels vs the fp64 oracle")
-    ax.legend()
+    ax.set_ylabel("relative L2 error vs the fp64 oracle (ratio)")
+    ax.set_title(_wrapped(f"Verify kernels against the fp64 oracle ({where})", 80), fontsize=9)
+    ax.legend(fontsize=8, loc="upper left", ncol=3)
     fig.tight_layout()
     return save_figure(fig, path)
 
 
-def roofline(rows: list[dict], ceilings: dict, path: str | Path | None = None):
+def _wrapped(text: str, width: int) -> str:
+    """A title over lines of at most ``width`` characters."""
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, width, break_long_words=False))
+
+
+def roofline(rows: list[dict], ceilings: dict, path: str | Path | None = None, where: str = ""):
     """Achieved TFLOP/s vs arithmetic intensity (FLOP per byte of latent KV), one series per implementation, with
-    the measured copy-bandwidth and GEMM ceilings."""
+    the measured copy-bandwidth and GEMM ceilings; the legend beside the panel."""
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(9, 4.6), layout="constrained")
     bw, peak = ceilings["copy_gbps"] / 1e3, ceilings["gemm_tflops"]  # TB/s, TFLOP/s
     ridge = peak / bw
     ax.plot([1, ridge, 1e5], [bw, peak, peak], color="black", lw=1.5, label=f"roofline ({bw:.2f} TB/s, {peak:.0f} TF/s)")
@@ -44,10 +56,10 @@ def roofline(rows: list[dict], ceilings: dict, path: str | Path | None = None):
                    label=impl)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("arithmetic intensity (FLOP per byte of latent KV = 1.89 x H x N)")
-    ax.set_ylabel("achieved TFLOP/s")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
+    ax.set_xlabel("arithmetic intensity, 1.89 x H x N (FLOP/B of latent KV)")
+    ax.set_ylabel("achieved rate (TFLOP/s)")
+    ax.set_title(_wrapped(f"Verify kernels on the roofline of their GPU ({where})", 90), fontsize=9)
+    fig.legend(fontsize=8, loc="outside right center", title="implementation", title_fontsize=8)
     return save_figure(fig, path)
 
 
@@ -55,7 +67,7 @@ SHAPE_CLASSES = (("H x N <= 64 (memory-bound)", 0, 64), ("128 <= H x N <= 1024",
                  ("H x N >= 2048 (compute-bound)", 1025, 1 << 30))
 
 
-def speedup_vs_length(rows: list[dict], path: str | Path | None = None):
+def speedup_vs_length(rows: list[dict], path: str | Path | None = None, where: str = ""):
     """Speed-up over SGLang's verify (extend_attention_fwd) against prefix length: one panel per shape class (H x N),
     one line per implementation (the median over the class's B, N, H at each length) with the range shaded,
     labelled at its end inside the panel (labels that would overprint are spread apart, each tied to its line);
@@ -92,7 +104,8 @@ def speedup_vs_length(rows: list[dict], path: str | Path | None = None):
         ax.set_yscale("log")
         ax.set_title(cls, fontsize=10)
         ax.set_xlabel("prefix length L (tokens)")
-    axes[0][0].set_ylabel("speed-up over SGLang's verify (median, range shaded)")
+    axes[0][0].set_ylabel("speed-up over SGLang's verify, median, range shaded (x)")
+    fig.suptitle(_wrapped(f"Speed-up over SGLang's verify by prefix length ({where})", 120), fontsize=9)
     handles, labels = axes[0][0].get_legend_handles_labels()
     for ax in axes[0][1:]:
         for h, lab in zip(*ax.get_legend_handles_labels()):
@@ -136,9 +149,10 @@ def _end_labels(ax, ends: list[tuple[float, float, Any]], fontsize: float, fig_h
                     arrowprops=dict(arrowstyle="-", lw=0.6, color=colour, shrinkA=0, shrinkB=2) if moved else None)
 
 
-def context_axis(ax, contexts, zero_at: int = 1000) -> None:
+def context_axis(ax, contexts, zero_at: int = 1000) -> list[int]:
     """A log2 context axis with plain tick labels at the given contexts (16384 -> "16k"; 0 drawn at ``zero_at``
-    and labelled "0"), thinned so two labels are at least half an octave apart, and no minor labels."""
+    and labelled "0"), thinned so two labels are at least half an octave apart, and no minor labels. Returns the
+    contexts labelled."""
     import math
 
     from matplotlib.ticker import FixedLocator, NullLocator
@@ -157,6 +171,7 @@ def context_axis(ax, contexts, zero_at: int = 1000) -> None:
     ax.set_xticklabels([k_words(c) for c in kept])
     ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xlabel("context (tokens)")
+    return kept
 
 
 def _plain_y(ax) -> None:
@@ -174,14 +189,27 @@ KERNEL_TITLES = {"ours": "our kernel, bf16 pool", "ours-fp8": "our kernel, fp8 p
                  "sglang": "SGLang's Triton verify, bf16 pool"}
 
 
-def speculation_headline(head: dict, path: str | Path | None = None):
+def sweep_where(res: dict) -> str:
+    """What a speculation figure models, for its title: the model and the GPU of a sweep (``speculate.sweep``'s
+    inputs), where its kernel times come from, and that it is a model."""
+    inputs = {r["input"]: r for r in res["inputs"]}
+    model = inputs["model"]["value"].split(", ")
+    gpu = inputs["GPU"]["value"].split(", ")
+    times = inputs.get("attention: ours", {}).get("source", "")
+    how = "kernel times predicted from committed H200 results" if "predicted" in times else \
+        "kernel times measured on this machine"
+    return f"{model[0]}, {model[-1]}, on {gpu[0]}, {gpu[1] if len(gpu) > 1 else ''}; {how}; {res['label']}"
+
+
+def speculation_headline(head: dict, path: str | Path | None = None, where: str = ""):
     """Today's best (measured markers, modelled line) and the best setup with our kernel against context (left),
-    and their ratio with its band (right, a linear axis with 1 marked). ``speculate.answer.headline``'s result."""
+    and their ratio with its band (right, a linear axis with 1 marked; the ratio written above the panel at each
+    labelled context, where no data is). ``speculate.answer.headline``'s result."""
     import matplotlib.pyplot as plt
 
     rows = head["rows"]
     ctx = [max(r["context"], 1000) for r in rows]
-    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.6))
+    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 5.0))
     a.plot(ctx, [r["today_model"] for r in rows], color="black", lw=2, label="today's best, model")
     m = [(x, r["today"]) for x, r in zip(ctx, rows) if r["today_how"].startswith("measured")]
     a.scatter([x for x, _ in m], [y for _, y in m], color="red", marker="o", s=45, zorder=3,
@@ -189,41 +217,45 @@ def speculation_headline(head: dict, path: str | Path | None = None):
     a.plot(ctx, [r["ours"] for r in rows], color="tab:blue", lw=2, marker="s", ms=4, label="best setup with ours")
     a.fill_between(ctx, [r["ours"] / (1 + head["band"]) for r in rows], [r["ours"] / (1 - head["band"]) for r in rows],
                    color="tab:blue", alpha=0.15, label=f"band (+-{head['band']:.0%})")
-    a.plot(ctx, [r["same_draft"] for r in rows], color="tab:cyan", ls="--", label="ours, same EAGLE-3 chain")
+    a.plot(ctx, [r["same_draft"] for r in rows], color="tab:cyan", ls="--", label="ours, today's EAGLE-3 chain")
     context_axis(a, [r["context"] for r in rows])
     _plain_y(a)
-    a.set_ylabel("tokens per second (one request)")
-    a.legend(fontsize=8, loc="lower left")
+    a.set_ylabel("tokens per second, one request (tokens/s)")
+    a.set_title("tokens per second", fontsize=9)
     a.grid(True, alpha=0.3)
     b.plot(ctx, [r["ratio"] for r in rows], color="tab:blue", lw=2, marker="s", ms=4, label="best setup with ours")
     b.fill_between(ctx, [r["band"][0] for r in rows], [r["band"][1] for r in rows], color="tab:blue", alpha=0.15,
                    label="band")
-    b.plot(ctx, [r["same_draft_ratio"] for r in rows], color="tab:cyan", ls="--", label="ours, same EAGLE-3 chain")
+    b.plot(ctx, [r["same_draft_ratio"] for r in rows], color="tab:cyan", ls="--", label="ours, today's EAGLE-3 chain")
     b.axhline(1.0, color="black", lw=1)
-    for x, r in zip(ctx, rows):
-        b.annotate(f"{r['ratio']:.2f}x", (x, r["ratio"]), textcoords="offset points", xytext=(0, 7), ha="center",
-                   fontsize=7, color="tab:blue")
-    context_axis(b, [r["context"] for r in rows])
+    labelled = set(context_axis(b, [r["context"] for r in rows]))
     _plain_y(b)
+    b.set_ylim(top=1.25 * max(r["band"][1] for r in rows))  # a free strip along the top for the ratios
     from matplotlib.ticker import MaxNLocator
 
-    b.yaxis.set_major_locator(MaxNLocator(nbins=12, steps=[1, 2, 5, 10]))  # the ratio reads off its axis to 0.5
-    b.set_ylabel("ours / today's best (tokens per second)")
-    b.legend(fontsize=8, loc="lower right")
+    b.yaxis.set_major_locator(MaxNLocator(nbins=10, steps=[1, 2, 2.5, 5, 10]))  # ticks at most 0.5 apart
+    for x, r in zip(ctx, rows):  # along the top, at the ticks' contexts: over no line, apart from each other
+        if r["context"] in labelled:
+            b.annotate(f"{r['ratio']:.2f}x", (x, 0.985), xycoords=("data", "axes fraction"), ha="center", va="top",
+                       fontsize=7, color="tab:blue")
+    b.set_ylabel("ours / today's best (x)")
+    b.set_title("ratio, best setup with ours (written along the top)", fontsize=9)
     b.grid(True, alpha=0.3)
-    fig.suptitle(f"What our verify kernel buys against {head['today']} ({head['label']})", fontsize=9)
-    fig.tight_layout()
+    handles, labels = a.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=5, fontsize=8, frameon=False)
+    fig.suptitle(_wrapped(f"What our verify kernel buys against {head['today']} ({where})", 150), fontsize=9)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     return save_figure(fig, path)
 
 
-def speculation_curves(res: dict, path: str | Path | None = None):
+def speculation_curves(res: dict, path: str | Path | None = None, where: str = ""):
     """Tokens per second per request against context (``speculate.sweep`` result): one panel per verify kernel,
     no speculation in black, the draft's chain dashed, trees of N nodes from light to dark, the break-even context
-    marked. A model, and the title says so."""
+    marked (and named in the panel's title); one legend below the panels, off the data."""
     import matplotlib.pyplot as plt
 
     kernels = list(res["break_even"])
-    fig, axes = plt.subplots(1, len(kernels), figsize=(5.2 * len(kernels), 4.6), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(kernels), figsize=(5.2 * len(kernels), 5.0), sharey=True, squeeze=False)
     ctx = [r["context"] for r in res["rows"]]
     sizes = sorted(int(n) for n in res["rows"][0]["trees"][kernels[0]])
     cmap = plt.get_cmap("viridis")
@@ -241,66 +273,107 @@ def speculation_curves(res: dict, path: str | Path | None = None):
             line(ax, [r["trees"][k][str(n)] for r in res["rows"]], marker="o", ms=3,
                  color=cmap(0.15 + 0.75 * i / max(1, len(sizes) - 1)), label=f"tree of {n}")
         b = res["break_even"][k]
+        title = KERNEL_TITLES.get(k, k)
         if b["context"]:
-            ax.axvline(b["context"], color="red", ls=":", lw=1.5, label=f"stops paying: {b['context'] / 1000:.0f}k")
+            ax.axvline(b["context"], color="red", ls=":", lw=1.5, label="speculation stops paying")
+            title += f": stops paying at {b['context'] / 1000:.0f}k"
         context_axis(ax, ctx)
         _plain_y(ax)
-        ax.set_title(KERNEL_TITLES.get(k, k), fontsize=9)
+        ax.set_title(title, fontsize=9)
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7, loc="upper right")
-    axes[0][0].set_ylabel("tokens per second per request")
-    fig.suptitle(f"Decode speed by context ({res['label']})", fontsize=10)
-    fig.tight_layout()
+    axes[0][0].set_ylabel("tokens per second per request (tokens/s)")
+    handles = {}
+    for ax in axes[0]:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(lab, h)
+    fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=len(handles), fontsize=8,
+               frameon=False)
+    fig.suptitle(_wrapped(f"Decode speed by context and tree size ({where})", 170), fontsize=9)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     return save_figure(fig, path)
 
 
-def speculation_best(res: dict, path: str | Path | None = None):
-    """The best variant's speed over no speculation against context, one line per verify kernel, each point
-    labelled with the winning tree size; below 1 speculation costs speed (a linear axis with 1 marked)."""
+def speculation_best(res: dict, path: str | Path | None = None, where: str = ""):
+    """The best variant's speed over no speculation against context, one line per verify kernel; the winning tree
+    size written where it changes along a line (and at its first point), beside its point and off every line; below
+    1 speculation costs speed (a linear axis with 1 marked)."""
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 4.4))
+    fig, ax = plt.subplots(figsize=(8.5, 4.8))
     ctx = [r["context"] for r in res["rows"]]
     series = {}
     for k in res["break_even"]:
         pts = [(c, r["best"][k], r["no_spec"]) for c, r in zip(ctx, res["rows"]) if r["best"][k]]
         series[k] = [(x, b, b["tokens_per_s"] / n["tokens_per_s"]) for x, b, n in pts]
-    at: dict = {}  # per context, every series' speed-up
-    for pts in series.values():
-        for x, _, y in pts:
-            at.setdefault(x, []).append(y)
-    span = 1.1 * max(max(v) for v in at.values())
-    placed: dict = {}  # per context, the heights of the labels already put above their points
-    for (k, pts), colour in zip(series.items(), ("tab:blue", "tab:purple", "tab:orange")):
-        ax.plot([x for x, _, _ in pts], [y for _, _, y in pts], marker="o", color=colour, label=KERNEL_TITLES.get(k, k))
-        for x, b, y in pts:  # a label goes below its point where another series' point (or label) sits just above it
-            above = not any(y < other < y + 0.08 * span for other in at[x]) and \
-                not any(abs(y - other) < 0.04 * span for other in placed.get(x, []))
-            if above:
-                placed.setdefault(x, []).append(y)
-            ax.annotate(f"{'C' if b['kind'] == 'chain' else 'N'}{b['nodes']}", (x, y), textcoords="offset points",
-                        xytext=(0, 6 if above else -7), ha="center", va="bottom" if above else "top", fontsize=7,
-                        color=colour)
+    span = 1.15 * max(y for pts in series.values() for _, _, y in pts)
+    colours = dict(zip(series, ("tab:blue", "tab:purple", "tab:orange")))
+    for k, pts in series.items():
+        ax.plot([x for x, _, _ in pts], [y for _, _, y in pts], marker="o", color=colours[k],
+                label=KERNEL_TITLES.get(k, k))
     ax.axhline(1.0, color="black", lw=1)
     context_axis(ax, ctx)
     _plain_y(ax)
-    ax.set_ylim(top=span)  # room for the highest labels inside the axes
-    ax.set_ylabel("best speculative / no speculation (tokens per second)")
-    ax.set_title(f"Best tree per context (N: tree of N nodes, C: the chain; {res['label']})", fontsize=9)
+    ax.set_ylim(top=span)
+    fig.canvas.draw()
+    for k, pts in series.items():
+        last = None
+        for x, b, y in pts:
+            name = f"{'C' if b['kind'] == 'chain' else 'N'}{b['nodes']}"
+            if name != last:
+                _label_off_lines(ax, (x, y), name, colours[k])
+            last = name
+    ax.set_ylabel("best speculative / no speculation (x)")
+    ax.set_title(_wrapped(f"Best tree per context, where it changes (N: a tree of N nodes, C: the chain; {where})",
+                          100), fontsize=9)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     return save_figure(fig, path)
 
 
-def published_check(checks: list[dict], path: str | Path | None = None):
+def _label_off_lines(ax, xy, text: str, colour) -> None:
+    """Write ``text`` beside the point ``xy``: the first of above, below, right, left (each a few points away)
+    where it covers no line or marker of ``ax`` and no earlier label; above when none is free."""
+    from ..core.display import covers_data
+
+    fig = ax.figure
+    renderer = fig.canvas.get_renderer()
+    taken = [t.get_window_extent(renderer) for t in ax.texts]
+    for dx, dy, ha, va in ((0, 7, "center", "bottom"), (0, -7, "center", "top"), (7, 0, "left", "center"),
+                           (-7, 0, "right", "center")):
+        t = ax.annotate(text, xy, xytext=(dx, dy), textcoords="offset points", ha=ha, va=va, fontsize=7,
+                        color=colour)
+        box = t.get_window_extent(renderer)
+        if not covers_data(ax, box, bars=False) and not any(box.overlaps(o) for o in taken) and \
+                box.x0 >= ax.bbox.x0 and box.x1 <= ax.bbox.x1 and box.y0 >= ax.bbox.y0 and box.y1 <= ax.bbox.y1:
+            return
+        t.remove()
+    ax.annotate(text, xy, xytext=(0, 7), textcoords="offset points", ha="center", va="bottom", fontsize=7,
+                color=colour)
+
+
+def published_where(checks: list[dict]) -> str:
+    """Where the published tables were measured, for their figure's title: by whom, on which GPUs and model."""
+    from ..budget.presets import gpus, models
+    from ..speculate.presets import published
+
+    tables = published()
+    decks = sorted({(t.tp, gpus()[t.gpu].label.split(" (")[0], models()[t.model].label.split(" (")[0], t.quant)
+                    for t in (tables[c["name"]] for c in checks)})
+    who = sorted({c["source"].split()[0] for c in checks})
+    return (f"measured by {', '.join(who)} on " + "; ".join(f"{tp} x {g}, {m} {q}" for tp, g, m, q in decks)
+            + ", one request; lines: the model")
+
+
+def published_check(checks: list[dict], path: str | Path | None = None, where: str = ""):
     """Measured (markers) against modelled (lines) tokens per second for each published table
-    (``speculate.published.check``), with and without speculation; today's best first."""
+    (``speculate.published.check``), with and without speculation; today's best first; one legend below."""
     import matplotlib.pyplot as plt
 
     cols = min(3, len(checks))
     rows_n = -(-len(checks) // cols)
-    fig, axes = plt.subplots(rows_n, cols, figsize=(5.4 * cols, 4.2 * rows_n), squeeze=False)
+    fig, axes = plt.subplots(rows_n, cols, figsize=(5.4 * cols, 4.2 * rows_n + 0.8 * (len(checks) == rows_n * cols)),
+                             squeeze=False)
     styles = {"model no speculation": ("black", "-", "model: no speculation"),
               "model speculation": ("tab:red", "--", "model: the chain as decode rows (today)"),
               "model, ours (bf16 pool)": ("tab:blue", "-", "model: the chain, ours (bf16 pool)"),
@@ -319,11 +392,23 @@ def published_check(checks: list[dict], path: str | Path | None = None):
                        label="reported second-hand")
         context_axis(ax, [r["context"] for r in rows])
         _plain_y(ax)
-        ax.set_ylabel("tokens per second (one request)")
-        ax.set_title(("" if res["role"] == "today" else "historical: ") + res["label"], fontsize=8)
+        ax.set_ylabel("tokens per second, one request (tokens/s)")
+        ax.set_title(_wrapped(("" if res["role"] == "today" else "historical: ") + res["label"], 60), fontsize=8)
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=6, loc="lower left")
-    for ax in list(axes.flat)[len(checks):]:
+    handles = {}
+    for ax in list(axes.flat)[:len(checks)]:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(lab, h)
+    spare = list(axes.flat)[len(checks):]
+    for ax in spare[1:]:
         ax.set_visible(False)
-    fig.tight_layout()
+    if spare:  # the legend in the first free panel, off every panel's data
+        spare[0].axis("off")
+        spare[0].legend(list(handles.values()), list(handles), loc="center", fontsize=8, title="series",
+                        title_fontsize=8)
+    else:
+        fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=4, fontsize=8, frameon=False)
+    fig.suptitle(_wrapped(f"The model against each published table of vLLM's decode speed ({where})", 170),
+                 fontsize=9)
+    fig.tight_layout(rect=(0, 0 if spare else 0.8 / (4.2 * rows_n + 0.8) + 0.02, 1, 1))
     return save_figure(fig, path)

@@ -70,11 +70,31 @@ def notes(outcomes: list) -> list[str]:
     return out
 
 
+def figure_text(png: Path) -> tuple[str, str]:
+    """(title, description) a figure was saved with (``core.display.save_figure``: the PNG's Title and Description
+    fields); the file's name and "" for a PNG without them."""
+    from PIL import Image
+
+    try:
+        with Image.open(png) as im:
+            text = dict(getattr(im, "text", {}) or {})
+    except OSError:
+        text = {}
+    return text.get("Title") or png.stem, text.get("Description", "")
+
+
+def _picture(png: Path) -> str:
+    """One figure of the run: its title, linked, over the image with its description as the alt text."""
+    title, alt = figure_text(png)
+    return (f'<li><a href="{html.escape(png.name)}">{html.escape(title)}</a><br><img src="{html.escape(png.name)}" '
+            f'alt="{html.escape(alt or title)}" style="max-width:100%"></li>')
+
+
 def write_index(run_dir: Path, profile: str, outcomes: list) -> Path:
     """``run_dir/index.html``: one row per notebook (linked to its HTML page and results JSON), its status, seconds,
     key figures and each skipped part with the reason, and the figures (PNG) the run saved."""
     rows = "".join(_row(o) for o in outcomes)
-    pictures = "".join(f'<li><a href="{p.name}">{p.name}</a></li>' for p in sorted(run_dir.glob("*.png")))
+    pictures = "".join(_picture(p) for p in sorted(run_dir.glob("*.png")))
     sentences = [html.escape(n) for n in notes(outcomes)]
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>kdtree-lab run ({html.escape(profile)})</title>

@@ -25,6 +25,7 @@ import yaml
 
 from ..core.display import HEADLESS_ENV, fmt
 from ..core.paths import NOTEBOOKS, RUNS
+from . import notebook_checks
 from .profiles import Profile
 from .record import load_results
 
@@ -85,6 +86,8 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
         if "=" not in item:
             raise ParameterError(f"argument -p: expected key=value, found {item!r}")
         key, value = item.split("=", 1)
+        if not key.strip():
+            raise ParameterError(f"argument -p: expected key=value with a parameter name, found {item!r}")
         out[key.strip()] = parse_value(value)
     return out
 
@@ -147,7 +150,9 @@ def notebook_parameters(path: Path) -> dict[str, dict[str, Any]]:
 
 def plan_parameters(entries: list[NotebookEntry], profile: Profile, overrides: dict[str, Any],
                     run_dir: Path) -> dict[str, dict[str, Any]]:
-    """Per-notebook parameters after checking every name and type; raises ParameterError naming the culprit."""
+    """Per-notebook parameters after checking every name, type and bound, then each notebook's values by the
+    library's own rules (``notebook_checks``); raises ParameterError (or NotebookParameterError) naming the
+    culprit."""
     declared = {e.name: notebook_parameters(e.path) for e in entries}
     all_names = set().union(*(d.keys() for d in declared.values())) if declared else set()
     for key in overrides:
@@ -179,8 +184,17 @@ def plan_parameters(entries: list[NotebookEntry], profile: Profile, overrides: d
             if bound and not _within(value, *bound):
                 raise ParameterError(f"parameter {key!r} of {e.name}: expected {bound[0]} {bound[1]:g}"
                                      f"{' for every element' if isinstance(value, list) else ''}, found {value!r}")
+        notebook_checks.check(e.name, {k: _default(spec) for k, spec in decl.items()} | params)
         plan[e.name] = params
     return plan
+
+
+def _default(spec: dict[str, Any]) -> Any:
+    """A parameter's default as a value (papermill gives its source text; a non-literal one stays text)."""
+    try:
+        return ast.literal_eval(spec["default"])
+    except (ValueError, SyntaxError):
+        return spec["default"]
 
 
 @dataclass
@@ -263,18 +277,21 @@ class _DeadKernelAfterCtrlC(logging.Filter):
 
 def execute(entries: list[NotebookEntry], profile: Profile, overrides: dict[str, Any], out_dir: Path | None = None,
             progress: bool = True, timeout_s: int | None = None) -> tuple[Path, list[NotebookOutcome]]:
-    """Run the notebooks in order; stop at the first failure. Returns the run dir and per-notebook outcomes."""
+    """Run the notebooks in order; stop at the first failure. Returns the run dir and per-notebook outcomes. Ctrl-C
+    or a broken pipe (``kdtree-lab run ... | head``) at any point still writes the summary, which names the notebook
+    it stopped and those not run; a broken pipe is raised again after it (nobody reads the terminal)."""
     import papermill
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
-    from rich.console import Console
+    from ..core.display import console as display_console
 
-    console = Console(stderr=True)
+    console = display_console(stderr=True)
     run_id = _dt.datetime.now().strftime("%Y%m%d-%H%M%S") + f"-{profile.name}"
     run_dir = Path(out_dir).resolve() if out_dir else RUNS / run_id  # relative: against the caller's directory
     run_dir.mkdir(parents=True, exist_ok=True)
     plan = plan_parameters(entries, profile, overrides, run_dir)
     outcomes: list[NotebookOutcome] = []
     failed = False  # set by the notebook that stops the run; those after it name it
+    broken = None  # the BrokenPipeError that ended the run, raised again once the summary is written
     previous = os.environ.get(HEADLESS_ENV)
     os.environ[HEADLESS_ENV] = "1"  # the kernels inherit it: plain-text progress (display.headless)
     sockets_dir = tempfile.TemporaryDirectory(prefix="kdtree-kernels-")  # the kernels' IPC sockets
@@ -306,11 +323,14 @@ def execute(entries: list[NotebookEntry], profile: Profile, overrides: dict[str,
                 where = mark_stopped(output, f"timed out after {timeout_s} s (--cell-timeout)")
                 outcome = NotebookOutcome(e.name, "failed", time.perf_counter() - t0, output=str(output),
                                           error=f"{where} ran past the {timeout_s} s cell timeout (--cell-timeout)")
-            except KeyboardInterrupt:
+            except (KeyboardInterrupt, BrokenPipeError) as exc:
                 _DeadKernelAfterCtrlC.install()
-                where = mark_stopped(output, "interrupted (Ctrl-C)")
+                why = STOPPED_BY[type(exc)]
+                where = mark_stopped(output, f"interrupted ({why})")
                 outcome = NotebookOutcome(e.name, "interrupted", time.perf_counter() - t0, output=str(output),
-                                          error=f"Ctrl-C in {where}")
+                                          error=f"{why} in {where}")
+                if isinstance(exc, BrokenPipeError):
+                    broken = exc
             outcomes.append(outcome)
             if outcome.status == "interrupted":  # the command says it once, with the summary
                 failed = True
@@ -320,6 +340,15 @@ def execute(entries: list[NotebookEntry], profile: Profile, overrides: dict[str,
                           + (f": {outcome.error}" if outcome.error else "")
                           + (f" ({len(outcome.skipped)} skipped)" if outcome.skipped else ""))
             failed = outcome.status in ("failed", "interrupted")
+    except (KeyboardInterrupt, BrokenPipeError) as exc:  # between notebooks: the line a notebook starts or ends with
+        done = {o.notebook for o in outcomes}
+        current = next((e for e in entries if e.name not in done), None)
+        if current is not None:
+            outcomes.append(NotebookOutcome(current.name, "interrupted", error=f"{STOPPED_BY[type(exc)]} before it "
+                                            "started", output=str(run_dir / f"{current.name}.ipynb")))
+            _DeadKernelAfterCtrlC.install()
+        if isinstance(exc, BrokenPipeError):
+            broken = exc
     finally:  # this process's own environment and temporary folder as they were; no empty kernels.log left behind
         sockets_dir.cleanup()
         log = run_dir / "kernels.log"
@@ -329,8 +358,16 @@ def execute(entries: list[NotebookEntry], profile: Profile, overrides: dict[str,
             os.environ.pop(HEADLESS_ENV, None)
         else:
             os.environ[HEADLESS_ENV] = previous
+    stopper = next((o for o in outcomes if o.status == "interrupted"), None)
+    outcomes += [NotebookOutcome(e.name, "not-run", error=f"{stopper.notebook} interrupted before it")
+                 for e in entries[len(outcomes):]] if stopper else []
     write_summary(run_dir, profile, outcomes)
+    if broken is not None:  # nobody reads the terminal any more: the summary is on disk, the command ends quietly
+        raise broken
     return run_dir, outcomes
+
+
+STOPPED_BY = {KeyboardInterrupt: "Ctrl-C", BrokenPipeError: "a broken pipe (the reader of the run's output went away)"}
 
 
 def announce(console, i: int, n: int, entry: NotebookEntry, profile: str) -> None:

@@ -91,6 +91,7 @@ def setup(gpu: str, model: str, tp: int, quant: str = "int4", batch: int = 1, dr
         raise StepInputError(f"draft: expected one of {', '.join(sorted(presets))}, found {draft!r}")
     tabs = kernel_tables(gpu, measured)
     t = target(gpu, model, tp, quant, tabs["ours"].ceilings)
+    grid_problem(tabs, t.heads, batch, nodes)
     if (accept_length is None) != (accept_nodes is None):
         raise StepInputError("accept_length and accept_nodes: give both (a measured acceptance at a chain size) or "
                              "neither")
@@ -114,6 +115,25 @@ def setup(gpu: str, model: str, tp: int, quant: str = "int4", batch: int = 1, dr
         fixed = today.fixed if today is not None else NO_FIXED
     return Setup(t, tabs, batch, presets[draft], fit, acc_src, draft_costs()[presets[draft].method], draft_ms, fixed,
                  tuple(sorted(set(nodes))), today)
+
+
+def grid_problem(tabs: dict[str, KernelTable], heads: int, batch: int, nodes: tuple[int, ...]) -> None:
+    """Refuse a batch or a tree size outside what the verify kernels were timed at, before any step is modelled
+    (StepInputError naming it). Tree sizes from 2 are taken: below the smallest timed (4) a tree reads that time,
+    an upper bound of its own; above the largest timed nothing is carried."""
+    verify = [tabs[k] for k in KERNELS if k in tabs]
+    series = [{key for key in tab.series if key[1] == heads} for tab in verify]
+    if not verify or not all(series):
+        return  # the heads check of the kernel times names this
+    batch_top = min(max(b for b, _, _ in keys) for keys in series)
+    if batch > batch_top:
+        raise StepInputError(f"batch: expected 1 to {batch_top} (the grid of {verify[0].kernel} times), found {batch}")
+    low = min(min(n for _, _, n in keys) for keys in series)
+    top = min(max(n for _, _, n in keys) for keys in series)
+    if max(nodes) > top:
+        raise StepInputError(f"nodes: expected tree sizes from 2 to {top} (the largest the verify kernels were timed "
+                             f"at; below {low}, the smallest, a tree takes the {low}-node time), found "
+                             f"{','.join(map(str, nodes))}")
 
 
 def with_draft(s: Setup, name: str) -> Setup:
