@@ -84,8 +84,10 @@ def _caption(head: dict, sources: bool) -> str:
         return answer.words(head)
     return (f"Today's best: {head['today']}, measured where its published table measured it, modelled elsewhere; "
             f"beyond {k_words(head['longest_measured'])} both sides are predictions. Band: the model's worst miss of "
-            f"today's best, {head['band']:.0%}; it does not cover our kernel's own time (predicted for the card from "
-            "H200 runs).")
+            f"today's best, {head['band']:.0%}"
+            + ("" if head["kernel_band"] == [1.0, 1.0] else
+               f", and our kernel's time predicted for the card x{head['kernel_band'][0]:.2f} to "
+               f"x{head['kernel_band'][1]:.2f} (the card model's checks), ours re-chosen at each end") + ".")
 
 
 def cmd_speculate(args: argparse.Namespace) -> int:

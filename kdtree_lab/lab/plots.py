@@ -216,7 +216,7 @@ def speculation_headline(head: dict, path: str | Path | None = None, where: str 
               label="today's best, measured")
     a.plot(ctx, [r["ours"] for r in rows], color="tab:blue", lw=2, marker="s", ms=4, label="best setup with ours")
     a.fill_between(ctx, [r["ours"] / (1 + head["band"]) for r in rows], [r["ours"] / (1 - head["band"]) for r in rows],
-                   color="tab:blue", alpha=0.15, label=f"band (+-{head['band']:.0%})")
+                   color="tab:blue", alpha=0.15, label=f"the step model's worst miss (+-{head['band']:.0%})")
     a.plot(ctx, [r["same_draft"] for r in rows], color="tab:cyan", ls="--", label="ours, today's EAGLE-3 chain")
     context_axis(a, [r["context"] for r in rows])
     _plain_y(a)
@@ -225,7 +225,7 @@ def speculation_headline(head: dict, path: str | Path | None = None, where: str 
     a.grid(True, alpha=0.3)
     b.plot(ctx, [r["ratio"] for r in rows], color="tab:blue", lw=2, marker="s", ms=4, label="best setup with ours")
     b.fill_between(ctx, [r["band"][0] for r in rows], [r["band"][1] for r in rows], color="tab:blue", alpha=0.15,
-                   label="band")
+                   label="band (the step model's miss and our kernel's card-prediction spread)")
     b.plot(ctx, [r["same_draft_ratio"] for r in rows], color="tab:cyan", ls="--", label="ours, today's EAGLE-3 chain")
     b.axhline(1.0, color="black", lw=1)
     labelled = set(context_axis(b, [r["context"] for r in rows]))
@@ -242,9 +242,13 @@ def speculation_headline(head: dict, path: str | Path | None = None, where: str 
     b.set_title("ratio, best setup with ours (written along the top)", fontsize=9)
     b.grid(True, alpha=0.3)
     handles, labels = a.get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=5, fontsize=8, frameon=False)
+    for h, lab in zip(*b.get_legend_handles_labels()):  # the right panel's own band
+        if lab not in labels:
+            handles.append(h)
+            labels.append(lab)
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8, frameon=False)
     fig.suptitle(_wrapped(f"What our verify kernel buys against {head['today']} ({where})", 150), fontsize=9)
-    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    fig.tight_layout(rect=(0, 0.11, 1, 1))
     return save_figure(fig, path)
 
 
