@@ -129,7 +129,10 @@ def test_a_bad_value_is_one_line_naming_it_exit_2_before_any_work(argv, needle, 
 BAD_PARAMS = [
     ("gpu=nosuch", "argument -p gpu: expected one of b200, h100, h200, rtx-5090, rtx-pro-6000, found 'nosuch' "
                    "(notebook 04_memory_budget)"),
-    ("mem_fraction=1.5", "argument -p mem_fraction: expected a value in (0, 1), found 1.5 (notebook 04_memory_budget)"),
+    ("mem_fraction=1.5", "argument -p mem_fraction: expected 0 (the largest safe fraction) or a value in (0, 1), "
+                         "found 1.5 (notebook 04_memory_budget)"),
+    ("mem_fraction=-0.1", "argument -p mem_fraction: expected 0 (the largest safe fraction) or a value in (0, 1), "
+                          "found -0.1 (notebook 04_memory_budget)"),
     ("tp=3", "argument -p tp: expected a divisor of the model's 64 heads, found 3 (notebook 04_memory_budget)"),
     ("quant='nf4'", "argument -p quant: expected one of bf16, fp8, int4"),
     ("activation_model='guess'", "argument -p activation_model: expected one of"),

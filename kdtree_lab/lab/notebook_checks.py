@@ -98,6 +98,10 @@ def memory_budget(p: dict[str, Any], notebook: str) -> None:
     known = {f.name for f in fields(BudgetInputs)}
     given = {k: v for k, v in p.items() if k in known}
     given |= {k: given[k] or None for k in ("mem_fraction", "chunked_prefill") if k in given}
+    fraction = p.get("mem_fraction", 0.0)
+    if isinstance(fraction, (int, float)) and not fraction == 0 and not 0 < fraction < 1:  # nan too
+        raise NotebookParameterError(f"argument -p mem_fraction: expected 0 (the largest safe fraction) or a value "
+                                     f"in (0, 1), found {fraction!r} (notebook {notebook})")
     try:
         compute(BudgetInputs(**given))
     except BudgetInputError as exc:
