@@ -227,6 +227,7 @@ ANSWER_NO = [
     (["parity", "--impl", "cuda"], "--impl cuda: expected a CUDA GPU, found none here"),
     (["run", "--profile", "h200", "--only", "00"], "--profile h200: expected a CUDA GPU, found none on this machine"),
     (["speculate", "--measure"], "--measure: needs a CUDA GPU"),
+    (["speculate", "--gpu", "rtx-5090"], "the memory budget refuses it"),  # Kimi K2 at TP8 cannot load on 32 GB
 ]
 
 

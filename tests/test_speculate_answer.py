@@ -60,9 +60,18 @@ def test_the_ratio_and_its_band(reference, head):
 
 
 def test_the_best_setup_respects_each_pool_s_capacity(reference, head):
-    """A bf16 pool holds half the fp8 pool's tokens: past it only the fp8 pool can be the best setup."""
+    """Our stack's pools are the memory budget's (SGLang's pool with our kernel at its largest safe fraction), the
+    bf16 one half the fp8 one's tokens: past it only the fp8 pool can be the best setup. A deployment the budget
+    refuses is refused here too."""
+    from kdtree_lab.budget.calculator import compute
+    from kdtree_lab.budget.inputs import BudgetInputs
+
     cap = reference.capacity("ours")
-    assert cap == reference.today.preset.kv_capacity_tokens // 2 and reference.capacity("ours-fp8") == 2 * cap
+    budget = compute(BudgetInputs(kv_dtype="bf16", concurrency=reference.batch, context=4096))
+    assert cap == budget.kv_tokens // reference.batch and abs(reference.capacity("ours-fp8") - 2 * cap) <= 1
+    assert cap != reference.today.preset.kv_capacity_tokens // 2  # not today's (vLLM's) published pool
+    with pytest.raises(sw.DeploymentDoesNotFit, match="do not fit in the 30.2 GiB free"):
+        sw.setup("rtx-5090", "kimi-k2", 8)
     for r in head["rows"]:
         if r["context"] > cap:
             assert "fp8 pool" in r["ours_setup"]

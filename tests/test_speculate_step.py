@@ -205,7 +205,7 @@ def test_the_reference_deployment_takes_today_s_fixed_part_and_a_given_step_repl
     given = sw.setup(GPU, MODEL, TP, step_ms=13.0, step_context=16_384)
     assert st.step(given.target, given.tables, 16_384, 1, given.fixed, today=given.today).ms == pytest.approx(13.0)
     assert given.today.fixed is given.fixed
-    other = sw.setup(GPU, MODEL, 4)  # not a published deployment: no fixed part, lower bounds
+    other = sw.setup("h200", MODEL, TP)  # not a published deployment: no fixed part, lower bounds
     assert other.fixed is st.NO_FIXED and other.today is None
 
 

@@ -117,6 +117,8 @@ def cmd_speculate(args: argparse.Namespace) -> int:
             s = configured(measured)
         res = sweep.sweep(s, contexts)
         head = answer.headline(s, contexts) if s.today is not None else None
+    except sweep.DeploymentDoesNotFit as exc:  # a well-formed deployment the GPU cannot hold
+        raise AnswerNo(str(exc)) from None
     except ValueError as exc:  # StepInputError, KernelTimeError and the checks above
         raise BadArgument(_flagged(str(exc))) from None
     if head is not None and args.context:  # contexts asked for: the headline shows those, not the table's own

@@ -60,10 +60,14 @@ class Setup:
     fixed: Part
     nodes: tuple[int, ...]
     today: today_model.Today | None  # today's best on this deployment, where published measurements pin it
+    pool_tokens: dict = None  # our stack's KV pool per pool dtype (the memory budget); None: today's pool halved
 
     def capacity(self, kernel: str | None) -> int | None:
-        """Tokens the KV pool that ``kernel`` reads holds per request (None: not known for this deployment); no
-        speculation and decode rows read today's pool."""
+        """Tokens the KV pool that ``kernel`` reads holds per request (None: not known for this deployment): the
+        verify kernels (ours and SGLang's, all in SGLang) the memory budget's pool of that dtype at its largest safe
+        fraction; no speculation and decode rows today's pool (its own stack's published capacity)."""
+        if kernel not in (None, "decode rows", "decode") and self.pool_tokens:
+            return int(self.pool_tokens[POOLS.get(kernel, "bf16")] / self.batch)
         if self.today is None:
             return None
         cap = self.today.preset.kv_capacity_tokens / self.batch
@@ -71,6 +75,32 @@ class Setup:
                 self.today.preset.kv == "fp8":
             cap /= 2  # a bf16 pool: twice the bytes per token
         return int(cap)
+
+
+class DeploymentDoesNotFit(StepInputError):
+    """The memory budget refuses the deployment (it cannot start on this GPU); the message is its one line."""
+
+
+def pool_tokens(gpu: str, model: str, tp: int, quant: str, batch: int) -> dict[str, int]:
+    """KV tokens of SGLang's pool with our verify kernel for ``batch`` concurrent requests, per pool dtype (bf16,
+    fp8), at the memory budget's largest safe fraction (``budget.calculator.compute``). Raises DeploymentDoesNotFit
+    with the budget's refusal when the deployment cannot start."""
+    from ..budget.calculator import compute
+    from ..budget.inputs import BudgetInputError, BudgetInputs
+
+    out = {}
+    for kv in ("bf16", "fp8"):
+        try:
+            # the pool at the largest safe fraction; a short context, so that only the weights and the slack
+            # decide (which contexts fit the pool the sweep says itself)
+            res = compute(BudgetInputs(gpu=gpu, model=model, tp=tp, quant=quant, kv_dtype=kv, concurrency=batch,
+                                       max_bs=max(8, batch), context=4096))
+        except BudgetInputError as exc:
+            raise DeploymentDoesNotFit(f"the memory budget refuses it: {exc}") from None
+        if res.impossible or res.kv_tokens <= 0:
+            raise DeploymentDoesNotFit(f"the memory budget refuses it ({kv} pool): {res.refusal() or res.verdict()}")
+        out[kv] = res.kv_tokens
+    return out
 
 
 def setup(gpu: str, model: str, tp: int, quant: str = "int4", batch: int = 1, draft: str = "dflash-gsm8k",
@@ -114,7 +144,7 @@ def setup(gpu: str, model: str, tp: int, quant: str = "int4", batch: int = 1, dr
     else:
         fixed = today.fixed if today is not None else NO_FIXED
     return Setup(t, tabs, batch, presets[draft], fit, acc_src, draft_costs()[presets[draft].method], draft_ms, fixed,
-                 tuple(sorted(set(nodes))), today)
+                 tuple(sorted(set(nodes))), today, pool_tokens(gpu, model, tp, quant, batch))
 
 
 def grid_problem(tabs: dict[str, KernelTable], heads: int, batch: int, nodes: tuple[int, ...]) -> None:
@@ -267,6 +297,10 @@ def inputs(s: Setup) -> list[dict]:
     wb = t.arch.weight_bytes[t.quant]
     rows = [
         {"input": "GPU", "value": f"{t.gpu.label}, TP {t.tp}, {t.heads} heads per GPU", "source": "gpus.yaml"},
+        {"input": "KV pool capacity, the verify kernels (SGLang with ours, or its own)",
+         "value": ", ".join(f"{kv} {n:,} tokens" for kv, n in s.pool_tokens.items()),
+         "source": "the memory budget (kdtree-lab budget) at its largest safe fraction for this GPU, model, TP and "
+                   f"{s.batch} concurrent request(s)"},
         {"input": "model", "value": f"{t.model.label}, {t.model.layers} layers, {t.quant} weights",
          "source": t.sources["architecture"]},
         {"input": "weight bytes per parameter", "value": ", ".join(f"{k} {v:g} B" for k, v in wb.items()),
@@ -298,7 +332,8 @@ def inputs(s: Setup) -> list[dict]:
              "source": p.sources["moe_efficiency"]},
             {"input": "today: draft's fixed cost", "value": f"{p.draft_ms:g} ms per {p.nodes - 1} EAGLE-3 forwards",
              "source": p.sources["draft_ms"]},
-            {"input": "KV pool capacity", "value": f"{p.kv_capacity_tokens:,} tokens ({p.kv}; a bf16 pool half)",
+            {"input": "KV pool capacity, today's best (no speculation rows too)",
+             "value": f"{p.kv_capacity_tokens:,} tokens ({p.kv}; a bf16 pool half)",
              "source": p.sources["kv_capacity_tokens"]},
         ]
     pop = f.population
