@@ -212,8 +212,10 @@ def budget_bar(result, path: str | Path | None = None, smallest: float = 0.03):
         key.axis("off")
         key.legend(*ax.get_legend_handles_labels(), fontsize=7, loc="upper center", ncol=2, frameon=False)
     g, m = gpus()[inp.gpu], models()[inp.model]
+    state = ("" if result.fraction_is_safe else
+             ": CANNOT START, the weights exceed G x fraction" if not result.starts else ": NOT SAFE")
     title = (f"Memory of one {g.label}: {m.label}, {inp.quant}, TP{inp.tp}, at --mem-fraction-static "
-             f"{result.fraction:.3f} (the budget's estimate of SGLang's allocations)")
+             f"{result.fraction:.3f}{state} (the budget's estimate of SGLang's allocations)")
     fig.suptitle("\n".join(textwrap.wrap(title, 120)), fontsize=9)
     return save_figure(fig, path)
 
