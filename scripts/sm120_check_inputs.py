@@ -99,20 +99,9 @@ def decode_timer(b: int, length: int, kv: str, splits: int | None):
 
 def eager_median_ms(run, copies: int, iters: int = 40) -> float:
     """CUDA events around one eager call each, inputs rotated, median (the published microbenchmark's timing)."""
-    import torch
+    from kdtree_lab.checks.timing import median_ms
 
-    for i in range(3):
-        run(i % copies)
-    torch.cuda.synchronize()
-    times = []
-    for i in range(iters):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        run(i % copies)
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e))
-    return statistics.median(times)
+    return median_ms(run, copies, warmup=3, iters=iters)[0]
 
 
 def main(argv: list[str] | None = None) -> int:
