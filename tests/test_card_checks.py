@@ -102,3 +102,20 @@ def test_the_device_script_refuses_bad_input_in_one_line(monkeypatch, capsys):
         assert capsys.readouterr().err == "sm120_check_inputs: needs a CUDA GPU, found none\n"
     published = {(c.id.split("-")[-1]) for c in cc.checks() if "decode" in c.id}
     assert len(script.PUBLISHED) == len(published)  # one row per published decode check
+
+
+def test_a_prediction_carries_the_band_of_the_checks_bound_as_it_is():
+    """The per-bound band: the RTX 5090's tensor-bound checks all land above their predictions (its clock input is an
+    mma.sync loop on zeros), so its tensor-bound figures carry that band, not the card-level one; a bound none of its
+    checks has (issue) borrows the other card's checks of it."""
+    from kdtree_lab.speculate import card_checks as cc
+
+    every = cc.checks()
+    tensor_5090 = [c.ratio for c in every if c.card == "rtx-5090" and c.prediction.bound == "tensor"]
+    lo, hi, n = cc.error_band("rtx-5090", "tensor")
+    assert n == len(tensor_5090) >= 3 and (lo, hi) == (min(tensor_5090), max(tensor_5090)) and lo > 1.0
+    issue_pro = [c.ratio for c in every if c.card == "rtx-pro-6000" and c.prediction.bound == "issue"]
+    assert not any(c.card == "rtx-5090" and c.prediction.bound == "issue" for c in every)
+    assert cc.error_band("rtx-5090", "issue")[:2] == (min(issue_pro), max(issue_pro))
+    card_lo, card_hi, _ = cc.error_band("rtx-5090")
+    assert card_lo <= lo and card_hi >= hi  # the card-level band is the union

@@ -163,11 +163,21 @@ def worst() -> Check:
     return max(checks(), key=lambda c: c.miss)
 
 
-def error_band(card: str) -> tuple[float, float, int]:
-    """(lo, hi, checks used): the card's time lies in [predicted x lo, predicted x hi] as far as the checks go."""
-    mine = [c for c in checks() if c.card == card]
+def error_band(card: str, bound: str | None = None) -> tuple[float, float, int]:
+    """(lo, hi, checks used): the card's time lies in [predicted x lo, predicted x hi] as far as the checks go. With
+    ``bound`` (a Prediction's: bytes, tensor, issue), the checks of predictions bound the same way: the card's own,
+    else the other cards' (a bound none of its checks has); else every check the card-level band uses. Without it, the
+    card's own checks and, for a bound none of them has, the other cards' checks of it."""
+    every = checks()
+    if bound is not None:
+        same = [c for c in every if c.card == card and c.prediction.bound == bound] or \
+            [c for c in every if c.prediction.bound == bound]
+        if same:
+            ratios = [c.ratio for c in same]
+            return min(ratios), max(ratios), len(same)
+    mine = [c for c in every if c.card == card]
     seen = {c.prediction.bound for c in mine}
-    borrowed = [c for c in checks() if c.card != card and c.prediction.bound not in seen]
+    borrowed = [c for c in every if c.card != card and c.prediction.bound not in seen]
     used = mine + borrowed
     if not used:
         raise cm.CardModelError(f"gpu {card}: no check in {_where()} to carry an error band from")

@@ -24,7 +24,12 @@ def _predict(impl: str, key: tuple, kv: str, h200_ms: float, card: card_model.Ca
 
 def _band(card: card_model.Card) -> str:
     lo, hi, n = card_checks.error_band(card.name)
-    return f"{card.label.split(' (')[0]} x{lo:.2f} to x{hi:.2f} ({n} checks)"
+    by = []
+    for bound in ("tensor", "issue", "bytes"):
+        if any(c.prediction.bound == bound for c in card_checks.checks()):
+            blo, bhi, bn = card_checks.error_band(card.name, bound)
+            by.append(f"{bound}-bound x{blo:.2f} to x{bhi:.2f}")
+    return f"{card.label.split(' (')[0]} x{lo:.2f} to x{hi:.2f} ({n} checks; " + ", ".join(by) + ")"
 
 
 def card_model_table() -> str:
@@ -171,12 +176,14 @@ def rtx_headline_sentence() -> str:
     parts = []
     for name in card_model.cards():
         g, m = gpus()[name], card_model.card(name)
-        lo, hi, _ = card_checks.error_band(name)
         bf, f8 = _card_runs(g, HEADLINE)
-        pb = _predict(bf, HEADLINE, "bf16", _newest_rows(bf)[0][HEADLINE]["ms"], m).ms
-        pf = _predict(f8, HEADLINE, "fp8", _newest_rows(f8, "fp8")[0][HEADLINE]["ms"], m).ms
-        parts.append(f"{g.label.split(' (')[0]} {pb:.3f} ms over a bf16 pool and {pf:.3f} over an fp8 one "
-                     f"({pb * lo:.3f}-{pb * hi:.3f} and {pf * lo:.3f}-{pf * hi:.3f} within the checks' band)")
+        b = _predict(bf, HEADLINE, "bf16", _newest_rows(bf)[0][HEADLINE]["ms"], m)
+        f = _predict(f8, HEADLINE, "fp8", _newest_rows(f8, "fp8")[0][HEADLINE]["ms"], m)
+        (blo, bhi, _), (flo, fhi, _) = card_checks.error_band(name, b.bound), card_checks.error_band(name, f.bound)
+        pb, pf = b.ms, f.ms
+        parts.append(f"{g.label.split(' (')[0]} {pb:.3f} ms over a bf16 pool and {pf:.3f} over an fp8 one, "
+                     f"{b.bound}- and {f.bound}-bound ({pb * blo:.3f}-{pb * bhi:.3f} and {pf * flo:.3f}-{pf * fhi:.3f} "
+                     "within the band of the checks bound the same way)")
     w = card_checks.worst()
     return ("Predicted for the cards by the card model from those H200 runs (the floor plus the largest of the KV "
             "bytes, the MMA work at the card's sustained tensor rate, and the H200's issue-bound time scaled by SMs x "
