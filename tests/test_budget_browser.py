@@ -79,7 +79,11 @@ def test_moving_the_fraction_slider_shows_the_library_kv_tokens(voila_url):
             handle.press("ArrowLeft")
         page.wait_for_function("f => document.querySelector('.kd-kv-tokens').dataset.fraction !== f",
                                arg=f"{frac0:.3f}", timeout=60_000)
-        time.sleep(1.0)  # let the last key's update land
+        # each key press recomputes the budget in the kernel: wait until the last one's answer is the one shown
+        page.wait_for_function(
+            "() => { const r = document.querySelector('.kd-fraction .widget-readout').innerText.replace(/[^0-9.]/g, '');"
+            " return Math.abs(parseFloat(r) - parseFloat(document.querySelector('.kd-kv-tokens').dataset.fraction))"
+            " < 1e-9; }", timeout=60_000)
         frac1, tokens1 = _shown(page)
         readout = page.locator(".kd-fraction .widget-readout").inner_text()
         assert frac1 < frac0 and abs(float(re.sub(r"[^\d.]", "", readout)) - frac1) < 1e-9
