@@ -8,6 +8,8 @@ below it, never from one above, and no import cycle exists (tests/test_imports.p
 - ``kernels``: the C ABI, build, loader, implementation registry, launch plan, dispatch, the Triton twin.
 - ``checks``: oracle, batch builder, parity, benchmark, CUDA graphs, capture audit, sanitizer cases.
 - ``sglang``: the verify hook for SGLang's Triton backend, the launcher and plugin that install it.
+- ``generate``: speculative decoding on a small MLA model (transformers' DeepSeek-V3 classes) over the paged latent
+  pool, every verify path in the same loop, every token checked against greedy decoding.
 - ``budget``: the memory budget and its widget (torch-free).
 - ``speculate``: what speculation buys end to end: acceptance, the step model, tokens per second by context.
 - ``lab``: the notebook runner, profiles, records, provenance, doctor, figures, the GPU fleet, the proof that
@@ -21,7 +23,7 @@ The public API for an engine (SGLang's hook uses it too): ``kdtree_lab.VerifyAtt
 __version__ = "0.1.0"
 __all__ = ["VerifyAttention"]
 
-LAYERS = ("core", "contract", "kernels", "checks", "sglang", "budget", "speculate", "lab", "cli")
+LAYERS = ("core", "contract", "kernels", "checks", "sglang", "generate", "budget", "speculate", "lab", "cli")
 
 
 def __getattr__(name: str):

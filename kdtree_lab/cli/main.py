@@ -6,12 +6,12 @@ from __future__ import annotations
 import os
 import sys
 
-from . import audit, bench, budget, build, capture, doctor, parity, run, speculate
+from . import audit, bench, budget, build, capture, doctor, generate, parity, run, speculate
 from .args import BROKEN_PIPE, FAILED, INTERRUPTED, Parser, Refusal
 
-COMMANDS = (doctor, run, audit, build, parity, budget, capture, bench, speculate)  # in the order --help lists them
+COMMANDS = (doctor, run, audit, build, parity, budget, capture, bench, speculate, generate)  # in the order --help lists them
 DESCRIPTION = ("Tree-verify attention for MLA models: the notebook sequence, the kernel's build, parity, capture and "
-               "benchmark, SGLang's buffer contract, the memory budget and the speculation model. Each command has "
+               "benchmark, SGLang's buffer contract, the memory budget, the speculation model and generation checked token for token. Each command has "
                "--help; those that produce data take --json. Exit codes: 0 answered, 1 a check failed, 2 a bad "
                "argument, 3 a well-formed request whose answer is no (or that this machine cannot serve), 130 "
                "Ctrl-C.")
