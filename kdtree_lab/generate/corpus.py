@@ -94,8 +94,8 @@ def train(spec: ModelSpec, how: TrainSpec = TrainSpec(), device: str | torch.dev
         opt.step()
         sched.step()
         if step % log_every == 0 or step == how.steps - 1:
-            losses.append(float(loss))
-            exits.append(float(exit_loss))
+            losses.append(loss.item())
+            exits.append(exit_loss.item())
     model.eval()
     round_weights(model)
     return Trained(model=model, spec=spec, train=how, corpus_sha=digest(data), corpus_bytes=len(data),

@@ -83,8 +83,8 @@ class Engine:
         self.draft_decode = DraftDecode(kind, w.spec.heads, max(rows, b), device)
         self.paths = Paths(w.spec.heads, kv_dtype, _capture_size(b), device, impl)
         self.prefill_chunk = prefill_chunk
-        self._graph = None
-        self._static: dict[str, torch.Tensor] = {}
+        self._graph: dict[int, object] = {}  # per padded batch size
+        self._static: dict[int, dict[str, torch.Tensor]] = {}
 
     # -- prefill -------------------------------------------------------------------------------------------------
     def prefill(self) -> None:
@@ -119,15 +119,16 @@ class Engine:
         """One token per request without speculation: the pending tokens' forward, each over its committed slots and
         its own row (the draft decode's kernel in every layer)."""
         t0 = time.perf_counter()
-        b = len(self.requests)
-        own = self.pool.alloc(b)
+        active = self.active()
+        reqs = [self.requests[i] for i in active]
+        own = self.pool.alloc(len(reqs))
         own_t = torch.tensor(own, dtype=torch.int64, device=self.device)
-        kv_indices = torch.cat([torch.cat([self.req_to_token[i, :r.length], own_t[i:i + 1]])
-                                for i, r in enumerate(self.requests)])
-        ptr = np.cumsum([0] + [r.length + 1 for r in self.requests])
+        kv_indices = torch.cat([torch.cat([self.req_to_token[i, :r.length], own_t[j:j + 1]])
+                                for j, (i, r) in enumerate(zip(active, reqs))])
+        ptr = np.cumsum([0] + [r.length + 1 for r in reqs])
         kv_indptr = torch.tensor(ptr, dtype=torch.int32, device=self.device)
-        ids = torch.tensor([r.pending for r in self.requests], dtype=torch.int64, device=self.device)
-        pos = torch.tensor([r.length for r in self.requests], dtype=torch.int64, device=self.device)
+        ids = torch.tensor([r.pending for r in reqs], dtype=torch.int64, device=self.device)
+        pos = torch.tensor([r.length for r in reqs], dtype=torch.int64, device=self.device)
 
         def attention(i, q, k):
             return self.draft_decode(q, self.pool.buffers[i], kv_indptr, kv_indices, self.w.sm_scale)
@@ -135,12 +136,12 @@ class Engine:
         logits = forward(self.w, ids, pos, attention, write=lambda i, k: self.pool.write(i, own_t, k))
         nxt = logits.argmax(-1).tolist()
         rows = logits.cpu().numpy()
-        for i, r in enumerate(self.requests):
-            self.req_to_token[i, r.length] = own[i]
+        for j, (i, r) in enumerate(zip(active, reqs)):
+            self.req_to_token[i, r.length] = own[j]
             r.length += 1
-            r.pending = nxt[i]
-            r.emitted.append(nxt[i])
-            r.logits.append(rows[i])
+            r.pending = nxt[j]
+            r.emitted.append(nxt[j])
+            r.logits.append(rows[j])
             r.accepts.append(1)
         ms = (time.perf_counter() - t0) * 1e3
         return StepTimes(0.0, ms, ms)
@@ -149,12 +150,11 @@ class Engine:
     def _buffers(self, bs_pad: int) -> dict[str, torch.Tensor]:
         """The verify's static buffers for ``bs_pad`` requests (SGLang's capture layout: kv_indices and the mask
         sized for the longest context, qo_indptr int64)."""
-        if self._static.get("bs_pad") is not None and int(self._static["bs_pad"]) == bs_pad:
-            return self._static
+        if bs_pad in self._static:
+            return self._static[bs_pad]
         n, dev = self.num_draft, self.device
         rows = bs_pad * n
-        self._static = {
-            "bs_pad": torch.tensor(bs_pad),
+        self._static[bs_pad] = {
             "ids": torch.zeros(rows, dtype=torch.int64, device=dev),
             "pos": torch.zeros(rows, dtype=torch.int64, device=dev),
             "out_loc": torch.zeros(rows, dtype=torch.int64, device=dev),
@@ -166,18 +166,20 @@ class Engine:
             "o": torch.empty(rows, self.w.spec.heads, D_V, dtype=torch.bfloat16, device=dev),
             "logits": torch.empty(rows, 256, dtype=torch.float32, device=dev),
         }
-        return self._static
+        return self._static[bs_pad]
 
-    def _fill(self, trees: list[DraftTree], out_loc: list[int], bs_pad: int) -> None:
-        """Copy one step's metadata into the static buffers (padded requests: context 1 at slot 0, a chain)."""
+    def _fill(self, active: list[int], trees: list[DraftTree], out_loc: list[int], bs_pad: int) -> None:
+        """Copy one step's metadata for the ``active`` requests into the static buffers (padded requests: context
+        1 at slot 0, a chain)."""
         s, n, dev = self._buffers(bs_pad), self.num_draft, self.device
-        lens = [r.length for r in self.requests] + [1] * (bs_pad - len(self.requests))
+        live = [self.requests[i] for i in active]
+        lens = [r.length for r in live] + [1] * (bs_pad - len(live))
         kv_ptr = np.cumsum([0] + lens)
         s["kv_indptr"].copy_(torch.tensor(kv_ptr, dtype=torch.int32))
-        for i, r in enumerate(self.requests):
-            s["kv_indices"][kv_ptr[i]:kv_ptr[i + 1]].copy_(self.req_to_token[i, :r.length])
-        if bs_pad > len(self.requests):
-            s["kv_indices"][kv_ptr[len(self.requests)]:kv_ptr[-1]].zero_()
+        for j, (i, r) in enumerate(zip(active, live)):
+            s["kv_indices"][kv_ptr[j]:kv_ptr[j + 1]].copy_(self.req_to_token[i, :r.length])
+        if bs_pad > len(live):
+            s["kv_indices"][kv_ptr[len(live)]:kv_ptr[-1]].zero_()
         sizes = [n * (length + n) for length in lens]
         mptr = np.cumsum([0] + sizes)
         s["mask_indptr"].copy_(torch.tensor(mptr, dtype=torch.int64))
@@ -200,8 +202,8 @@ class Engine:
         s["pos"].copy_(torch.from_numpy(np.concatenate(depth_rows)))
         s["out_loc"].copy_(torch.tensor(out_loc + [0] * (bs_pad * n - len(out_loc)), dtype=torch.int64))
 
-    def _verify_forward(self, path) -> None:
-        s, n = self._static, self.num_draft
+    def _verify_forward(self, path, bs_pad: int) -> None:
+        s, n = self._static[bs_pad], self.num_draft
 
         def attention(i, q, k):
             call = VerifyCall(q, k[:, None, :], k[:, None, :D_V], s["o"], self.pool.buffers[i], s["qo_indptr"],
@@ -214,16 +216,18 @@ class Engine:
     def spec_step(self, drafter: Drafter, path_name: str, graphs: bool) -> StepTimes:
         """One speculative step for every request (see the module docstring); returns its times."""
         t0 = time.perf_counter()
-        roots = [r.pending for r in self.requests]
-        ctx = [self.req_to_token[i, :r.length] for i, r in enumerate(self.requests)]
+        active = self.active()
+        reqs = [self.requests[i] for i in active]
+        roots = [r.pending for r in reqs]
+        ctx = [self.req_to_token[i, :r.length] for i, r in zip(active, reqs)]
         trees = drafter.draft(roots, ctx)
         if any(t.size != self.num_draft for t in trees):
             raise GenerationInputError(f"draft: trees of {[t.size for t in trees]} nodes, planned N={self.num_draft}")
         t1 = time.perf_counter()
-        b, n = len(self.requests), self.num_draft
+        b, n = len(reqs), self.num_draft
         bs_pad = _capture_size(b) if graphs else b
         out_loc = self.pool.alloc(b * n)
-        self._fill(trees, out_loc, bs_pad)
+        self._fill(active, trees, out_loc, bs_pad)
         path = self.paths.get(path_name, n)
         cuda = self.device.type == "cuda"
         if cuda:
@@ -233,18 +237,18 @@ class Engine:
             if path_name not in CAPTURE_SAFE or not cuda:
                 raise GenerationInputError(f"graphs: the {path_name} path cannot be captured here (capture-safe on a "
                                            f"GPU: {', '.join(CAPTURE_SAFE)})")
-            if self._graph is None:
-                self._graph = _capture(lambda: self._verify_forward(path), self.device)
-            self._graph.replay()
+            if bs_pad not in self._graph:
+                self._graph[bs_pad] = _capture(lambda: self._verify_forward(path, bs_pad), self.device)
+            self._graph[bs_pad].replay()
         else:
-            self._verify_forward(path)
+            self._verify_forward(path, bs_pad)
         if cuda:
             ev1.record()
-        logits = self._static["logits"][: b * n]
+        logits = self._static[bs_pad]["logits"][: b * n]
         target = logits.argmax(-1).view(b, n).cpu().numpy()
         t2 = time.perf_counter()
         keep_rows: list[tuple[int, list[int], list[int]]] = []
-        for i, (r, tree) in enumerate(zip(self.requests, trees)):
+        for i, (r, tree) in enumerate(zip(reqs, trees)):
             path_nodes = accept(tree, target[i])
             rows = [0] + path_nodes
             emitted = [int(tree.tokens[p]) for p in path_nodes] + [int(target[i][rows[-1]])]
@@ -252,10 +256,10 @@ class Engine:
         picked = logits.view(b, n, -1)
         freed: list[int] = []
         for i, rows, emitted in keep_rows:
-            r = self.requests[i]
+            r = reqs[i]
             slots = [out_loc[i * n + j] for j in rows]
-            self.req_to_token[i, r.length:r.length + len(slots)] = torch.tensor(slots, dtype=torch.int64,
-                                                                              device=self.device)
+            self.req_to_token[active[i], r.length:r.length + len(slots)] = torch.tensor(slots, dtype=torch.int64,
+                                                                                      device=self.device)
             freed += [out_loc[i * n + j] for j in range(n) if j not in rows]
             r.length += len(slots)
             r.pending = emitted[-1]
@@ -278,7 +282,12 @@ class Engine:
         self.requests = copy.deepcopy(requests)
         self.req_to_token.copy_(r2t)
         self.num_draft = num_draft
-        self._graph, self._static = None, {}
+        self._graph, self._static = {}, {}
+
+    def active(self) -> list[int]:
+        """The requests still decoding (fewer than ``max_new`` tokens emitted): a finished one leaves the batch, and
+        the next step runs (and replays the graph of) the smaller size."""
+        return [i for i, r in enumerate(self.requests) if len(r.emitted) < self.max_new]
 
     def done(self) -> bool:
         return all(len(r.emitted) >= self.max_new for r in self.requests)
