@@ -284,6 +284,26 @@ class Engine:
         self.num_draft = num_draft
         self._graph, self._static = {}, {}
 
+    def warm(self, path_name: str, graphs: bool) -> None:
+        """What a server does at start-up, before any timed step: for every batch size the run can reach (1 to the
+        requests), one verify of dummy chains (their slots allocated, then freed), captured in a CUDA graph with
+        ``graphs`` (as SGLang captures its sizes), else run once eager (Triton's compilation for the shape)."""
+        from ..core.tree import chain
+
+        path = self.paths.get(path_name, self.num_draft)
+        active = self.active()
+        for b in range(1, len(active) + 1):
+            bs_pad = _capture_size(b) if graphs else b
+            slots = self.pool.alloc(b * self.num_draft)
+            self._fill(active[:b], [chain(self.num_draft)] * b, slots, bs_pad)
+            if graphs and bs_pad not in self._graph:
+                self._graph[bs_pad] = _capture(lambda bs_pad=bs_pad: self._verify_forward(path, bs_pad), self.device)
+            elif not graphs:
+                self._verify_forward(path, bs_pad)
+            self.pool.free(slots)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
     def active(self) -> list[int]:
         """The requests still decoding (fewer than ``max_new`` tokens emitted): a finished one leaves the batch, and
         the next step runs (and replays the graph of) the smaller size."""

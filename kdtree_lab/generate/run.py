@@ -192,6 +192,7 @@ def _context(spec, drafts, w, w32, pool, ctx, data, dev, result, on_run, say) ->
             for graphs in _modes(path, spec):
                 say(f"H={heads}, {pool}, {ctx}: {d.name} verified by {path}{' in graphs' if graphs else ''}")
                 engine.restore(saved, d.num_draft)
+                engine.warm(path, graphs)
                 drafter = Drafter(engine, d)
                 timing = _run_loop(engine, lambda: engine.spec_step(drafter, path, graphs))
                 tc, toks = check(engine)
