@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PROFILE ?= auto
-EXTRAS ?= notebooks,dev,fleet
+EXTRAS ?= notebooks,dev,fleet,generate
 SGLANG_ARG_DEPS := orjson pybase64 msgspec pydantic starlette aiohttp
 # Without a GPU, torch comes from PyTorch's CPU wheel index (the default index serves the CUDA build, several GB),
 # unless pip is already pointed at an index or a wheel mirror (pip config or PIP_* variables), as on this

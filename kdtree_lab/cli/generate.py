@@ -13,7 +13,7 @@ from .args import FAILED, INTERRUPTED, OK, AnswerNo, BadArgument, bounded_int, p
 PROFILES = {  # a CPU run that ends in minutes; the full run a GPU takes
     "cpu": dict(heads=(8,), layers=2, hidden=128, ffn=256, train_steps=150, train_batch=16, train_seq=128,
                 contexts=(256,), prompts=2, new_tokens=48, drafts=("chain-4", "eagle-4x3-16", "ddtree-16-6"),
-                paths=("triton", "reference"), pools=("bf16", "fp8"), device="cpu"),
+                paths=("reference",), pools=("bf16", "fp8"), device="cpu"),
     "gpu": dict(heads=(8,), contexts=(1024,), paths=("ours", "hook", "sglang", "reference"), device="cuda"),
 }
 
@@ -91,7 +91,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argparse has no public type
     p = sub.add_parser("generate", help="speculative decoding on a small MLA model, tokens checked against greedy")
     p.add_argument("--profile", choices=list(PROFILES), default="cpu",
-                   help="cpu: a short run on the Triton twin and the fp32 reference; gpu: ours, the hook and "
+                   help="cpu: a short run verified by the fp32 reference (--paths triton,reference adds the Triton twin); gpu: ours, the hook and "
                         "SGLang's kernel on a CUDA GPU")
     p.add_argument("--heads", type=positive_ints, help="per-rank head counts, one model each (e.g. 8,16,64)")
     p.add_argument("--contexts", type=positive_ints, help="prompt lengths in tokens (e.g. 1024,32768)")
