@@ -295,6 +295,7 @@ CTRL_C = [
     ("kdtree_lab.checks.capture_plants", "planted_findings", ["capture"]),
     ("kdtree_lab.checks.bench_presets", "preset_items", ["bench", "--impl", "cuda"]),
     ("kdtree_lab.speculate.sweep", "sweep", ["speculate"]),
+    ("kdtree_lab.generate.run", "plan", ["generate"]),
 ]
 
 

@@ -8,11 +8,37 @@ from pathlib import Path
 
 from ..kernels.impls import IMPLS
 from ..lab.record import emit
-from .args import FAILED, INTERRUPTED, OK, AnswerNo, BadArgument, bounded_int, positive_int, positive_ints, seed
+from .args import FAILED, INTERRUPTED, OK, AnswerNo, BadArgument, bounded_int, non_empty, positive_int, positive_ints, \
+    seed
+
+PATHS = ("ours", "hook", "sglang", "triton", "reference")  # kdtree_lab.generate.attend.PATHS (tests hold the two equal)
+POOLS = ("bf16", "fp8")
+
+
+def _names(allowed: tuple[str, ...] | None, what: str):
+    """argparse type: a comma-separated list, non-empty, each name one of ``allowed`` (None: a draft name)."""
+
+    def parse(text: str) -> list[str]:
+        names = [v.strip() for v in text.split(",") if v.strip()]
+        if not names:
+            raise argparse.ArgumentTypeError(f"expected comma-separated {what}, found an empty value")
+        for name in names:
+            if allowed is None:
+                from ..generate.drafts import parse as draft
+
+                try:
+                    draft(name)
+                except ValueError as exc:
+                    raise argparse.ArgumentTypeError(str(exc)) from None
+            elif name not in allowed:
+                raise argparse.ArgumentTypeError(f"expected some of {', '.join(allowed)}, found {name!r}")
+        return names
+
+    return parse
 
 PROFILES = {  # a CPU run that ends in minutes; the full run a GPU takes
-    "cpu": dict(heads=(8,), layers=2, hidden=128, ffn=256, train_steps=150, train_batch=16, train_seq=128,
-                contexts=(256,), prompts=2, new_tokens=48, drafts=("chain-4", "eagle-4x3-16", "ddtree-16-6"),
+    "cpu": dict(heads=(8,), layers=2, hidden=128, ffn=256, train_steps=60, train_batch=8, train_seq=128,
+                contexts=(256,), prompts=2, new_tokens=32, drafts=("chain-4", "eagle-2x3-6", "ddtree-16-6"),
                 paths=("reference",), pools=("bf16", "fp8"), device="cpu"),
     "gpu": dict(heads=(8,), contexts=(1024,), paths=("ours", "hook", "sglang", "reference"), device="cuda"),
 }
@@ -30,7 +56,7 @@ def _spec(args: argparse.Namespace):
     for name in ("drafts", "paths", "pools"):
         value = getattr(args, name)
         if value is not None:
-            base[name] = tuple(v.strip() for v in value.split(",") if v.strip())
+            base[name] = tuple(value)
     if args.no_graphs:
         base["graphs"] = False
     if args.eager_too:
@@ -99,9 +125,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
     p.add_argument("--new-tokens", type=bounded_int(2, 1 << 16), help="tokens each request emits")
     p.add_argument("--layers", type=bounded_int(2, 64), help="decoder layers (the draft is the first)")
     p.add_argument("--train-steps", type=bounded_int(1, 1 << 20), help="training steps of the model")
-    p.add_argument("--drafts", help="comma-separated: chain-K, eagle-KxS-N, ddtree-N-D (e.g. chain-4,eagle-4x3-16)")
-    p.add_argument("--paths", help="comma-separated verify paths: ours, hook, sglang, triton, reference")
-    p.add_argument("--pools", help="comma-separated KV pools: bf16, fp8")
+    p.add_argument("--drafts", type=_names(None, "draft names"), help="comma-separated: chain-K, eagle-KxS-N, ddtree-N-D (e.g. chain-4,eagle-4x3-16)")
+    p.add_argument("--paths", type=_names(PATHS, "verify paths"), help="comma-separated verify paths: ours, hook, sglang, triton, reference")
+    p.add_argument("--pools", type=_names(POOLS, "KV pools"), help="comma-separated KV pools: bf16, fp8")
     p.add_argument("--max-draft", type=positive_int, help="the largest tree planned (SGLang's "
                                                           "--speculative-num-draft-tokens; default 64)")
     p.add_argument("--pool-tokens", type=positive_int, help="the KV pool's token slots (default: sized for the run)")
@@ -109,6 +135,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
     p.add_argument("--no-graphs", action="store_true", help="run the capture-safe paths eager instead of in graphs")
     p.add_argument("--eager-too", action="store_true", help="run the capture-safe paths eager as well as in graphs")
     p.add_argument("--seed", type=seed, help="the model's and the prompts' seed")
-    p.add_argument("--out", help="a folder for generation.json (every run, every mismatch)")
+    p.add_argument("--out", type=non_empty("a folder"), help="a folder for generation.json (every run, every mismatch)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_generate)
