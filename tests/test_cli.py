@@ -8,7 +8,7 @@ import pytest
 
 from kdtree_lab.cli.main import build_parser, main
 
-SUBCOMMANDS = ["doctor", "run", "audit", "build", "parity", "bench", "capture", "budget", "speculate"]
+SUBCOMMANDS = ["doctor", "run", "audit", "build", "parity", "bench", "capture", "budget", "speculate", "generate"]
 
 
 def _cli(*args):
@@ -130,7 +130,7 @@ def test_a_missing_or_unknown_command_is_named(argv, found, capsys):
     err = capsys.readouterr().err
     assert exc.value.code == 2 and len(err.strip().splitlines()) == 1, err
     assert err.startswith(f"kdtree-lab: argument COMMAND: expected one of doctor, run, audit, build, parity, budget, "
-                          f"capture, bench, speculate, found {found} (see kdtree-lab --help)"), err
+                          f"capture, bench, speculate, generate, found {found} (see kdtree-lab --help)"), err
 
 
 def test_library_refusals_are_written_as_the_flags_that_set_them(capsys):
