@@ -35,6 +35,7 @@ class TokenCheck:
     mismatches: list[dict]  # each: request, index, reference margin, path difference there, explained
     bound: float  # 2 x the largest |path - reference| logit difference over agreeing tokens
     margin_quantiles: dict[str, float]  # the reference's top-2 margin at the compared tokens
+    margin_hist: dict[str, list]  # the same as counts over MARGIN_EDGES: all tokens, and the mismatched ones
     diff_quantiles: dict[str, float]  # max |path - reference| per token
 
     @property
@@ -44,7 +45,7 @@ class TokenCheck:
     def as_dict(self) -> dict:
         return {"compared": self.compared, "self_mismatches": self.self_mismatches, "mismatches": self.mismatches,
                 "explained": sum(m["explained"] for m in self.mismatches), "unexplained": self.unexplained,
-                "bound": self.bound, "margin_quantiles": self.margin_quantiles,
+                "bound": self.bound, "margin_quantiles": self.margin_quantiles, "margin_hist": self.margin_hist,
                 "diff_quantiles": self.diff_quantiles}
 
 
@@ -65,6 +66,7 @@ def reference_logits(w32: Weights, k_buffers: list[torch.Tensor], ctx: torch.Ten
 
 
 QUANTILES = (0.0, 0.01, 0.1, 0.5, 0.9, 1.0)
+MARGIN_EDGES = (0.0, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 1000.0)  # logits
 
 
 def _quantiles(x: np.ndarray) -> dict[str, float]:
@@ -94,8 +96,10 @@ def compare(emitted: list[list[int]], path_logits: list[np.ndarray], ref_logits:
     bound = 2.0 * float(diff_all[agree_all].max()) if agree_all.any() else float("inf")
     for r in rows:
         r["explained"] = r["margin"] < bound
+    hist = {"edges": list(MARGIN_EDGES), "all": np.histogram(margin_all, MARGIN_EDGES)[0].tolist(),
+            "mismatched": np.histogram([r["margin"] for r in rows], MARGIN_EDGES)[0].tolist()}
     return TokenCheck(compared=int(margin_all.size), self_mismatches=self_bad, mismatches=rows, bound=bound,
-                      margin_quantiles=_quantiles(margin_all), diff_quantiles=_quantiles(diff_all))
+                      margin_quantiles=_quantiles(margin_all), margin_hist=hist, diff_quantiles=_quantiles(diff_all))
 
 
 def first_divergence(a: list[int], b: list[int]) -> int | None:
