@@ -25,8 +25,11 @@ def head(reference):
 
 
 def test_the_headline_says_which_cells_are_measured_and_which_are_predictions(head):
-    table = next(p for p in published().values() if p.headline)
-    measured = {int(r[0]): float(r[1]) for r in table.spec}
+    measured: dict[int, float] = {}  # the fastest headline cell at each context
+    for p in published().values():
+        if p.headline and p.role == "today":
+            for r in p.spec:
+                measured[int(r[0])] = max(measured.get(int(r[0]), 0.0), float(r[1]))
     rows = {r["context"]: r for r in head["rows"]}
     assert set(measured) <= set(rows) and set(sw.DEFAULT_CONTEXTS) <= set(rows)
     for c, r in rows.items():

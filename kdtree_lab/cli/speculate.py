@@ -62,13 +62,15 @@ def _text(res: dict, s, head: dict | None, sources: bool) -> str:
 
 
 def _headline_rows(head: dict, draft: str) -> list[dict]:
-    """The headline's rows for a terminal: numbers as numbers (right-aligned), "which" without the table's name
-    (the caption names it once), a setup without the sweep's own draft (the title names it)."""
+    """The headline's rows for a terminal: numbers as numbers (right-aligned), "which" as the measuring table's
+    DCP size and date, a setup without the sweep's own draft (the title names it)."""
     from ..speculate.published import k_words
 
     which = {"measured": "measured", "model": "model", "model, a prediction": "prediction"}
     return [{"context": k_words(r["context"]), "today's best": f"{r['today']:.1f}",
-             "which": which.get(r["today_how"].split(" (")[0], r["today_how"]), "best with ours": f"{r['ours']:.1f}",
+             "which": which.get(r["today_how"].split(" (")[0], r["today_how"]) + (
+                 f" ({r['today_how'].split(', ', 1)[1]}" if r["today_how"].startswith("measured (") else ""),
+             "best with ours": f"{r['ours']:.1f}",
              "setup": r["ours_setup"].replace(f" ({draft})", ""),
              "ratio (band)": f"{r['ratio']:.2f}x ({r['band'][0]:.2f}-{r['band'][1]:.2f})",
              "ours, today's EAGLE-3 chain": f"{r['same_draft']:.1f} ({r['same_draft_ratio']:.2f}x)"}

@@ -82,11 +82,17 @@ def headline(s: Setup, contexts: tuple[int, ...]) -> dict:
         raise StepInputError("today: no published measurement pins today's best for this deployment (known: "
                              "rtx-pro-6000, kimi-k2, TP 8, int4)")
     p = s.today.preset
-    tables = [x for x in published().values() if x.role == "today" and (x.gpu, x.model, x.tp, x.quant) ==
-              (p.gpu, p.model, p.tp, p.quant)]
-    head = next(x for x in tables if x.headline)
-    # the published cells are of one request each: at another batch every cell is the model's
-    measured = {int(r[0]): float(r[1]) for r in head.spec} if s.batch == head.batch else {}
+    tables = [x for x in published().values() if x.role == "today" and x.headline and (x.gpu, x.model, x.tp, x.quant)
+              == (p.gpu, p.model, p.tp, p.quant)]
+    # today's best at a context: the fastest one-request speculative cell of any headline table there (the
+    # published cells are of one request each: at another batch every cell is the model's)
+    measured: dict[int, tuple[float, str]] = {}
+    for x in tables if s.batch == 1 else []:
+        for r in x.spec:
+            c, v = int(r[0]), float(r[1])
+            if c not in measured or v > measured[c][0]:
+                measured[c] = (v, f"measured ({x.name}, DCP {x.dcp}, {x.date})")
+    dcps = sorted({x.dcp for x in tables if x.spec})
     longest = max(int(r[0]) for x in tables for r in (*x.spec, *x.no_spec))
     band = pub.band()
     k_lo, k_hi, k_src = kernel_band(s)
@@ -95,12 +101,14 @@ def headline(s: Setup, contexts: tuple[int, ...]) -> dict:
     rows = []
     for c in sorted(set(contexts) | set(measured)):
         ctx = max(c, 1)
-        today = spec_step(same, ctx, "decode rows", p.nodes, chain=True)
+        # the model's today's best: the faster DCP size at this context
+        today = max((spec_step(replace(same, today=replace(same.today, dcp=d)), ctx, "decode rows", p.nodes,
+                               chain=True) for d in dcps), key=lambda x: x.tokens_per_s)
         top, words, top_chain = _best_ours(s, same, ctx, p.nodes)
         if top is None:
             continue
         if c in measured:
-            ref, how = measured[c], f"measured ({head.name})"
+            ref, how = measured[c]
         else:
             ref, how = today.tokens_per_s, "model" if c <= longest else "model, a prediction"
         ratio = top.tokens_per_s / ref
@@ -111,7 +119,8 @@ def headline(s: Setup, contexts: tuple[int, ...]) -> dict:
                         _setup_words(same, top_chain, p.draft) if top_chain else "does not fit", ratio,
                         (lo.tokens_per_s / ref / (1 + band), hi.tokens_per_s / ref / (1 - band)),
                         (top_chain.tokens_per_s / ref) if top_chain else float("nan")))
-    return {"label": MODEL_LABEL, "today": p.label, "headline_table": head.source, "band": band,
+    sources = "; ".join(f"{x.name}: {x.source}" for x in tables if x.spec)
+    return {"label": MODEL_LABEL, "today": p.label, "headline_table": sources, "band": band, "dcp": dcps,
             "band_source": "the largest |model / measured - 1| over the speculative cells of every published table "
                            "of today's best (published.band)",
             "kernel_band": [k_lo, k_hi], "kernel_band_source": k_src,
@@ -139,8 +148,9 @@ def words(h: dict) -> str:
                 "per request): no headline.")
     kernel = "" if h["kernel_band"] == [1.0, 1.0] else (
         f", and {h['kernel_band_source']}, ours re-chosen at each end")
-    return (f"Today's best: {h['today']} ({h['headline_table']}), measured where that table measured it and "
-            f"modelled elsewhere; contexts beyond {pub.k_words(h['longest_measured'])} are predictions of both sides. "
+    return (f"Today's best: {h['today']}, at each context the fastest published setup (DCP {', '.join(map(str, h['dcp']))}"
+            f" of the tables of data/presets/speculation.yaml with role today), measured where one measured it and "
+            f"modelled elsewhere (the faster DCP size); contexts beyond {pub.k_words(h['longest_measured'])} are predictions of both sides. "
             f"Band: the model's worst miss of today's best, {h['band']:.0%} ({h['band_source']}){kernel}.")
 
 

@@ -94,8 +94,9 @@ class Published:
     name: str
     label: str
     source: str
-    role: str  # "today" (full CUDA graphs: reproduced within tolerance) or "historical"
-    headline: bool  # the table whose cells stand for today's best where it measured them
+    date: str  # when it was measured (ISO)
+    role: str  # "today" (fitted, reproduced within tolerance), "historical" (shown) or "superseded" (kept, unused)
+    headline: bool  # its one-request speculative cells compete for today's best at their context
     gpu: str
     model: str
     quant: str
@@ -104,6 +105,7 @@ class Published:
     kv: str
     draft: str
     nodes: int
+    dcp: int  # vLLM's decode context parallel size: the KV split over this many of the TP GPUs
     no_spec: tuple[tuple[float, ...], ...]  # (context, tok/s[, step ms])
     spec: tuple[tuple[float, ...], ...]
     concurrency: tuple[int, ...]
@@ -130,11 +132,12 @@ class DecodeKernelPreset:
     ctas_per_sm: int
     kv_bytes_per_token: int
     partial_bytes: int  # fp32 partial output + LSE per head and split
+    tuned_heads: tuple[int, ...] = ()  # head counts per GPU the shipped tuning table has an entry for
 
 
 @dataclass(frozen=True)
 class TodayPreset:
-    """Today's best on one deployment: the decode kernel as launched, the four fitted values, each with its
+    """Today's best on one deployment: the decode kernel as launched, the fitted values, each with its
     source."""
 
     name: str
@@ -152,6 +155,8 @@ class TodayPreset:
     moe_efficiency: float
     cta_gbps: float
     draft_ms: float
+    dcp_ms: float
+    tuned_gbps: float
     sources: dict[str, str]
 
 
@@ -196,9 +201,9 @@ def published() -> dict[str, Published]:
     out = {}
     for k, v in _raw()["published"].items():
         out[k] = Published(
-            name=k, label=v["label"], source=v["source"], role=v["role"], headline=bool(v.get("headline", False)),
+            name=k, label=v["label"], source=v["source"], date=str(v["date"]), role=v["role"], headline=bool(v.get("headline", False)),
             gpu=v["gpu"], model=v["model"], quant=v["quant"], tp=int(v["tp"]), batch=int(v["batch"]), kv=v["kv"],
-            draft=v["draft"], nodes=int(v["nodes"]), no_spec=tuple(tuple(r) for r in v["no_spec"]),
+            draft=v["draft"], nodes=int(v["nodes"]), dcp=int(v.get("dcp", 1)), no_spec=tuple(tuple(r) for r in v["no_spec"]),
             spec=tuple(tuple(r) for r in v["spec"]), concurrency=tuple(int(c) for c in v.get("concurrency", [])),
             concurrency_no_spec=tuple(tuple(r) for r in v.get("concurrency_no_spec", [])),
             beyond_fit=tuple(int(c) for c in v.get("beyond_fit", [])),
@@ -219,7 +224,9 @@ def today() -> dict[str, TodayPreset]:
         out[k] = TodayPreset(name=k, label=v["label"], gpu=v["gpu"], model=v["model"], tp=int(v["tp"]),
                              quant=v["quant"], kv=v["kv"], draft=v["draft"], nodes=int(v["nodes"]),
                              kv_capacity_tokens=int(v["kv_capacity_tokens"]),
-                             kernel=DecodeKernelPreset(**{n: int(x) for n, x in v["kernel"].items()}),
+                             kernel=DecodeKernelPreset(**{n: tuple(x) if isinstance(x, list) else int(x)
+                                                          for n, x in v["kernel"].items()}),
                              fixed_ms=float(f["fixed_ms"]), moe_efficiency=float(f["moe_efficiency"]),
-                             cta_gbps=float(f["cta_gbps"]), draft_ms=float(f["draft_ms"]), sources=v["sources"])
+                             cta_gbps=float(f["cta_gbps"]), draft_ms=float(f["draft_ms"]),
+                             dcp_ms=float(f["dcp_ms"]), tuned_gbps=float(f["tuned_gbps"]), sources=v["sources"])
     return out

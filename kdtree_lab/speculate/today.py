@@ -14,11 +14,16 @@ The step's parts (``step.step`` with ``today`` set), each a physical quantity wi
   (the fused Marlin MoE at a few tokens); experts touched by T tokens under top-8 of 384, independent routing;
 - the draft: per forward a fixed cost plus its one MLA layer's decode over the context (a chain of N nodes: N - 1
   forwards);
-- a fixed part per step (kernel gaps inside the graph, sampling, scheduling).
+- a fixed part per step (kernel gaps inside the graph, sampling, scheduling);
+- decode context parallel (DCP d > 1): each GPU of the group holds 1/d of the tokens' KV and decodes the group's
+  d x H heads over it (the queries gathered, the partial outputs merged by their LSE), the same launch rule, at a
+  second fitted per-CTA rate where the shipped tuning table has that head count (16 and 64: DCP 2 and 8); the
+  gather and merge cost a fitted time per step and doubling of the group.
 
-Four values are fitted (``fit``: least squares over the published cells of ``role: today``, relative step time):
-the fixed part, the MoE efficiency, the per-CTA streaming rate and the draft's fixed cost; the YAML pins them and
-tests hold the pins to the fit. ``residuals`` is the model against every published cell.
+Six values are fitted (``fit``: least squares over the published cells of ``role: today``, relative step time):
+the fixed part, the MoE efficiency, the per-CTA streaming rates (fallback and tuned launch), the draft's fixed cost
+and DCP's gather and merge;
+the YAML pins them and tests hold the pins to the fit. ``cells`` is the model against every published cell.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import numpy as np
 from .presets import DecodeKernelPreset, Published, TodayPreset, published, today as today_presets
 from .step import Part, StepInputError, Target, step
 
-FITTED = ("fixed_ms", "moe_efficiency", "cta_gbps", "draft_ms")  # the four values ``fit`` sets
+FITTED = ("fixed_ms", "moe_efficiency", "cta_gbps", "draft_ms", "dcp_ms", "tuned_gbps")  # the values ``fit`` sets
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,12 @@ class DecodeKernel:
     cta_gbps: float
     sms: int
     bandwidth_gbps: float
+    tuned_gbps: float = 0.0  # the per-CTA rate at a head count the shipped tuning table has (DCP 2: 16, DCP 8: 64)
+
+    def rate(self, heads: int) -> float:
+        """The per-CTA streaming rate (GB/s) at ``heads`` heads per GPU: the tuned rate where the tuning table has
+        the count, else the fallback launch's."""
+        return self.tuned_gbps if heads in self.preset.tuned_heads and self.tuned_gbps else self.cta_gbps
 
     def splits(self, rows: int, heads: int) -> int:
         """vLLM's split count for ``rows`` query rows of ``heads`` heads: the largest power of 2 at most
@@ -75,7 +86,7 @@ class DecodeKernel:
         ctas = rows * math.ceil(heads / k.block_h) * s
         waves = math.ceil(ctas / (self.sms * k.ctas_per_sm))
         per_cta = math.ceil(math.ceil(max(context, 1) / s) / k.block_n) * k.block_n  # tokens, whole BLOCK_N tiles
-        stream = waves * per_cta * k.kv_bytes_per_token / (self.cta_gbps * 1e9) * 1e3
+        stream = waves * per_cta * k.kv_bytes_per_token / (self.rate(heads) * 1e9) * 1e3
         dram = distinct * context * k.kv_bytes_per_token / (self.bandwidth_gbps * 1e9) * 1e3
         partial = 2 * rows * heads * s * k.partial_bytes / (self.bandwidth_gbps * 1e9) * 1e3
         return Call(max(stream, dram) + partial, rows, s, ctas, waves, stream, dram, partial)
@@ -84,7 +95,7 @@ class DecodeKernel:
 @dataclass(frozen=True)
 class Today:
     """Today's best on one deployment, ready for ``step.step``: the decode kernel, the fixed part, the MoE
-    efficiency and the draft's fixed cost per forward (ms)."""
+    efficiency, the draft's fixed cost per forward (ms) and the DCP size."""
 
     preset: TodayPreset
     kernel: DecodeKernel
@@ -94,20 +105,30 @@ class Today:
     layers: int
     heads: int
     draft_layers: int = 1  # the EAGLE-3 MLA draft: one decoder layer
+    dcp: int = 1  # decode context parallel: the KV split over this many GPUs
+
+    def _call(self, rows: int, context: float, distinct: int) -> Call:
+        """One GPU's decode call: under DCP d, 1/d of the context for d x the heads."""
+        return self.kernel.call(rows, context / self.dcp, self.heads * self.dcp, distinct)
 
     def attention(self, batch: int, nodes: int, context: float) -> Part:
-        """Decode attention of one step over every layer: ``batch`` requests of ``nodes`` rows each."""
-        c = self.kernel.call(batch * nodes, context, self.heads, batch)
+        """Decode attention of one step over every layer: ``batch`` requests of ``nodes`` rows each (with DCP's
+        gather and merge)."""
+        c = self._call(batch * nodes, context, batch)
         how = "no speculation" if nodes == 1 else f"{nodes}-token verify as {batch * nodes} decode rows"
-        return Part(f"attention (vLLM decode, {how})", self.layers * c.ms,
+        dcp = self.preset.dcp_ms * math.log2(self.dcp)
+        return Part(f"attention (vLLM decode, {how}{f', DCP {self.dcp}' if self.dcp > 1 else ''})",
+                    self.layers * c.ms + dcp,
                     f"{self.layers} x {c.ms:.4f} ms: {c.ctas} CTAs ({c.rows} rows x {c.splits} splits) in {c.waves} "
-                    f"wave(s) of ceil(L / {c.splits}) tokens at {self.kernel.cta_gbps:g} GB/s per CTA "
-                    f"({self.preset.sources['kernel'].split(':')[0]}), partials {c.partial_ms * 1e3:.1f} us")
+                    f"wave(s) of ceil(L / {self.dcp * c.splits}) tokens at {self.kernel.rate(self.heads * self.dcp):g} GB/s per CTA "
+                    f"({self.preset.sources['kernel'].split(':')[0]}), partials {c.partial_ms * 1e3:.1f} us"
+                    + (f"; DCP {self.dcp}'s query gather and LSE merge {dcp:.2f} ms per step (fit: "
+                       f"{self.preset.dcp_ms:g} ms x log2 {self.dcp})" if dcp else ""))
 
     def draft(self, forwards: int, context: float, what: str = "") -> Part:
         """The EAGLE-3 draft's cost for ``forwards`` forwards at ``context``: a fixed cost each plus its layer's
         one-row decode."""
-        att = self.draft_layers * self.kernel.call(1, context, self.heads, 1).ms
+        att = self.draft_layers * self._call(1, context, 1).ms
         return Part("draft", forwards * (self.draft_per_forward_ms + att),
                     f"{forwards} EAGLE-3 forwards{what} x ({self.draft_per_forward_ms:.3f} ms fixed (fit: "
                     f"{self.preset.draft_ms:g} ms per {self.preset.nodes - 1} forwards) + {att:.3f} ms of its MLA layer's "
@@ -122,12 +143,13 @@ def preset_for(gpu: str, model: str, tp: int, quant: str) -> TodayPreset | None:
     return None
 
 
-def build(t: Target, preset: TodayPreset, **values: float) -> Today:
-    """The ``Today`` of target ``t`` from ``preset``, with any of the ``FITTED`` values replaced by ``values``."""
+def build(t: Target, preset: TodayPreset, dcp: int = 1, **values: float) -> Today:
+    """The ``Today`` of target ``t`` from ``preset`` at DCP size ``dcp``, with any of the ``FITTED`` values
+    replaced by ``values``."""
     p = replace(preset, **values)
-    kernel = DecodeKernel(p.kernel, p.cta_gbps, t.gpu.sms, t.weights_gbps)
+    kernel = DecodeKernel(p.kernel, p.cta_gbps, t.gpu.sms, t.weights_gbps, p.tuned_gbps)
     fixed = Part("fixed per step", p.fixed_ms, f"{p.sources['fixed_ms']} ({p.fixed_ms:g} ms)")
-    return Today(p, kernel, fixed, p.moe_efficiency, p.draft_ms / (p.nodes - 1), t.model.layers, t.heads)
+    return Today(p, kernel, fixed, p.moe_efficiency, p.draft_ms / (p.nodes - 1), t.model.layers, t.heads, dcp=dcp)
 
 
 @dataclass(frozen=True)
@@ -137,6 +159,7 @@ class Cell:
     tok/s); ``model`` the modelled step."""
 
     table: str
+    dcp: int
     series: str
     context: int
     concurrency: int
@@ -154,13 +177,14 @@ class Cell:
 
 def _cells(tables_of: list[Published]) -> list[tuple[str, str, int, int, float]]:
     """(table, series, context, concurrency, tok/s) of every cell: one-request rows, then the concurrency > 1
-    columns."""
+    columns (a cell the table left empty, null, skipped)."""
     out = []
     for p in tables_of:
         out += [(p.name, "no_spec", int(r[0]), 1, float(r[1])) for r in p.no_spec]
         out += [(p.name, "spec", int(r[0]), 1, float(r[1])) for r in p.spec]
         for r in p.concurrency_no_spec:
-            out += [(p.name, "no_spec", int(r[0]), c, float(x)) for c, x in zip(p.concurrency, r[1:]) if c > 1]
+            out += [(p.name, "no_spec", int(r[0]), c, float(x)) for c, x in zip(p.concurrency, r[1:])
+                    if c > 1 and x is not None]
     return out
 
 
@@ -183,11 +207,14 @@ def cells(t: Target, tables, today: Today, tokens: float, roles: tuple[str, ...]
     pubs = [x for x in published().values() if x.role in roles and (x.gpu, x.model, x.tp, x.quant) ==
             (p.gpu, p.model, p.tp, p.quant)]
     out = []
-    for cell in _cells(pubs):
-        name, series, context, conc, tok_s = cell
-        per = conc if series == "no_spec" else tokens
-        ms, parts = _model(t, tables, today, tokens, cell)
-        out.append(Cell(name, series, context, conc, tok_s, 1e3 * per / tok_s, ms, 1e3 * per / ms, parts))
+    for pub in pubs:
+        at = replace(today, dcp=pub.dcp)
+        for cell in _cells([pub]):
+            name, series, context, conc, tok_s = cell
+            per = conc if series == "no_spec" else tokens
+            ms, parts = _model(t, tables, at, tokens, cell)
+            out.append(Cell(name, pub.dcp, series, context, conc, tok_s, 1e3 * per / tok_s, ms, 1e3 * per / ms,
+                            parts))
     return out
 
 
@@ -201,13 +228,14 @@ class Fit:
 
 def fit(t: Target, tables, preset: TodayPreset, tokens: float, iterations: int = 4) -> Fit:
     """The ``FITTED`` values that minimise the squared relative error of the modelled step over the published
-    cells of ``role: today`` (Gauss-Newton on (fixed, 1 / efficiency, 1 / rate, draft), in which the model is
+    cells of ``role: today`` (Gauss-Newton on (fixed, 1 / efficiency, 1 / rate, draft, DCP, 1 / tuned rate), in which the model is
     affine but for the max() of streaming and DRAM bounds)."""
-    p = np.array([preset.fixed_ms, 1 / preset.moe_efficiency, 1 / preset.cta_gbps, preset.draft_ms])
+    p = np.array([preset.fixed_ms, 1 / preset.moe_efficiency, 1 / preset.cta_gbps, preset.draft_ms, preset.dcp_ms,
+                  1 / preset.tuned_gbps])
 
     def values(q: np.ndarray) -> dict[str, float]:
         return {"fixed_ms": float(q[0]), "moe_efficiency": float(1 / q[1]), "cta_gbps": float(1 / q[2]),
-                "draft_ms": float(q[3])}
+                "draft_ms": float(q[3]), "dcp_ms": float(q[4]), "tuned_gbps": float(1 / q[5])}
 
     def model(q: np.ndarray) -> np.ndarray:
         return np.array([c.model_ms for c in cells(t, tables, build(t, preset, **values(q)), tokens)])
@@ -216,7 +244,8 @@ def fit(t: Target, tables, preset: TodayPreset, tokens: float, iterations: int =
     for _ in range(iterations):
         m0 = model(p)
         steps = np.maximum(np.abs(p) * 1e-3, 1e-9)
-        jac = np.stack([(model(p + np.eye(4)[i] * steps[i]) - m0) / steps[i] for i in range(4)], axis=1)
+        n = len(p)
+        jac = np.stack([(model(p + np.eye(n)[i] * steps[i]) - m0) / steps[i] for i in range(n)], axis=1)
         w = 1 / measured
         delta, *_ = np.linalg.lstsq(jac * w[:, None], (measured - m0) * w, rcond=None)
         p = p + delta
