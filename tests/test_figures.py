@@ -40,7 +40,14 @@ def _figures(out: Path):
     model_where = plots.sweep_where(res)
     checks = published.check_all()
     budget = calculator.compute(inputs.BudgetInputs())
+    from kdtree_lab.generate import results
+
+    gen_where = "committed H200 results"
     return [
+        ("08_margins.png", plots.generation_margins(results.margin_counts(results.committed()), out / "08_margins.png",
+                                                    where=gen_where), gen_where),
+        ("08_speed.png", plots.generation_speed(results.speed_rows(results.committed(only=results.TIMED)),
+                                                out / "08_speed.png", where=gen_where), gen_where),
         ("03_parity_errors.png", plots.parity_errors(cases, parity.REL_L2_TOL, out / "03_parity_errors.png",
                                                      where="this machine (cpu; Triton in the CPU interpreter)"),
          "this machine (cpu; Triton in the CPU interpreter)"),
@@ -70,12 +77,14 @@ def test_every_figure_a_notebook_writes_is_drawn_here():
 
     written = _written_by_notebooks()
     assert written == {"03_parity_errors.png", "04_budget_bar.png", "06_roofline.png", "06_speedup.png",
-                       "07_headline.png", "07_curves.png", "07_best.png", "07_published.png"}, written
+                       "07_headline.png", "07_curves.png", "07_best.png", "07_published.png", "08_margins.png",
+                       "08_speed.png"}, written
     drawing = {n for n in dir(plots) if callable(getattr(plots, n)) and not n.startswith("_")
                and n not in ("save_figure", "context_axis", "sweep_where", "published_where", "Path", "Any",
                              "Sequence")}
     assert drawing == {"parity_errors", "roofline", "speedup_vs_length", "speculation_headline",
-                       "speculation_curves", "speculation_best", "published_check"}, drawing
+                       "speculation_curves", "speculation_best", "published_check", "generation_margins",
+                       "generation_speed"}, drawing
 
 
 def test_every_plot_call_in_the_notebooks_says_where_its_numbers_come_from():

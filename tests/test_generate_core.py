@@ -78,3 +78,22 @@ def test_a_whole_run_on_the_cpu_gives_greedy_decodings_tokens():
     for r in res["runs"]:
         assert r["check"]["compared"] == 24 and r["check"]["self_mismatches"] == 0
         assert r["accept_length"] >= 1
+
+
+def test_the_command_line_knows_the_paths_and_pools_the_library_does():
+    from kdtree_lab.cli import generate as cli
+    from kdtree_lab.generate.run import POOLS
+
+    assert cli.PATHS == attend.PATHS and cli.POOLS == POOLS
+
+
+def test_committed_results_pair_ours_with_sglang_and_keep_their_margins():
+    from kdtree_lab.generate import results
+
+    runs = results.committed()
+    assert results.totals(runs)["unexplained"] == 0 and all(r["check"]["compared"] >= 2048 for r in runs)
+    rows = results.speed_rows(results.committed(only=results.TIMED))
+    assert {r["context"] for r in rows} >= {1024, 32768, 131072}
+    assert all(r["ours / SGLang"] >= 1 for r in rows if r["context"] >= 32768)  # issue 50's end-to-end bar
+    counts = results.margin_counts(runs)
+    assert sum(counts["mismatched"]) <= sum(counts["all"]) and len(counts["all"]) == len(counts["edges"]) - 1

@@ -20,7 +20,8 @@ def test_cpu_profile_runs_every_notebook(tmp_path):
     assert status == {"00_environment": "passed", "01_dtype_audit": "passed", "02_kernel_build": "passed",
                       "04_memory_budget": "passed",
                       "03_eager_parity": "passed-with-skips", "05_cuda_graphs": "passed-with-skips",
-                      "06_benchmark": "passed-with-skips", "07_speculation": "passed-with-skips"}
+                      "06_benchmark": "passed-with-skips", "07_speculation": "passed-with-skips",
+                      "08_generation": "passed"}
     parity = json.loads((out / "03_eager_parity.json").read_text())
     assert [s["what"] for s in parity["skipped"]] == ["CUDA kernel parity", "cuda over an fp8 pool"]
     assert parity["summaries"]["triton"]["cases"] >= 50 + 16
@@ -40,6 +41,11 @@ def test_cpu_profile_runs_every_notebook(tmp_path):
     assert len(spec["published"]) == len(published()) and all(spec["explanations"].values())
     assert {r["context"] for r in spec["headline"]["rows"]} >= {0, 131072, 262144}
     for png in ("07_headline.png", "07_curves.png", "07_best.png", "07_published.png"):
+        assert (out / png).stat().st_size > 10_000
+    gen = json.loads((out / "08_generation.json").read_text())  # a short run verified by the fp32 reference
+    assert gen["problems"] == [] and all(r["check"]["compared"] == 2 * 24 for r in gen["runs"])
+    assert gen["committed_totals"]["unexplained"] == 0 and gen["committed_totals"]["compared"] >= 2048
+    for png in ("08_margins.png", "08_speed.png"):
         assert (out / png).stat().st_size > 10_000
     for nb in status:
         assert (out / f"{nb}.ipynb").exists() and (out / f"{nb}.json").exists()

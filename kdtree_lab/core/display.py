@@ -311,7 +311,7 @@ MIN_FONT_PT = 7.0  # the smallest text a saved figure may hold
 SLIVER_PX = 4.0  # a bar segment narrower than this (at the saved size) cannot be told apart
 # An axis label's unit: first in its final parentheses ("(tokens)", "(FLOP/B of latent KV)"); a ratio's (a label
 # with " / ", a speed-up) is x, ratio or %, never the unit of what it divides ("tokens per second").
-UNIT = __import__("re").compile(r"\((tokens/s|tokens|GiB|MiB|GB/s|TB/s|TFLOP/s|FLOP/B|ms|s|x|ratio|%)(?:[,;][^()]*|"
+UNIT = __import__("re").compile(r"\((tokens/s|tokens|GiB|MiB|GB/s|TB/s|TFLOP/s|FLOP/B|ms|s|x|ratio|%|logits)(?:[,;][^()]*|"
                                 r" of [^()]*)?\)\s*$")
 RATIO_UNITS = ("x", "ratio", "%")
 

@@ -155,10 +155,35 @@ def speculation(p: dict[str, Any], notebook: str) -> None:
                 names=("gpu", "model", "tp", "quant", "batch", "draft", "nodes"))
 
 
+def generation(p: dict[str, Any], notebook: str) -> None:
+    """08: draft names, paths and pools the generation check knows, sizes it accepts (a GPU path on a CPU is
+    refused by the run itself, which says so in one line)."""
+    from ..generate.drafts import parse
+    from ..generate.run import POOLS, GenerateSpec
+    from ..generate.attend import PATHS
+
+    _within_rows(p["paths"], list(PATHS), "verify paths", "paths", notebook)
+    _within_rows(p["pools"], list(POOLS), "KV pools", "pools", notebook)
+    try:
+        for d in p["drafts"]:
+            parse(d)
+        GenerateSpec(heads=tuple(p["heads"]), layers=p["layers"])
+    except ValueError as exc:
+        _refuse(str(exc), notebook, names=("drafts", "heads", "layers"))
+    for name in ("layers", "hidden", "train_steps", "prompts", "new_tokens"):
+        if not isinstance(p[name], int) or p[name] < (2 if name in ("layers", "new_tokens") else 1):
+            raise NotebookParameterError(f"argument -p {name}: expected an integer >= "
+                                         f"{2 if name in ('layers', 'new_tokens') else 1}, found {p[name]!r} "
+                                         f"(notebook {notebook})")
+    if not p["contexts"] or min(p["contexts"]) < 2 or not p["heads"] or min(p["heads"]) < 1:
+        raise NotebookParameterError(f"argument -p contexts/heads: expected prompt lengths >= 2 and head counts >= 1, "
+                                     f"found {p['contexts']}, {p['heads']} (notebook {notebook})")
+
+
 RULES: dict[str, Callable[[dict[str, Any], str], None]] = {
     "01_dtype_audit": dtype_audit, "02_kernel_build": kernel_build, "03_eager_parity": eager_parity,
     "04_memory_budget": memory_budget, "05_cuda_graphs": cuda_graphs, "06_benchmark": benchmark,
-    "07_speculation": speculation}
+    "07_speculation": speculation, "08_generation": generation}
 
 
 def check(notebook: str, params: dict[str, Any]) -> None:

@@ -416,3 +416,64 @@ def published_check(checks: list[dict], path: str | Path | None = None, where: s
                  fontsize=9)
     fig.tight_layout(rect=(0, 0 if spare else 0.8 / (4.2 * rows_n + 0.8) + 0.02, 1, 1))
     return save_figure(fig, path)
+
+
+def generation_speed(rows: list[dict], path: str | Path | None = None, where: str = ""):
+    """Tokens per second (all requests) against context, ours (solid) and SGLang's verify (dashed) in the same loop,
+    one colour per draft configuration, one panel per KV pool (``generate.results.speed_rows``, H = 8 rows)."""
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in rows if r["H"] == 8]
+    pools = sorted({r["pool"] for r in rows})
+    drafts = sorted({r["draft"] for r in rows})
+    fig, axes = plt.subplots(1, len(pools), figsize=(5.6 * len(pools), 4.8), squeeze=False)
+    colours = dict(zip(drafts, plt.get_cmap("tab10").colors))
+    for ax, pool in zip(axes[0], pools):
+        for d in drafts:
+            pts = sorted((r["context"], r["ours tok/s"], r["SGLang tok/s"]) for r in rows
+                         if r["pool"] == pool and r["draft"] == d)
+            if not pts:
+                continue
+            ctx = [p[0] for p in pts]
+            ax.plot(ctx, [p[1] for p in pts], color=colours[d], lw=2, marker="o", ms=4, label=f"{d}, ours")
+            ax.plot(ctx, [p[2] for p in pts], color=colours[d], lw=1.5, ls="--", marker="s", ms=4,
+                    label=f"{d}, SGLang's verify")
+        context_axis(ax, sorted({r["context"] for r in rows}))
+        _plain_y(ax)
+        ax.set_title(f"{pool} KV pool, 8 heads", fontsize=9)
+        ax.grid(True, alpha=0.3)
+    for ax in axes[0]:
+        ax.set_ylabel("tokens per second, all 8 requests (tokens/s)")
+    handles = {}
+    for ax in axes[0]:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(lab, h)
+    fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=3, fontsize=8, frameon=False)
+    fig.suptitle(_wrapped(f"Speculative decoding end to end, ours against SGLang's verify in the same loop ({where})",
+                          150), fontsize=9)
+    fig.tight_layout(rect=(0, 0.16, 1, 1))
+    return save_figure(fig, path)
+
+
+def generation_margins(counts: dict, path: str | Path | None = None, where: str = ""):
+    """How far apart the fp32 reference's top two logits are at every compared token (grey), and at the tokens
+    where a path's token differs from the reference's (red): ``generate.results.margin_counts``; a log count axis."""
+    import matplotlib.pyplot as plt
+
+    edges = counts["edges"]
+    labels = [f"{lo:g}-{hi:g}" if hi < 1000 else f">= {lo:g}" for lo, hi in zip(edges[:-1], edges[1:])]
+    x = list(range(len(labels)))
+    fig, ax = plt.subplots(figsize=(9, 4.6))
+    ax.bar([i - 0.2 for i in x], counts["all"], width=0.4, color="grey", label="every compared token")
+    ax.bar([i + 0.2 for i in x], counts["mismatched"], width=0.4, color="tab:red",
+           label="tokens where the path's token is not the reference's")
+    ax.set_yscale("log")
+    ax.set_xticks(x, labels, rotation=30, fontsize=8)
+    ax.set_xlabel("top-2 margin of the fp32 reference (logits)")
+    ax.set_ylabel("compared tokens (tokens)")
+    ax.grid(True, axis="y", alpha=0.3)
+    fig.legend(loc="lower center", ncol=2, fontsize=8, frameon=False)
+    ax.set_title(_wrapped(f"Greedy decoding's margins and the mismatches among them, {counts['runs']} runs "
+                          f"({where})", 110), fontsize=9)
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    return save_figure(fig, path)
