@@ -42,6 +42,16 @@ def causal_logits(w: model.Weights, ids: torch.Tensor) -> torch.Tensor:
     return forward.forward(w, ids, torch.arange(n), attention)
 
 
+def _sharp_weights(m, seed: int, scale: float) -> None:
+    """Redraw ``m``'s matrices with std scale / sqrt(fan-in): logits of a few units and attention far from uniform
+    (transformers' init, 0.02, leaves attention nearly uniform)."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in m.parameters():
+            if p.dim() == 2:
+                p.copy_(torch.randn(p.shape, generator=gen) * (scale / p.shape[1] ** 0.5))
+
+
 @pytest.fixture(scope="module")
 def alphabet_model() -> corpus.Trained:
     """Trained 20 steps on ALPHABET (fixed seed: its outputs are varied, checked where it matters)."""
@@ -55,17 +65,14 @@ def alphabet_model() -> corpus.Trained:
 @pytest.mark.parametrize("heads", [8, 16])
 def test_absorbed_fp32_forward_equals_transformers_logits(heads, init):
     """transformers' DeepseekV3ForCausalLM against forward.forward with reference_attention, causal, at random ids.
-    ``sharp``: weights redrawn 5x larger than transformers' init, so attention is far from uniform (at the default
+    ``sharp``: weights redrawn far larger than transformers' init, so attention is far from uniform (at the default
     init a rope or mask error moves the logits by ~1e-3 only)."""
     seed = fresh_seed()
     spec = model.ModelSpec(heads=heads, seed=seed % 10_000, **TINY)
     m = model.build(spec)
     gen = torch.Generator().manual_seed(seed)
     if init == "sharp":
-        with torch.no_grad():
-            for p in m.parameters():
-                if p.dim() == 2:
-                    p.copy_(torch.randn(p.shape, generator=gen) * (0.8 / p.shape[1] ** 0.5))
+        _sharp_weights(m, seed + 1, 0.8)
     w = model.absorbed(m, spec, torch.float32)
     assert w.dtype == torch.float32 and len(w.layers) == 2 and w.layers[0].w_uk.shape == (heads, 128, D_V)
     ids = torch.randint(0, 256, (40,), generator=gen)
@@ -383,15 +390,31 @@ def _slots_in_order(engine: Engine) -> None:
         assert sum(r.accepts) == len(r.emitted) == len(r.logits)
 
 
-def test_engine_keeps_its_slots_and_emits_greedy_tokens(alphabet_model):
+@pytest.fixture(scope="module")
+def sharp_model() -> tuple:
+    """Untrained, sharp weights rounded to bf16: attention, positions and masks move its logits by units, where
+    the alphabet model (a bigram model after 20 steps) barely notices them; its drafts are mostly rejected."""
+    spec = model.ModelSpec(heads=8, seed=0, **TINY)
+    m = model.build(spec)
+    _sharp_weights(m, 1, 1.5)
+    return model.round_weights(m), spec
+
+
+@pytest.mark.parametrize("which", ["alphabet", "sharp"])
+def test_engine_keeps_its_slots_and_emits_greedy_tokens(request, which):
     """Prompts of different lengths (so the per-request offsets matter); after every step of greedy and speculative
-    decoding the pool holds exactly the committed slots; every run's tokens pass the fp32 check, and a speculative
-    run's tokens equal the greedy run's up to the first mismatch either has."""
+    decoding the pool holds exactly the committed slots; every run's tokens pass the fp32 check with logits as
+    close to the reference as greedy decoding's, and a speculative run's tokens equal the greedy run's up to the
+    first mismatch either has."""
     seed = fresh_seed()
     rng = np.random.default_rng(seed)
-    spec = alphabet_model.spec
-    w = model.absorbed(alphabet_model.model, spec, torch.bfloat16)
-    w32 = model.absorbed(alphabet_model.model, spec, torch.float32)
+    if which == "alphabet":
+        trained = request.getfixturevalue("alphabet_model")
+        m, spec = trained.model, trained.spec
+    else:
+        m, spec = request.getfixturevalue("sharp_model")
+    w = model.absorbed(m, spec, torch.bfloat16)
+    w32 = model.absorbed(m, spec, torch.float32)
     prompts = []
     for n in (int(rng.integers(10, 20)), int(rng.integers(25, 40)), int(rng.integers(2, 6))):
         s = int(rng.integers(0, len(ALPHABET) - 64))
@@ -404,30 +427,32 @@ def test_engine_keeps_its_slots_and_emits_greedy_tokens(alphabet_model):
     _slots_in_order(engine)
     saved = engine.save()
 
-    def checked(eng: Engine) -> tuple[list[list[int]], list[int]]:
+    def checked(eng: Engine, what: str):
         emitted = [r.emitted[:new] for r in eng.requests]
         refs = [check.reference_logits(w32, eng.pool.buffers, saved[2][b, :len(r.prompt) - 1], r.prompt,
                                        emitted[b]).numpy() for b, r in enumerate(eng.requests)]
         tc = check.compare(emitted, [np.stack(r.logits[:new]) for r in eng.requests], refs)
-        assert tc.self_mismatches == 0 and tc.unexplained == 0, (seed, tc.as_dict())
+        assert tc.self_mismatches == 0 and tc.unexplained == 0, (seed, which, what, tc.as_dict())
         first = [min([m["index"] for m in tc.mismatches if m["request"] == b], default=new) for b in range(len(prompts))]
-        return emitted, first
+        return emitted, first, tc
 
     engine.restore(saved, 1)
     while not engine.done():
         engine.greedy_step()
         _slots_in_order(engine)
-    greedy, greedy_first = checked(engine)
+    greedy, greedy_first, greedy_tc = checked(engine, "greedy")
     assert all(len(t) == new for t in greedy)
+    assert len(set(sum(greedy, []))) >= 4, f"seed {seed}: degenerate outputs {greedy}"
+    numeric = greedy_tc.diff_quantiles["q100"]  # bf16 weights and pool against fp32: the numerical difference
     # check.reference_logits trusts the prompt's rows as the pool holds them; against a forward that never reads the
-    # pool (fp32 over prompt + tokens) the greedy tokens pass too, so the prefill's rows are the prompt's
+    # pool (fp32 over prompt + tokens) the greedy tokens pass as well and sit as close: the prefill's rows are right
     whole = []
     for r, toks in zip(engine.requests, greedy):
         with torch.no_grad():
             whole.append(causal_logits(w32, torch.tensor(r.prompt + toks[:-1]))[len(r.prompt) - 1:].numpy())
     tc = check.compare(greedy, [np.stack(r.logits[:new]) for r in engine.requests], whole)
-    assert tc.unexplained == 0 and tc.bound < 0.1, (seed, tc.as_dict())
-    assert len(set(sum(greedy, []))) >= 4, f"seed {seed}: degenerate outputs {greedy}"
+    assert tc.unexplained == 0 and tc.diff_quantiles["q100"] <= 3 * numeric + 0.01, (seed, which, numeric,
+                                                                                      tc.as_dict())
     accepts = {}
     for cfg in configs:
         engine.restore(saved, cfg.num_draft)
@@ -436,13 +461,15 @@ def test_engine_keeps_its_slots_and_emits_greedy_tokens(alphabet_model):
             engine.spec_step(drafter, "reference", graphs=False)
             _slots_in_order(engine)
             assert max(engine.requests[0].accepts[1:]) <= cfg.forwards + 1
-        toks, first = checked(engine)
+        toks, first, tc = checked(engine, cfg.name)
+        assert tc.diff_quantiles["q100"] <= 3 * numeric + 0.01, (seed, which, cfg.name, numeric, tc.as_dict())
         for b in range(len(prompts)):
             k = min(first[b], greedy_first[b])
-            assert toks[b][:k] == greedy[b][:k], (seed, cfg.name, b, toks[b], greedy[b])
+            assert toks[b][:k] == greedy[b][:k], (seed, which, cfg.name, b, toks[b], greedy[b])
         accepts[cfg.name] = [a for r in engine.requests for a in r.accepts[1:]]
     assert all(a >= 1 for v in accepts.values() for a in v)
-    assert any(a > 1 for v in accepts.values() for a in v), f"seed {seed}: no draft ever accepted: {accepts}"
+    if which == "alphabet":
+        assert any(a > 1 for v in accepts.values() for a in v), f"seed {seed}: no draft ever accepted: {accepts}"
 
 
 # ---- 7. whole runs -------------------------------------------------------------------------------------------------
@@ -485,6 +512,10 @@ def _check_runs(spec: run.GenerateSpec, result: dict, tokens: list[list[list[int
                 assert row["accept_length"] <= cfgs[row["draft"]].forwards + 1, where
                 assert row["num_draft"] == cfgs[row["draft"]].num_draft
             assert row["diverges_from_greedy"] == sum(t != gt for t, gt in zip(toks, greedy)), where
+            # the check's bound calibrates itself on the agreeing tokens, so a path wrong everywhere explains its
+            # own mismatches; its logits must sit as close to the reference as plain greedy decoding's
+            numeric = greedy_row["check"]["diff_quantiles"]["q100"]
+            assert c["diff_quantiles"]["q100"] <= 3 * numeric + 0.01, (where, numeric, c["diff_quantiles"])
             for b in range(spec.prompts):  # equal wherever neither run's check reports a mismatch
                 first = min([m["index"] for m in c["mismatches"] if m["request"] == b], default=spec.new_tokens)
                 k = min(first, greedy_first[b])

@@ -97,3 +97,14 @@ def test_committed_results_pair_ours_with_sglang_and_keep_their_margins():
     assert all(r["ours / SGLang"] >= 1 for r in rows if r["context"] >= 32768)  # issue 50's end-to-end bar
     counts = results.margin_counts(runs)
     assert sum(counts["mismatched"]) <= sum(counts["all"]) and len(counts["all"]) == len(counts["edges"]) - 1
+
+
+def test_the_step_model_beside_the_generation_runs():
+    from kdtree_lab.speculate import generation
+
+    rows = generation.rows()
+    assert {r["path"] for r in rows} == {"ours", "sglang"} and len(rows) >= 30
+    # ours: the verify attention the model predicts leaves only the forward's other kernels (well under 1 ms)
+    assert all(0 < r["verify ms, measured"] - r["attention ms, model"] < 1.0 for r in rows
+               if r["path"] == "ours" and r["H"] == 8)
+    assert all(0.6 < r["model / measured"] < 1.2 for r in rows)

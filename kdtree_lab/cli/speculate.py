@@ -96,6 +96,15 @@ def cmd_speculate(args: argparse.Namespace) -> int:
     from ..speculate import answer, kernel_times, sweep
     from ..speculate.step import target
 
+    if args.generation:
+        from ..core.display import aligned_table
+        from ..speculate import generation
+
+        rows = generation.rows()
+        emit(args, {"generation": rows, "words": generation.__doc__}, aligned_table(
+            rows, title="The step model beside the generation check on the H200 (the same small model; verify "
+                        "attention predicted, draft and host measured; data/results/h200/2026-12-04-generation)"))
+        return OK
     contexts = tuple(args.context or sweep.DEFAULT_CONTEXTS)
     try:
         if (args.accept_length is None) != (args.accept_nodes is None):
@@ -165,6 +174,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
     p.add_argument("--measure", action="store_true",
                    help="time the kernels on this GPU first (a minute or two, progress shown; needs the GPU the "
                         "--gpu preset names, and SGLang for its rows) instead of the committed results")
+    p.add_argument("--generation", action="store_true",
+                   help="instead: the model beside the committed H200 generation runs of the same small model")
     p.add_argument("--sources", action="store_true",
                    help="also print every input with its source, and today's best against its published cells")
     p.add_argument("--json", action="store_true", help="print the result as JSON (inputs and sources included)")

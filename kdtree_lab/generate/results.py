@@ -20,8 +20,9 @@ def committed(folder: Path = COMMITTED, only: tuple[str, ...] | None = None) -> 
     for path in sorted(folder.glob("*/generation.json")):
         if only is not None and path.parent.name not in only:
             continue
-        for run in json.loads(path.read_text())["runs"]:
-            runs.append(run | {"source": str(path.relative_to(ROOT))})
+        data = json.loads(path.read_text())
+        for run in data["runs"]:
+            runs.append(run | {"source": str(path.relative_to(ROOT)), "layers": data["spec"]["layers"]})
     return runs
 
 
