@@ -108,3 +108,23 @@ def test_the_step_model_beside_the_generation_runs():
     assert all(0 < r["verify ms, measured"] - r["attention ms, model"] < 1.0 for r in rows
                if r["path"] == "ours" and r["H"] == 8)
     assert all(0.6 < r["model / measured"] < 1.2 for r in rows)
+
+
+def test_ctrl_c_mid_run_prints_what_ran_and_exits_130(monkeypatch, capsys):
+    from kdtree_lab.cli.main import main
+    from kdtree_lab.generate import loop
+
+    real = loop.Engine.spec_step
+    calls = {"n": 0}
+
+    def interrupted(self, *a, **k):
+        calls["n"] += 1
+        if calls["n"] > 1:
+            raise KeyboardInterrupt
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(loop.Engine, "spec_step", interrupted)
+    code = main(["generate", "--layers", "2", "--train-steps", "3", "--contexts", "24", "--prompts", "1",
+                 "--new-tokens", "8", "--drafts", "chain-2", "--pools", "bf16"])
+    out = capsys.readouterr().out
+    assert code == 130 and "interrupted (Ctrl-C)" in out and "none (greedy)" in out  # the greedy run finished

@@ -19,12 +19,15 @@ import torch
 from .model import ModelSpec, build, round_weights
 
 
+_NON_ASCII = bytes(range(128, 256))
+
+
 def text(max_bytes: int = 8 << 20) -> bytes:
     """The standard library's top-level sources in name order, ASCII bytes only, up to ``max_bytes``."""
     root = Path(sysconfig.get_paths()["stdlib"])
     out, size = [], 0
     for path in sorted(root.glob("*.py")):
-        raw = bytes(b for b in path.read_bytes() if b < 128)
+        raw = path.read_bytes().translate(None, _NON_ASCII)
         out.append(raw)
         size += len(raw)
         if size >= max_bytes:
