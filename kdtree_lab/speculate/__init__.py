@@ -11,7 +11,7 @@
 - ``presets``: the model's inputs from ``data/presets/speculation.yaml`` (architectures, rates, drafts, today's
   best, published measurements), each with its source.
 - ``step``: the model of one decode step of an MLA MoE target per GPU, each part with its source.
-- ``today``: today's best (vLLM's TRITON_MLA decode rows with full CUDA graphs) as that step's parts, six values
+- ``today``: today's best (vLLM's TRITON_MLA decode rows with full CUDA graphs) as that step's parts, seven values
   fitted to the published tables and pinned.
 - ``sweep``: tokens per second by context for no speculation, a chain and trees of N nodes with each verify kernel;
   the best variant per context within each pool's capacity; the break-even context.

@@ -86,12 +86,12 @@ def headline(s: Setup, contexts: tuple[int, ...]) -> dict:
               == (p.gpu, p.model, p.tp, p.quant)]
     # today's best at a context: the fastest one-request speculative cell of any headline table there (the
     # published cells are of one request each: at another batch every cell is the model's)
-    measured: dict[int, tuple[float, str]] = {}
+    measured: dict[int, tuple[float, str, int]] = {}
     for x in tables if s.batch == 1 else []:
         for r in x.spec:
             c, v = int(r[0]), float(r[1])
             if c not in measured or v > measured[c][0]:
-                measured[c] = (v, f"measured ({x.name}, DCP {x.dcp}, {x.date})")
+                measured[c] = (v, f"measured ({x.name}, DCP {x.dcp}, {x.date})", x.dcp)
     dcps = sorted({x.dcp for x in tables if x.spec})
     longest = max(int(r[0]) for x in tables for r in (*x.spec, *x.no_spec))
     band = pub.band()
@@ -101,14 +101,16 @@ def headline(s: Setup, contexts: tuple[int, ...]) -> dict:
     rows = []
     for c in sorted(set(contexts) | set(measured)):
         ctx = max(c, 1)
-        # the model's today's best: the faster DCP size at this context
+        # the model's today's best: where a cell was measured, the model of that cell (its DCP size: the setup
+        # measured), elsewhere the faster DCP size at this context
         today = max((spec_step(replace(same, today=replace(same.today, dcp=d)), ctx, "decode rows", p.nodes,
-                               chain=True) for d in dcps), key=lambda x: x.tokens_per_s)
+                               chain=True) for d in ([measured[c][2]] if c in measured else dcps)),
+                    key=lambda x: x.tokens_per_s)
         top, words, top_chain = _best_ours(s, same, ctx, p.nodes)
         if top is None:
             continue
         if c in measured:
-            ref, how = measured[c]
+            ref, how, _ = measured[c]
         else:
             ref, how = today.tokens_per_s, "model" if c <= longest else "model, a prediction"
         ratio = top.tokens_per_s / ref
@@ -150,7 +152,7 @@ def words(h: dict) -> str:
         f", and {h['kernel_band_source']}, ours re-chosen at each end")
     return (f"Today's best: {h['today']}, at each context the fastest published setup (DCP {', '.join(map(str, h['dcp']))}"
             f" of the tables of data/presets/speculation.yaml with role today), measured where one measured it and "
-            f"modelled elsewhere (the faster DCP size); contexts beyond {pub.k_words(h['longest_measured'])} are predictions of both sides. "
+            f"modelled elsewhere (the faster DCP size; the model's line takes the measured cell's DCP size where one was measured); contexts beyond {pub.k_words(h['longest_measured'])} are predictions of both sides. "
             f"Band: the model's worst miss of today's best, {h['band']:.0%} ({h['band_source']}){kernel}.")
 
 

@@ -106,6 +106,8 @@ class Published:
     draft: str
     nodes: int
     dcp: int  # vLLM's decode context parallel size: the KV split over this many of the TP GPUs
+    draft_fit: str  # the fitted value of today's preset that prices this table's draft: "draft_ms" (the K2.6 drafts,
+    # standard + greedy) or "draft_ms_k25" (the K2.5 draft, probabilistic rejection, on the older image)
     no_spec: tuple[tuple[float, ...], ...]  # (context, tok/s[, step ms])
     spec: tuple[tuple[float, ...], ...]
     concurrency: tuple[int, ...]
@@ -157,6 +159,7 @@ class TodayPreset:
     draft_ms: float
     dcp_ms: float
     tuned_gbps: float
+    draft_ms_k25: float  # draft_ms of the older draft generation (the K2.5 draft, probabilistic rejection)
     sources: dict[str, str]
 
 
@@ -203,7 +206,8 @@ def published() -> dict[str, Published]:
         out[k] = Published(
             name=k, label=v["label"], source=v["source"], date=str(v["date"]), role=v["role"], headline=bool(v.get("headline", False)),
             gpu=v["gpu"], model=v["model"], quant=v["quant"], tp=int(v["tp"]), batch=int(v["batch"]), kv=v["kv"],
-            draft=v["draft"], nodes=int(v["nodes"]), dcp=int(v.get("dcp", 1)), no_spec=tuple(tuple(r) for r in v["no_spec"]),
+            draft=v["draft"], nodes=int(v["nodes"]), dcp=int(v.get("dcp", 1)),
+            draft_fit=v.get("draft_fit", "draft_ms"), no_spec=tuple(tuple(r) for r in v["no_spec"]),
             spec=tuple(tuple(r) for r in v["spec"]), concurrency=tuple(int(c) for c in v.get("concurrency", [])),
             concurrency_no_spec=tuple(tuple(r) for r in v.get("concurrency_no_spec", [])),
             beyond_fit=tuple(int(c) for c in v.get("beyond_fit", [])),
@@ -228,5 +232,6 @@ def today() -> dict[str, TodayPreset]:
                                                           for n, x in v["kernel"].items()}),
                              fixed_ms=float(f["fixed_ms"]), moe_efficiency=float(f["moe_efficiency"]),
                              cta_gbps=float(f["cta_gbps"]), draft_ms=float(f["draft_ms"]),
-                             dcp_ms=float(f["dcp_ms"]), tuned_gbps=float(f["tuned_gbps"]), sources=v["sources"])
+                             dcp_ms=float(f["dcp_ms"]), tuned_gbps=float(f["tuned_gbps"]),
+                             draft_ms_k25=float(f["draft_ms_k25"]), sources=v["sources"])
     return out

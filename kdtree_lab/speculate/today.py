@@ -20,9 +20,10 @@ The step's parts (``step.step`` with ``today`` set), each a physical quantity wi
   second fitted per-CTA rate where the shipped tuning table has that head count (16 and 64: DCP 2 and 8); the
   gather and merge cost a fitted time per step and doubling of the group.
 
-Six values are fitted (``fit``: least squares over the published cells of ``role: today``, relative step time):
+Seven values are fitted (``fit``: least squares over the published cells of ``role: today``, relative step time):
 the fixed part, the MoE efficiency, the per-CTA streaming rates (fallback and tuned launch), the draft's fixed cost
-and DCP's gather and merge;
+(one for today's K2.6 drafts with greedy draft sampling, one for the older K2.5 draft with probabilistic rejection that
+only the v2 table measured: a table's ``draft_fit`` names its value) and DCP's gather and merge;
 the YAML pins them and tests hold the pins to the fit. ``cells`` is the model against every published cell.
 """
 
@@ -36,7 +37,7 @@ import numpy as np
 from .presets import DecodeKernelPreset, Published, TodayPreset, published, today as today_presets
 from .step import Part, StepInputError, Target, step
 
-FITTED = ("fixed_ms", "moe_efficiency", "cta_gbps", "draft_ms", "dcp_ms", "tuned_gbps")  # the values ``fit`` sets
+FITTED = ("fixed_ms", "moe_efficiency", "cta_gbps", "draft_ms", "dcp_ms", "tuned_gbps", "draft_ms_k25")  # ``fit`` sets
 
 
 @dataclass(frozen=True)
@@ -209,6 +210,9 @@ def cells(t: Target, tables, today: Today, tokens: float, roles: tuple[str, ...]
     out = []
     for pub in pubs:
         at = replace(today, dcp=pub.dcp)
+        if pub.draft_fit != "draft_ms":  # an older draft generation: its own fitted draft cost per step
+            d = getattr(p, pub.draft_fit)
+            at = replace(at, preset=replace(p, draft_ms=d), draft_per_forward_ms=d / (p.nodes - 1))
         for cell in _cells([pub]):
             name, series, context, conc, tok_s = cell
             per = conc if series == "no_spec" else tokens
@@ -231,11 +235,12 @@ def fit(t: Target, tables, preset: TodayPreset, tokens: float, iterations: int =
     cells of ``role: today`` (Gauss-Newton on (fixed, 1 / efficiency, 1 / rate, draft, DCP, 1 / tuned rate), in which the model is
     affine but for the max() of streaming and DRAM bounds)."""
     p = np.array([preset.fixed_ms, 1 / preset.moe_efficiency, 1 / preset.cta_gbps, preset.draft_ms, preset.dcp_ms,
-                  1 / preset.tuned_gbps])
+                  1 / preset.tuned_gbps, preset.draft_ms_k25])
 
     def values(q: np.ndarray) -> dict[str, float]:
         return {"fixed_ms": float(q[0]), "moe_efficiency": float(1 / q[1]), "cta_gbps": float(1 / q[2]),
-                "draft_ms": float(q[3]), "dcp_ms": float(q[4]), "tuned_gbps": float(1 / q[5])}
+                "draft_ms": float(q[3]), "dcp_ms": float(q[4]), "tuned_gbps": float(1 / q[5]),
+                "draft_ms_k25": float(q[6])}
 
     def model(q: np.ndarray) -> np.ndarray:
         return np.array([c.model_ms for c in cells(t, tables, build(t, preset, **values(q)), tokens)])
