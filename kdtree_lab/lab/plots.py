@@ -414,7 +414,8 @@ def published_check(checks: list[dict], path: str | Path | None = None, where: s
         fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=4, fontsize=8, frameon=False)
     fig.suptitle(_wrapped(f"The model against each published table of vLLM's decode speed ({where})", 170),
                  fontsize=9)
-    fig.tight_layout(rect=(0, 0 if spare else 0.8 / (4.2 * rows_n + 0.8) + 0.02, 1, 1))
+    height = fig.get_figheight()
+    fig.tight_layout(rect=(0, 0 if spare else 0.8 / (4.2 * rows_n + 0.8) + 0.02, 1, 1 - 0.45 / height))
     return save_figure(fig, path)
 
 
