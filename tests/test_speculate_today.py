@@ -194,3 +194,23 @@ def test_dcp_splits_the_kv_over_the_group_and_costs_a_gather_per_step(ref):
     assert long[1] < long[0] and long[2] < long[0]
     assert short[0] < short[1] < short[2]
     assert short[2] - short[0] >= 3 * ref.today.preset.dcp_ms  # log2(8) rounds of the gather and merge
+
+
+@pytest.mark.parametrize("name", list(published()))
+def test_each_tables_modelled_lines_agree_with_its_residuals(name):
+    """The lines drawn for a table (``check``'s rows) are the model at the table's own DCP size and draft cost, as
+    its residuals are: at every measured context the modelled speed is the measurement x (1 + residual)."""
+    res = pb.check(name)
+    seen = 0
+    for r in res["rows"]:
+        for series in ("no speculation", "speculation"):
+            measured, resid = r[f"measured {series}"], r[f"residual {series}"]
+            if measured is None:
+                continue
+            seen += 1
+            # the row rounds to 0.1 tok/s, the residual to 0.001 (of the measurement)
+            assert r[f"model {series}"] == pytest.approx(measured * (1 + resid), abs=0.05 + 0.0005 * measured + 1e-9), \
+                (name, series, r["context"])
+    assert seen
+    p = published()[name]
+    assert f"DCP {p.dcp}" in " ".join(x["part"] for x in res["parts_at"]["parts"]) or p.dcp == 1

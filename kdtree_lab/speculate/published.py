@@ -1,7 +1,8 @@
 """The model against tokens per second measured by others (``data/presets/speculation.yaml``, ``published``).
 
-For each published table the model is set up as the report ran it (GPU, model, TP, quantisation, one request, the
-EAGLE-3 draft and its chain of 4) with today's best (``today``): vLLM's decode for no speculation and for the
+For each published table the model is set up as the report ran it (GPU, model, TP, its DCP size, quantisation, one
+request, the EAGLE-3 draft at the table's fitted draft cost and its chain of 4: ``today.today_of``, as the residuals
+price it) with today's best (``today``): vLLM's decode for no speculation and for the
 verify as decode rows, its MoE efficiency, fixed part and draft. Tables of ``role: today`` (full CUDA graphs) must
 be reproduced within their tolerance at every cell, or the cell is listed in the YAML's ``explained`` with why;
 ``historical`` tables are shown with what the model does not price. Beside the measurement the same step with our
@@ -12,6 +13,7 @@ differ and why.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 
 from . import today as today_model
@@ -35,13 +37,15 @@ def _setup(gpu: str, model: str, tp: int, quant: str, batch: int, draft: str) ->
     return setup(gpu, model, tp, quant, batch, draft)
 
 
-def setup_of(p: Published) -> Setup:
-    """The model set up as table ``p`` ran."""
-    return _setup(p.gpu, p.model, p.tp, p.quant, p.batch, p.draft)
+def setup_of(p: Published, batch: int | None = None) -> Setup:
+    """The model set up as table ``p`` ran (``batch`` requests, else the table's): today's best at the table's DCP
+    size and with its draft's cost (``today.today_of``, as the residuals price it)."""
+    s = _setup(p.gpu, p.model, p.tp, p.quant, p.batch if batch is None else batch, p.draft)
+    return s if s.today is None else replace(s, today=today_model.today_of(p, s.today))
 
 
 def _cells(p: Published) -> list[today_model.Cell]:
-    s = setup_of(p)
+    s = _setup(p.gpu, p.model, p.tp, p.quant, p.batch, p.draft)  # the deployment's: ``cells`` sets each table's
     tokens = spec_step(s, 1, "decode rows", p.nodes, chain=True).tokens
     roles = (p.role,)
     return [c for c in today_model.cells(s.target, s.tables, s.today, tokens, roles) if c.table == p.name]
@@ -91,7 +95,7 @@ def check(name: str) -> dict:
                            "model": round(m, 1), "residual": round(m / x - 1, 3)})
     for r in p.spec_concurrency_rows:
         for c, x in zip(p.spec_concurrency, r[1:]):
-            sc = _setup(p.gpu, p.model, p.tp, p.quant, c, p.draft)
+            sc = setup_of(p, c)
             m = spec_step(sc, max(int(r[0]), 1), "decode rows", p.nodes, chain=True)
             beyond.append({"context": int(r[0]), "concurrency": c, "speculation": True, "tokens": c * p.nodes,
                            "measured": x, "model": round(m.aggregate_tokens_per_s, 1),

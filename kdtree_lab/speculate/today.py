@@ -153,6 +153,18 @@ def build(t: Target, preset: TodayPreset, dcp: int = 1, **values: float) -> Toda
     return Today(p, kernel, fixed, p.moe_efficiency, p.draft_ms / (p.nodes - 1), t.model.layers, t.heads, dcp=dcp)
 
 
+def today_of(pub: Published, today: Today) -> Today:
+    """``today`` (the deployment's, at DCP 1 with today's draft) as published table ``pub`` ran it: at the table's
+    DCP size, its draft priced by the fitted value its ``draft_fit`` names (an older draft generation its own). The
+    one home of a table's ``Today``: the residuals (``cells``) and the modelled lines (``published``) both use it."""
+    p = today.preset
+    at = replace(today, dcp=pub.dcp)
+    if pub.draft_fit != "draft_ms":  # an older draft generation: its own fitted draft cost per step
+        d = getattr(p, pub.draft_fit)
+        at = replace(at, preset=replace(p, draft_ms=d), draft_per_forward_ms=d / (p.nodes - 1))
+    return at
+
+
 @dataclass(frozen=True)
 class Cell:
     """One published cell and the model's step for it: ``series`` "no_spec" (``concurrency`` requests) or "spec"
@@ -209,10 +221,7 @@ def cells(t: Target, tables, today: Today, tokens: float, roles: tuple[str, ...]
             (p.gpu, p.model, p.tp, p.quant)]
     out = []
     for pub in pubs:
-        at = replace(today, dcp=pub.dcp)
-        if pub.draft_fit != "draft_ms":  # an older draft generation: its own fitted draft cost per step
-            d = getattr(p, pub.draft_fit)
-            at = replace(at, preset=replace(p, draft_ms=d), draft_per_forward_ms=d / (p.nodes - 1))
+        at = today_of(pub, today)
         for cell in _cells([pub]):
             name, series, context, conc, tok_s = cell
             per = conc if series == "no_spec" else tokens
