@@ -21,6 +21,8 @@ from kdtree_lab.core.mla import D_QK, D_V
 from kdtree_lab.core.tree import DraftTree, chain, random_tree
 from kdtree_lab.generate import attend, check, corpus, drafts, forward, model, pool, run
 from kdtree_lab.generate.loop import Engine, accept
+from test_cli_contract import _one_line
+from test_cli_contract import _outcome as cli_outcome
 
 TINY = dict(layers=2, hidden=64, ffn=128)
 ALPHABET = b"abcdefghijklmnopqrstuvwxyz\n" * 4000  # learnt in 20 steps: varied tokens, drafts that sometimes miss
@@ -571,18 +573,7 @@ def test_a_whole_run_verified_by_the_triton_twin_in_the_interpreter(monkeypatch)
 # ---- 8. kdtree-lab generate ----------------------------------------------------------------------------------------
 
 def _outcome(argv, capsys):
-    try:
-        code = main(["generate", *argv])
-    except SystemExit as exc:
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def _one_line(err: str) -> str:
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in err and "usage:" not in err, err
-    return lines[0]
+    return cli_outcome(["generate", *argv], capsys)
 
 
 @pytest.fixture
