@@ -49,7 +49,7 @@ def test_run_refuses_wrong_type_by_name():
 
 def test_run_refuses_unknown_profile_and_notebook():
     assert "unknown profile 'nope'" in _cli("run", "--profile", "nope").stderr
-    assert "argument --only: expected notebook numbers or names (00, 01, 02, 03, 04, 05, 06, 07), found '42'" in _cli(
+    assert "argument --only: expected notebook numbers or names (00, 01, 02, 03, 04, 05, 06, 07, 08), found '42'" in _cli(
         "run", "--profile", "cpu", "--only", "42").stderr
 
 
