@@ -4,8 +4,12 @@ the loop's slot bookkeeping, whole runs of ``run.generate`` and ``kdtree-lab gen
 
 Models are tiny (2 layers, hidden 64) and trained for a few steps. On the standard library's text such a model
 emits spaces only, which says little about the loop, so some tests also train on a text a tiny model learns in 20
-steps (the alphabet, line after line) and continues with varied tokens. Seeds drawn fresh per run are named in
-every assertion message that depends on them."""
+steps (the alphabet, line after line) and continues with varied tokens; and since such a model is nearly a bigram
+model, blind to attention, masks and positions, others take untrained weights drawn large ("sharp"), whose logits
+move by units when any of those is wrong. The check's own bound calibrates itself on the tokens that agree (a path
+wrong everywhere explains its own mismatches), so the loop's logits are also held within bf16's own difference
+from fp32, measured without the loop. Seeds drawn fresh per run are named in every assertion message that depends
+on them."""
 
 import json
 import os
@@ -34,14 +38,15 @@ def fresh_seed() -> int:
     return random.SystemRandom().randrange(2**31)
 
 
-def causal_logits(w: model.Weights, ids: torch.Tensor) -> torch.Tensor:
-    """The absorbed forward over the whole sequence, causal fp32 reference attention, no pool."""
+def causal_logits(w: model.Weights, ids: torch.Tensor, layers: int | None = None) -> torch.Tensor:
+    """The absorbed forward over the whole sequence (the first ``layers``: 1 is the draft model), causal fp32
+    reference attention, no pool."""
     n = ids.numel()
 
     def attention(i, q, k):
         return attend.reference_attention(q, NO_POOL, [NO_CTX], k, k[:, :D_V], [(0, n)], [None], w.sm_scale)
 
-    return forward.forward(w, ids, torch.arange(n), attention)
+    return forward.forward(w, ids, torch.arange(n), attention, layers=layers)
 
 
 def _sharp_weights(m, seed: int, scale: float) -> None:
@@ -405,9 +410,9 @@ def sharp_model() -> tuple:
 @pytest.mark.parametrize("which", ["alphabet", "sharp"])
 def test_engine_keeps_its_slots_and_emits_greedy_tokens(request, which):
     """Prompts of different lengths (so the per-request offsets matter); after every step of greedy and speculative
-    decoding the pool holds exactly the committed slots; every run's tokens pass the fp32 check with logits as
-    close to the reference as greedy decoding's, and a speculative run's tokens equal the greedy run's up to the
-    first mismatch either has."""
+    decoding the pool holds exactly the committed slots; every run's tokens pass the fp32 check with logits within
+    bf16's own difference from fp32 (measured without the loop), and a speculative run's tokens equal the greedy
+    run's up to the first mismatch either has."""
     seed = fresh_seed()
     rng = np.random.default_rng(seed)
     if which == "alphabet":
@@ -477,6 +482,73 @@ def test_engine_keeps_its_slots_and_emits_greedy_tokens(request, which):
     assert all(a >= 1 for v in accepts.values() for a in v)
     if which == "alphabet":
         assert any(a > 1 for v in accepts.values() for a in v), f"seed {seed}: no draft ever accepted: {accepts}"
+
+
+def test_drafts_follow_the_first_layer_exit(sharp_model):
+    """Each drafter's tree against the draft model (the first layer's exit) run in fp32 without the pool over the
+    prompt and the node's path: a chain is its greedy continuation; an EAGLE node's token is among the top-k after
+    its parent and its score is its path's probability; a DDTree node's score is the product of the per-depth
+    probabilities along the greedy chain. Drafting gives every draft slot back."""
+    seed = fresh_seed()
+    rng = np.random.default_rng(seed)
+    m, spec = sharp_model
+    w = model.absorbed(m, spec, torch.bfloat16)
+    w32 = model.absorbed(m, spec, torch.float32)
+    prompts = [rng.integers(0, 256, int(rng.integers(8, 30))).tolist() for _ in range(2)]
+    cfgs = {d: drafts.parse(d) for d in ("chain-4", "eagle-2x3-8", "ddtree-8-3")}
+    engine = Engine(w, prompts, 8, "bf16", torch.device("cpu"), num_draft=8, forwards=6)
+    engine.prefill()
+    used = engine.pool.used_slots
+    roots = [r.pending for r in engine.requests]
+    ctx = [engine.req_to_token[i, :r.length] for i, r in enumerate(engine.requests)]
+    trees = {}
+    for name, cfg in cfgs.items():
+        engine.restore(engine.save(), cfg.num_draft)
+        trees[name] = drafts.Drafter(engine, cfg).draft(roots, ctx)
+        assert engine.pool.used_slots == used, f"{name}: draft slots kept"
+        for b, t in enumerate(trees[name]):
+            assert t.size == cfg.num_draft and int(t.tokens[0]) == roots[b] and (t.tokens[1:] >= 0).all()
+
+    cache: dict[tuple, torch.Tensor] = {}
+
+    def logp(b: int, path: list[int]) -> torch.Tensor:
+        """fp32 log-probabilities of the draft model after prompt b and ``path`` (the root first)."""
+        key = (b, tuple(path))
+        if key not in cache:
+            with torch.no_grad():
+                cache[key] = torch.log_softmax(causal_logits(w32, torch.tensor(prompts[b] + path), layers=1)[-1], -1)
+        return cache[key]
+
+    def path_to(t: DraftTree, j: int) -> list[int]:
+        out = []
+        while j >= 0:
+            out.append(int(t.tokens[j]))
+            j = int(t.parents[j])
+        return out[::-1]
+
+    tol = 0.1  # bf16 weights and pool against fp32, in log-probability
+    for b in range(2):
+        line = trees["chain-4"][b]
+        assert line.parents.tolist() == [-1, 0, 1, 2, 3]
+        for j in range(1, line.size):
+            lp = logp(b, path_to(line, j - 1))
+            assert float(lp[int(line.tokens[j])]) >= float(lp.max()) - tol, (seed, b, j, line.tokens)
+        eagle = trees["eagle-2x3-8"][b]
+        assert (eagle.depths <= 3).all() and (np.diff(eagle.depths) >= 0).all()
+        for j in range(1, eagle.size):
+            p = int(eagle.parents[j])
+            lp = logp(b, path_to(eagle, p))
+            token = int(eagle.tokens[j])
+            assert float(lp[token]) >= float(lp.topk(2).values[-1]) - tol, (seed, b, j, eagle.tokens)
+            want = float(np.log(eagle.scores[p])) + float(lp[token])
+            assert abs(float(np.log(eagle.scores[j])) - want) < tol * eagle.depths[j], (seed, b, j, eagle.scores)
+        dd = trees["ddtree-8-3"][b]
+        chain_tokens = [int(x) for x in line.tokens]  # the greedy chain the DDTree's depths are drawn along
+        for j in range(1, dd.size):
+            d = int(dd.depths[j])
+            lp = logp(b, chain_tokens[:d])
+            want = float(np.log(dd.scores[int(dd.parents[j])])) + float(lp[int(dd.tokens[j])])
+            assert abs(float(np.log(dd.scores[j])) - want) < tol * d, (seed, b, j, dd.tokens, dd.scores)
 
 
 # ---- 7. whole runs -------------------------------------------------------------------------------------------------
