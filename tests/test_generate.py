@@ -558,9 +558,9 @@ def _generate_spying(monkeypatch, spec: run.GenerateSpec) -> tuple[dict, list[li
     compared: list[list[list[int]]] = []
     real = run.compare
 
-    def spy(emitted, path_logits, ref_logits):
+    def spy(emitted, path_logits, ref_logits, bound=None):
         compared.append([[int(t) for t in e] for e in emitted])
-        return real(emitted, path_logits, ref_logits)
+        return real(emitted, path_logits, ref_logits, bound)
 
     monkeypatch.setattr(run, "compare", spy)
     result = run.generate(spec)
@@ -708,6 +708,7 @@ def test_committed_results_pair_ours_with_sglang_and_keep_their_margins():
     rows = results.speed_rows(results.committed(only=results.TIMED))
     assert {r["context"] for r in rows} >= {1024, 32768, 131072}
     assert all(r["ours / SGLang"] >= 1 for r in rows if r["context"] >= 32768)  # issue 50's end-to-end bar
+    assert results.beyond_greedy_bound(runs) == []  # every mismatch within greedy decoding's own bound too
     counts = results.margin_counts(runs)
     assert sum(counts["mismatched"]) <= sum(counts["all"]) and len(counts["all"]) == len(counts["edges"]) - 1
 
@@ -741,3 +742,21 @@ def test_ctrl_c_mid_run_prints_what_ran_and_exits_130(monkeypatch, capsys):
                  "--new-tokens", "8", "--drafts", "chain-2", "--pools", "bf16"])
     out = capsys.readouterr().out
     assert code == 130 and "interrupted (Ctrl-C)" in out and "none (greedy)" in out  # the greedy run finished
+
+
+def test_what_the_first_review_found_is_refused_or_counted_once():
+    for name in ("eagle-300x1-2", "ddtree-300-1"):  # more tokens than a 256-token vocabulary holds
+        with pytest.raises(ValueError, match=name):
+            drafts.parse(name)
+    p = pool.LatentPool(1, 4)
+    a = p.alloc(2)
+    p.free(a[:1])
+    with pytest.raises(ValueError, match="already free"):
+        p.free(a[:1])
+    assert sorted(p.alloc(3)) == [1, 3, 4]  # slot 2 still in use, never handed out twice
+    ref = np.zeros((1, 4))
+    ref[0, 0] = 5.0
+    path = ref.copy()
+    path[0, 1] = 9.0  # the row's own argmax is 1, the token emitted 2, the reference's 0: one bad token, counted once
+    tc = check.compare([[2]], [path], [ref], bound=0.1)
+    assert tc.self_mismatches == 1 and tc.unexplained == 1 and tc.bound == 0.1

@@ -148,6 +148,11 @@ class Paths:
         impl = "triton" if path == "triton" else self.impl
         return VerifyAttention(self.max_bs, num_draft, self.heads, self.kv_dtype, self.device, impl)
 
+    def clear_status(self) -> None:
+        """Zero every planned kernel's status word (a new run starts clean)."""
+        for (path, _), planned in self._planned.items():
+            (planned.attn if path == "hook" else planned).clear_status()
+
     def status(self) -> dict[str, int]:
         """The status flags each planned kernel raised (a host read, after the run); non-zero is bad metadata."""
         out = {}

@@ -40,7 +40,8 @@ class TokenCheck:
 
     @property
     def unexplained(self) -> int:
-        return self.self_mismatches + sum(not m["explained"] for m in self.mismatches)
+        """Tokens not the argmax of their own row, and mismatches beyond the bound (a token counted once)."""
+        return self.self_mismatches + sum(not m["explained"] and not m["self"] for m in self.mismatches)
 
     def as_dict(self) -> dict:
         return {"compared": self.compared, "self_mismatches": self.self_mismatches, "mismatches": self.mismatches,
@@ -73,13 +74,17 @@ def _quantiles(x: np.ndarray) -> dict[str, float]:
     return {f"q{int(q * 100):02d}": float(np.quantile(x, q)) for q in QUANTILES} if x.size else {}
 
 
-def compare(emitted: list[list[int]], path_logits: list[np.ndarray], ref_logits: list[np.ndarray]) -> TokenCheck:
-    """Compare per request the emitted tokens with their logits rows and the reference's (see the module)."""
+def compare(emitted: list[list[int]], path_logits: list[np.ndarray], ref_logits: list[np.ndarray],
+            bound: float | None = None) -> TokenCheck:
+    """Compare per request the emitted tokens with their logits rows and the reference's (see the module).
+    ``bound``: the numerical bound mismatches are judged by, measured on another run (the loop uses greedy decoding's
+    without speculation, so a path cannot widen its own); None: this run's own (what the greedy run itself takes)."""
     margins, diffs, rows = [], [], []
     self_bad = 0
     for b, (toks, pl, rl) in enumerate(zip(emitted, path_logits, ref_logits, strict=True)):
         toks = np.asarray(toks)
-        self_bad += int((pl.argmax(-1) != toks).sum())
+        own = pl.argmax(-1) != toks
+        self_bad += int(own.sum())
         top2 = np.sort(rl, axis=-1)[:, -2:]
         margin = top2[:, 1] - top2[:, 0]
         diff = np.abs(pl - rl).max(-1)
@@ -87,13 +92,15 @@ def compare(emitted: list[list[int]], path_logits: list[np.ndarray], ref_logits:
         margins.append(margin)
         diffs.append(diff)
         for i in np.flatnonzero(~agree):
-            rows.append({"request": b, "index": int(i), "margin": float(margin[i]), "diff": float(diff[i])})
+            rows.append({"request": b, "index": int(i), "margin": float(margin[i]), "diff": float(diff[i]),
+                         "self": bool(own[i])})
     margin_all, diff_all = np.concatenate(margins), np.concatenate(diffs)
     agree_all = np.ones_like(diff_all, dtype=bool)
     offsets = np.cumsum([0] + [len(m) for m in margins])
     for r in rows:
         agree_all[offsets[r["request"]] + r["index"]] = False
-    bound = 2.0 * float(diff_all[agree_all].max()) if agree_all.any() else float("inf")
+    if bound is None:
+        bound = 2.0 * float(diff_all[agree_all].max()) if agree_all.any() else 0.0
     for r in rows:
         r["explained"] = r["margin"] < bound
     hist = {"edges": list(MARGIN_EDGES), "all": np.histogram(margin_all, MARGIN_EDGES)[0].tolist(),

@@ -24,6 +24,7 @@ import torch
 
 from ..core.tree import DraftTree, chain, ddtree
 from .forward import forward
+from .model import VOCAB
 
 KINDS = ("chain", "eagle", "ddtree")
 
@@ -53,8 +54,13 @@ class DraftConfig:
             if self.tokens > most:
                 raise ValueError(f"draft {self.name}: {self.tokens} tokens but topk {self.topk} x {self.steps} steps "
                                  f"draft at most {most} nodes")
+        if self.kind == "eagle" and self.topk > VOCAB:
+            raise ValueError(f"draft {self.name}: topk {self.topk} is more than the vocabulary's {VOCAB} tokens")
         if self.kind == "ddtree" and (self.budget < 2 or self.depth < 1):
             raise ValueError(f"draft {self.name}: expected budget >= 2 and depth >= 1")
+        if self.kind == "ddtree" and self.budget > 1 + sum(VOCAB ** d for d in range(1, min(self.depth, 3) + 1)):
+            raise ValueError(f"draft {self.name}: {self.budget} nodes but {self.depth} depth(s) of a {VOCAB}-token "
+                             "vocabulary hold fewer")
 
     @property
     def num_draft(self) -> int:

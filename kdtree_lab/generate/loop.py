@@ -279,6 +279,8 @@ class Engine:
         """Back to ``saved`` (``save``), planned for trees of ``num_draft`` nodes (the graph is captured anew)."""
         free, requests, r2t = saved
         self.pool._free = list(free)
+        self.pool._is_free = set(free)
+        self.paths.clear_status()
         self.requests = copy.deepcopy(requests)
         self.req_to_token.copy_(r2t)
         self.num_draft = num_draft

@@ -29,6 +29,7 @@ class LatentPool:
         self.size = slots
         self.buffers = [torch.zeros(slots + 1, 1, D_QK, dtype=self.kv.torch, device=device) for _ in range(layers)]
         self._free = list(range(slots, 0, -1))  # pop() hands out the lowest slot first
+        self._is_free = set(self._free)
 
     @property
     def free_slots(self) -> int:
@@ -42,14 +43,21 @@ class LatentPool:
         """``n`` free slots (host ints); PoolFull naming the shortfall when fewer are free."""
         if n > len(self._free):
             raise PoolFull(f"KV pool: {n} slots asked for, {len(self._free)} of {self.size} free")
-        return [self._free.pop() for _ in range(n)]
+        out = [self._free.pop() for _ in range(n)]
+        self._is_free.difference_update(out)
+        return out
 
     def free(self, slots: list[int]) -> None:
         """Give ``slots`` back (each must be in use)."""
         for s in slots:
             if not 1 <= s <= self.size:
                 raise ValueError(f"slots: expected slots in 1..{self.size}, found {s}")
+            if s in self._is_free:
+                raise ValueError(f"slots: slot {s} is already free (freed twice)")
+        if len(set(slots)) != len(slots):
+            raise ValueError("slots: a slot is given back twice in one call")
         self._free.extend(sorted(slots, reverse=True))
+        self._is_free.update(slots)
 
     def write(self, layer: int, slots: torch.Tensor, rows: torch.Tensor) -> None:
         """Write latent rows (``[n, 576]``, any float dtype) into ``slots`` (int64 [n], device) of one layer, cast to

@@ -64,3 +64,17 @@ def margin_counts(runs: list[dict]) -> dict:
     return {"edges": edges, "all": [sum(h["all"][i] for h in hists) for i in range(len(edges) - 1)],
             "mismatched": [sum(h["mismatched"][i] for h in hists) for i in range(len(edges) - 1)],
             "runs": len(hists)}
+
+
+def beyond_greedy_bound(runs: list[dict]) -> list[dict]:
+    """Mismatches whose reference margin is not below the bound of greedy decoding (no speculation) at the same H,
+    pool and context: the rule the loop applies since 2026-12-04's last commit, applied to results judged before it
+    by their own run's bound. Empty when every mismatch is explained under it."""
+    greedy = {(r["source"], r["heads"], r["pool"], r["context"]): r["check"]["bound"] for r in runs
+              if r["draft"].startswith("none")}
+    out = []
+    for r in runs:
+        bound = greedy[(r["source"], r["heads"], r["pool"], r["context"])]
+        out += [m | {"run": f"{r['source']}: H={r['heads']} {r['pool']} {r['context']} {r['draft']} {r['path']}",
+                     "bound": bound} for m in r["check"]["mismatches"] if m["margin"] >= bound]
+    return out
