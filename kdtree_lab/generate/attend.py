@@ -180,14 +180,6 @@ def _sglang(c: VerifyCall) -> torch.Tensor:
     return c.o
 
 
-def sglang_available() -> bool:
-    try:
-        from sglang.kernels.ops.attention.extend_attention import extend_attention_fwd  # noqa: F401
-    except Exception:
-        return False
-    return torch.cuda.is_available()
-
-
 class DraftDecode:
     """One-token decodes for the draft: q [R, H, 576] rows, each over its own slot list (its context, its
     ancestors' draft rows and its own row, all written to the pool first). ``kind``: ``sglang`` (SGLang's split-K

@@ -27,7 +27,8 @@ import numpy as np
 import torch
 
 from ..contract.spec import sglang_capture_sizes
-from ..core.mla import D_QK, D_V
+from ..checks.bench import sglang_available
+from ..core.mla import D_V
 from ..core.tree import DraftTree
 from .attend import CAPTURE_SAFE, DraftDecode, Paths, VerifyCall, reference_attention
 from .drafts import DraftConfig, Drafter
@@ -78,7 +79,7 @@ class Engine:
         self.pool = LatentPool(len(w.layers), slots, kv_dtype, device)
         self.requests = [Request(list(p)) for p in prompts]
         self.req_to_token = torch.zeros(b, self.max_len, dtype=torch.int64, device=device)
-        kind = draft_kind or ("sglang" if device.type == "cuda" and _has_sglang() else "reference")
+        kind = draft_kind or ("sglang" if device.type == "cuda" and sglang_available() else "reference")
         rows = b * max(num_draft, 1)
         self.draft_decode = DraftDecode(kind, w.spec.heads, max(rows, b), device)
         self.paths = Paths(w.spec.heads, kv_dtype, _capture_size(b), device, impl)
@@ -347,12 +348,3 @@ def _capture(fn, device: torch.device):
     with torch.cuda.graph(graph):
         fn()
     return graph
-
-
-def _has_sglang() -> bool:
-    from .attend import sglang_available
-
-    return sglang_available()
-
-
-__all__ = ["Engine", "Request", "StepTimes", "accept", "GenerationInputError", "D_QK"]

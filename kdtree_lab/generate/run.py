@@ -8,14 +8,15 @@ runs it and returns a JSON-ready dict (``RESULT_KEYS``); ``rows(result)`` is its
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Callable
 
 import numpy as np
 import torch
 
 from . import corpus
-from .attend import CAPTURE_SAFE, PATHS, sglang_available
+from ..checks.bench import sglang_available
+from .attend import CAPTURE_SAFE, PATHS
 from .check import compare, first_divergence, reference_logits
 from .drafts import DraftConfig, Drafter, parse
 from .loop import Engine, GenerationInputError
@@ -234,4 +235,4 @@ def problems(result: dict) -> list[str]:
     return out
 
 
-__all__ = ["GenerateSpec", "plan", "generate", "rows", "problems", "GenerationInputError", "field"]
+__all__ = ["GenerateSpec", "plan", "generate", "rows", "problems", "GenerationInputError"]
