@@ -29,7 +29,7 @@ import torch
 from ..contract.spec import sglang_capture_sizes
 from ..checks.bench import sglang_available
 from ..core.mla import D_V
-from ..core.tree import DraftTree
+from ..core.tree import DraftTree, chain
 from .attend import CAPTURE_SAFE, DraftDecode, Paths, VerifyCall, reference_attention
 from .drafts import DraftConfig, Drafter
 from .forward import forward
@@ -186,8 +186,6 @@ class Engine:
         s["mask_indptr"].copy_(torch.tensor(mptr, dtype=torch.int64))
         s["mask"][: mptr[-1]].fill_(1)
         idx, val = [], []
-        from ..core.tree import chain
-
         all_trees = list(trees) + [chain(n)] * (bs_pad - len(trees))
         depth_rows, tok_rows = [], []
         for b, (length, tree) in enumerate(zip(lens, all_trees)):
@@ -291,8 +289,6 @@ class Engine:
         """What a server does at start-up, before any timed step: for every batch size the run can reach (1 to the
         requests), one verify of dummy chains (their slots allocated, then freed), captured in a CUDA graph with
         ``graphs`` (as SGLang captures its sizes), else run once eager (Triton's compilation for the shape)."""
-        from ..core.tree import chain
-
         path = self.paths.get(path_name, self.num_draft)
         active = self.active()
         for b in range(1, len(active) + 1):
