@@ -182,7 +182,7 @@ def test_chain_preset_times_both_peers_beside_ours_on_chains_only():
     items = bench_presets.preset("chain")
     assert len(items) == len(bench_presets.CHAIN_SHAPES) == 7
     assert all(s.mask == "chain" and s.kv == "bf16" for s, _ in items)
-    assert all(impls == ["cuda", "sglang_extend", "sglang_verify_mla", "flashmla"] for _, impls in items)
+    assert all(impls == ["cuda", "sglang_extend", "sglang_verify_mla", "flashmla", "b12x"] for _, impls in items)
     assert (1, 200_000, 4, 8) in [(s.batch, s.prefix, s.draft, s.heads) for s, _ in items]
 
 
@@ -192,14 +192,15 @@ def test_flashmla_paged_layout_is_the_verify_batch_at_equal_rows():
     from kdtree_lab.checks import flashmla
     from kdtree_lab.checks.batch import build_verify_batch
     from kdtree_lab.checks.oracle import compare, reference
+    from kdtree_lab.checks.paged import paged_reference
 
     b = build_verify_batch([130, 1, 64], 4, 8, mask="chain", seed=3)
     p = flashmla.paged(b, seed=1)
-    assert p.q.shape == (3, 4, 8, 576) and p.k_cache.shape[1:] == (64, 1, 576) and p.causal
-    assert p.cache_seqlens.tolist() == [134, 5, 68] and p.block_table.shape == (3, 3)
-    used = p.block_table[0].tolist() + p.block_table[1, :1].tolist() + p.block_table[2, :2].tolist()
+    assert p.q.shape == (12, 8, 576) and p.shape == (3, 4, 8) and p.cache.shape[1:] == (64, 1, 576) and p.causal
+    assert p.seqlens.tolist() == [134, 5, 68] and p.table.shape == (3, 3)
+    used = p.table[0].tolist() + p.table[1, :1].tolist() + p.table[2, :2].tolist()
     assert sorted(used) == list(range(6))
-    err = compare(flashmla.paged_reference(p), reference(b))
+    err = compare(paged_reference(p), reference(b))
     assert err["rel_l2"] < 1e-12 and err["nan"] == 0
     with pytest.raises(ValueError, match="chains"):
         flashmla.paged(build_verify_batch([9], 4, 8, mask="tree", seed=1))
@@ -229,3 +230,66 @@ def test_sglangs_chain_verify_kernel_is_not_handed_a_tree():
 
     with pytest.raises(ValueError, match="chains \\(topk 1\\) only"):
         sglang_kernels.verify_shared_kv(build_verify_batch([9], 4, 8, mask="tree", seed=1))
+
+
+def test_b12x_layout_is_the_verify_batch_in_token_pages_and_over_fp8_writes_the_draft_keys_as_e4m3():
+    """b12x's input: page size 1 (SGLang's token pool) by default or a multiple of 16; the fp64 attention over the
+    layout is the oracle's over a bf16 pool; over an fp8 pool the draft keys enter the cache as e4m3 at k_scale (K and
+    V share it), so that attention moves from the oracle's by e4m3's rounding of 4 of 134 keys and no more."""
+    import torch
+
+    from kdtree_lab.checks import b12x
+    from kdtree_lab.checks.batch import build_verify_batch
+    from kdtree_lab.checks.oracle import compare, reference
+    from kdtree_lab.checks.paged import paged_reference
+
+    b = build_verify_batch([130, 1, 64], 4, 8, mask="chain", seed=3)
+    for page in (1, 16):
+        p = b12x.paged(b, page=page, seed=2)
+        assert p.page == page and p.seqlens.tolist() == [134, 5, 68]
+        assert p.table.shape == (3, -(-134 // page)) and p.causal
+        assert compare(paged_reference(p), reference(b))["rel_l2"] < 1e-12
+        assert compare(b12x.reference(p), reference(b))["rel_l2"] < 1e-12  # bf16: no rounding of Q
+    with pytest.raises(ValueError, match="pages of 1 or a multiple of 16 tokens, found 8"):
+        b12x.paged(b, page=8)
+    with pytest.raises(ValueError, match="custom_mask: b12x's dense MLA serves causal rows"):
+        b12x.paged(build_verify_batch([9], 4, 8, mask="tree", seed=1))
+    f = build_verify_batch([130, 1, 64], 4, 8, mask="chain", seed=3, kv_dtype="fp8", k_scale=0.5, v_scale=0.5)
+    p = b12x.paged(f, seed=2)
+    assert p.cache.dtype == torch.float8_e4m3fn and p.scale == 0.5
+    own = p.cache[p.table[0, 130:134].long()].reshape(4, -1).float() * 0.5
+    assert torch.allclose(own, f.k_extend[:4, 0].float(), rtol=2 ** -4, atol=2 ** -9)  # e4m3: 3 mantissa bits
+    err = compare(paged_reference(p), reference(f))
+    assert 0 < err["rel_l2"] < 0.05
+    q_err = compare(b12x.reference(p), paged_reference(p))  # Q rounded to e4m3, as b12x rounds it
+    assert 0 < q_err["rel_l2"] < 0.1
+
+
+def test_b12x_load_reports_the_exact_error_when_it_does_not_import(monkeypatch):
+    import builtins
+
+    from kdtree_lab.checks import b12x
+
+    real = builtins.__import__
+
+    def fake(name, *a, **kw):
+        if name.startswith("b12x"):
+            raise ModuleNotFoundError("No module named 'cutlass'")
+        return real(name, *a, **kw)
+
+    monkeypatch.setattr(builtins, "__import__", fake)
+    assert b12x.load() == (None, "ModuleNotFoundError: No module named 'cutlass'")
+
+
+def test_b12x_preset_pairs_b12x_with_ours_on_chains_of_1_to_8_over_both_pools():
+    from kdtree_lab.checks.bench_presets import preset
+
+    items = preset("b12x")
+    shapes = {(s.batch, s.prefix, s.draft, s.heads, s.kv) for s, _ in items}
+    assert len(items) == len(shapes) == 72
+    assert {s.draft for s, _ in items} == {1, 4, 8} and {s.heads for s, _ in items} == {8, 16}
+    assert {s.prefix for s, _ in items} == {4096, 32_768, 200_000} and {s.batch for s, _ in items} == {1, 8}
+    for s, impls in items:
+        assert impls[0] == "cuda" and impls[-1] == "b12x" and s.mask == ("chain" if s.draft > 1 else "causal")
+        assert ("cuda_sm120_e4m3_32" in impls) == (s.kv == "fp8" and s.draft * s.heads <= 32)
+        assert ("cuda_sm120_roles" in impls) == (s.kv == "bf16")

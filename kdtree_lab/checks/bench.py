@@ -153,6 +153,33 @@ def time_flashmla(shape: Shape, method: str = "graph") -> Timing:
     return Timing("flashmla", shape, ms, n, method=how)
 
 
+def time_b12x(shape: Shape, method: str = "graph", page: int = 1) -> Timing:
+    """b12x's dense MLA in verify mode (PyPI ``b12x``, CuTe DSL for SM120) on a chain or causal shape at equal rows:
+    N causal query rows per request over ``page``-token pages holding the prefix and the draft tokens
+    (kdtree_lab.checks.b12x; the first compile of a shape takes seconds, before timing). Checked against the fp64
+    attention over its layout before it is timed. Raises PeerUnavailable with the exact error where it does not
+    load, compile or match."""
+    from . import b12x
+    from .oracle import compare
+    from .parity import within_tolerance
+
+    module, error = b12x.load()
+    if module is None:
+        raise PeerUnavailable(error)
+    if shape.mask == "tree":
+        raise PeerUnavailable(f"b12x's dense MLA masks are causal or a window: no tree ({shape})")
+    copies = _copies(shape)
+    batches = shape_batches(shape, copies)
+    calls = [b12x.prepare(module, b12x.paged(b, page=page, seed=i)) for i, b in enumerate(batches)]
+    err = compare(calls[0].run(), b12x.reference(calls[0].paged))
+    if not within_tolerance(err, e4m3=shape.kv == "fp8"):
+        raise PeerUnavailable(f"b12x's output differs from the fp64 attention over its layout on {shape}: {err}")
+    for c in calls[1:]:
+        c.run()
+    ms, n, how = timed(lambda i: calls[i].run(), copies, method)
+    return Timing("b12x", shape, ms, n, nsplit=calls[0].splits, method=how)
+
+
 def time_sglang_decode(shape: Shape, max_kv_splits: int = 256, method: str = "graph") -> Timing:
     """SGLang's split-K ``decode_attention_fwd`` (grouped MLA) for one token per request: the reference point a
     tree verify should match. Split counts come from SGLang's own ``get_num_kv_splits_triton``."""
@@ -181,6 +208,9 @@ def time_sglang_decode(shape: Shape, max_kv_splits: int = 256, method: str = "gr
     return Timing("sglang_decode_1tok", shape, ms, n, method=how)
 
 
+PEER_TIMERS = {"sglang_verify_mla": time_sglang_verify_mla, "flashmla": time_flashmla, "b12x": time_b12x}
+
+
 def run_grid(shapes: list[Shape], impls: list[str], ceilings: Ceilings | None = None,
              progress: bool = True, method: str = "graph") -> dict:
     """Time every impl on every shape (``method``: graph replays, the default, or eager calls); returns ceilings
@@ -207,8 +237,8 @@ def run_grid(shapes: list[Shape], impls: list[str], ceilings: Ceilings | None = 
                 timings[impl] = time_sglang_extend(shape, method=method)
             elif impl == "sglang_decode":
                 timings[impl] = time_sglang_decode(shape, method=method)
-            elif impl in ("sglang_verify_mla", "flashmla"):
-                peer = time_sglang_verify_mla if impl == "sglang_verify_mla" else time_flashmla
+            elif impl in PEER_TIMERS:
+                peer = PEER_TIMERS[impl]
                 try:
                     timings[impl] = peer(shape, method=method)
                 except Exception as exc:  # noqa: BLE001 - a peer that fails is recorded with its exact error, no row

@@ -13,7 +13,8 @@ FP8_OURS = ("cuda", "cuda_sm120", "triton")  # not the second generation: over a
 # configuration, which the H200 emulates (the issue-fp8 preset times it on the timing library, KDT_E4M3_TIMING=1)
 TIMEABLE = tuple(IMPLS)  # any registered implementation, when asked for (--impl)
 ALL_IMPLS = [*OURS, "sglang_extend", "sglang_decode"]
-PEERS = ("sglang_verify_mla", "flashmla")  # chain-only peers: SGLang's grouped-head verify kernel, FlashMLA (SM90)
+PEERS = ("sglang_verify_mla", "flashmla", "b12x")  # chain-only peers: SGLang's grouped-head verify kernel, FlashMLA
+# (SM90), b12x's dense MLA (SM120, CuTe DSL)
 PEER_IMPLS = ("sglang_extend", "sglang_decode", *PEERS)  # every implementation that is not ours
 # chain (EAGLE topk 1) shapes: the issue-37 grid, where SGLang's verify_shared_kv_fwd and FlashMLA's causal decode
 # also serve the step; FlashMLA runs them at equal rows (N query tokens x H heads per request)
@@ -24,12 +25,16 @@ CHAIN_SHAPES = ((1, 200_000, 4, 8), (8, 200_000, 4, 8), (1, 200_000, 4, 16), (8,
 # the issue grid's H = 8, 16 rows (TP8 / TP4 of a 64-head model) as (B, L, N, H): the fp8 presets' shapes
 TP8_TP4_ROWS = tuple((b, length, n, h) for h in (8, 16) for n in (4, 16, 64) for b in (1, 8)
                      for length in (4096, 32_768, 200_000))
-PRESETS = ("quick", "issue", "issue-fp8", "hopper-fp8", "fp8", "chain")  # the names preset() knows
+# b12x's dense MLA beside ours (issue 51): chains of 1-8 causal rows, B 1 and 8, L 4k-200k, H 8 / 16, both pools
+B12X_ROWS = tuple((b, length, n, h) for n in (4, 8, 1) for h in (8, 16) for b in (1, 8)
+                  for length in (200_000, 32_768, 4096))  # chains of 4 and 8 first: what a run cut short keeps
+PRESETS = ("quick", "issue", "issue-fp8", "hopper-fp8", "fp8", "chain", "b12x")  # the names preset() knows
 
 
 def preset(name: str) -> list[tuple[Shape, list[str]]]:
     """Named shape grids with the implementations each shape is timed with (chain: CHAIN_SHAPES with SGLang's
-    chain verify kernel and FlashMLA beside ours and extend_attention_fwd).
+    chain verify kernel, FlashMLA and b12x beside ours and extend_attention_fwd; b12x: B12X_ROWS over both pools,
+    chains of N causal rows, b12x beside the H200's pick and the sm_120 forms).
 
     quick: the headline (B=1, L=200k, H=8, N=16), the reference deployment (B=8), batch 48, and memory- and
     compute-bound corners. issue: the full grid H {8,16,64,128} x N {4,16,64} x B {1,8,48} x L {4k,32k,200k}
@@ -69,6 +74,15 @@ def preset(name: str) -> list[tuple[Shape, list[str]]]:
     if name == "chain":  # issue 37: chains beside SGLang's two verify kernels and FlashMLA
         return [(Shape(b, length, n, h, mask="chain"), ["cuda", "sglang_extend", *PEERS])
                 for b, length, n, h in CHAIN_SHAPES]
+    if name == "b12x":  # issue 51: b12x beside ours, the H200's pick and what an sm_120 card runs (fp8: e4m3 forms)
+        out = []
+        for b, length, n, h in B12X_ROWS:
+            mask = "chain" if n > 1 else "causal"
+            sm120 = ["cuda_sm120", "cuda_sm120_roles"]
+            fp8 = ["cuda_sm120_e4m3", *(["cuda_sm120_e4m3_32"] if n * h <= 32 else [])]
+            for kv, ours in (("bf16", sm120), ("fp8", fp8)):
+                out.append((Shape(b, length, n, h, mask=mask, kv=kv), ["cuda", *ours, "b12x"]))
+        return out
     raise ValueError(f"unknown bench preset {name!r}: expected one of {', '.join(PRESETS)}")
 
 

@@ -115,8 +115,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
                    help="shape grid (issue-fp8: the issue grid's H = 8, 16 rows over an fp8 pool on the sm_120 e4m3 "
                         "and exact configurations; hopper-fp8: the same rows over both pools on sm_90a, v5 over "
                         "bf16 beside v4's e4m3 variant, which v5 maps an fp8 pool to; fp8: memory- and compute-bound "
-                        "shapes over a bf16 and an fp8 pool; chain: chains beside SGLang's verify_shared_kv_fwd and "
-                        "FlashMLA)")
+                        "shapes over a bf16 and an fp8 pool; chain: chains beside SGLang's verify_shared_kv_fwd, "
+                        "FlashMLA and b12x; b12x: b12x's dense MLA beside ours on chains of 1-8 rows, both pools)")
     p.add_argument("--impl", help=f"comma-separated subset of {', '.join((*IMPLS, *PEER_IMPLS))} "
                                   "(default: the implementations the preset names for each shape)")
     p.add_argument("--timing", choices=["graph", "eager"], default="graph",
