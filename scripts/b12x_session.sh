@@ -7,7 +7,10 @@
 source scripts/session_lib.sh
 stage=/tmp/b12x-stage; mkdir -p "$stage" "$OUT"
 for d in .b12x-1 .b12x-2; do [ -d "$d" ] && cp -n "$d"/* "$stage"/; done
-ls "$stage"/sglang-*.whl >/dev/null 2>&1 && WHEELS="$stage" install_wheels >/dev/null
+if [ ! -f /tmp/site/.sglang-installed ] && ls "$stage"/sglang-*.whl >/dev/null 2>&1; then  # SGLang's kernel wheels
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+    $(ls "$stage"/*.whl | grep -v -E '/(b12x|nvidia_cutlass_dsl|apache_tvm_ffi)') && touch /tmp/site/.sglang-installed
+fi
 export PYTHONPATH=/tmp/site:/tmp/site/nvidia_cutlass_dsl/dsl_packages:$PWD B12X_COMPILE_CACHE_DIR=/tmp/b12x-cache
 B12X_READY=0
 unxz_to() { python3 -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.stdin.buffer), open(sys.argv[1], 'wb'))" "$1"; }
