@@ -1,10 +1,15 @@
 """The fresh fp8 draw of issue 51 on the CPU: the draw covers the issue's ranges within the oracle budget, the
-summary's figures, the stated bound (1.2x SGLang's error passes, 3x fails), and a tiny run on the Triton twin under the interpreter (GPU: tests/test_gpu_fp8_fresh.py)."""
+summary's figures, the stated bound (1.2x SGLang's error passes, 3x fails), the docs sentence from a run's JSON, and
+a tiny run on the Triton twin under the interpreter (GPU: tests/test_gpu_fp8_fresh.py)."""
+
+import importlib.util
+import json
 
 import pytest
 import torch
 
 from kdtree_lab.checks import fp8_fresh, parity
+from kdtree_lab.core.paths import ROOT
 
 
 def test_the_draw_covers_the_issues_ranges_within_the_oracle_budget():
@@ -80,6 +85,35 @@ def test_the_summary_figures():
     assert s["above_sglang"] == 4 and s["e4m3"] == 6 and s["failed"] == 3  # 2x, 2.5x and 25x
     two = fp8_fresh.summaries(rows[:2] + [{**rows[2], "impl": "triton"}])
     assert list(two) == ["cuda_sm120_e4m3", "triton"] and two["triton"]["count"] == 1
+
+
+def _docs_fp8():
+    spec = importlib.util.spec_from_file_location("readme_tables", ROOT / "scripts" / "readme_tables.py")
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))  # puts scripts/ on sys.path
+    import docs_tables.fp8 as fp8
+
+    return fp8
+
+
+def test_the_docs_sentence_comes_from_the_newest_committed_run(tmp_path, monkeypatch):
+    fp8 = _docs_fp8()
+    monkeypatch.setattr(fp8, "_rel", lambda path: str(path.relative_to(tmp_path)))
+    with pytest.raises(LookupError, match="fp8-fresh.json"):
+        fp8._fresh_path(tmp_path)
+    rows = [_row(0.03, 0.025), _row(0.02, 0.025), {**_row(0.002, 0.025, e4m3=False), "impl": "cuda_sm120_fp8"}]
+    draw = {"count": 60, "batch": [1, 5], "T": [1, 32], "H": [1, 128], "prefix": [1, 65535],
+            "scales": [0.25, 2.0]}
+    for day in ("2027-01-02", "2027-01-01"):
+        run = tmp_path / "h200" / f"{day}-fresh"
+        run.mkdir(parents=True)
+        prov = {"gpu": "NVIDIA H200", "date_utc": f"{day}T00:00:00+00:00"}
+        (run / "fp8-fresh.json").write_text(json.dumps({"provenance": prov, "seed": 9, "draw": draw, "rows": rows}))
+    path = fp8._fresh_path(tmp_path)
+    assert "2027-01-02" in str(path)
+    text = fp8.fp8_fresh_sentence(path)
+    assert text.startswith("On 60 fresh random fp8 cases per configuration") and "seed 9" in text
+    assert "within rel_l2 0.030 of the fp64 reference" in text and "within 1.20x SGLang's own fp8 error" in text
+    assert "above SGLang's on 1 of 2 cases" in text and "exact configurations within rel_l2 0.0020" in text
 
 
 def test_a_tiny_fresh_run_on_the_triton_twin():
