@@ -6,15 +6,26 @@ both convert e4m3 -> bf16 exactly and run bf16 MMAs), SGLang 0.5.23's ``extend_a
 to e4m3 for the prefix dot products: what an e4m3 MMA path computes), and our kernel fed Q rounded to e4m3 (the
 Q half of that choice alone). Writes JSON to --out; a development tool, the gates are the GPU tests.
 
+``--fresh N`` instead draws N fresh random fp8 cases (kdtree_lab/checks/fp8_fresh.py: issue 51's distribution, the
+seed from os.urandom unless ``--seed`` or KDT_FRESH_SEED names it) and runs every fp8 configuration this GPU runs and
+SGLang's kernel on each: per-case rows, the summary per configuration, the seed and the provenance, what the README's
+fresh-case sentence is generated from once committed as data/results/h200/<run>/fp8-fresh.json.
+
     python3 scripts/fp8_accuracy.py --out $OUT/fp8-accuracy.json
+    python3 scripts/fp8_accuracy.py --fresh 60 --out $OUT/fp8-fresh.json [--seed S]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
+import time
+from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kdtree_lab.kernels import attention
 from kdtree_lab.checks.batch import build_verify_batch
@@ -39,10 +50,58 @@ def _sglang(batch) -> torch.Tensor:
     return o
 
 
-def main() -> int:
+def fresh(count: int, seed: int | None, out: Path, argv: list[str]) -> int:
+    """``--fresh``: the draw, every fp8 configuration and SGLang on each case, JSON with the provenance; 1 where a
+    case is outside the stated bound (the JSON is written either way)."""
+    from kdtree_lab.checks import fp8_fresh, parity
+    from kdtree_lab.checks.bench import sglang_available
+    from kdtree_lab.lab.provenance import provenance
+
+    sglang = sglang_available()
+    if sglang is None:
+        print("--fresh needs SGLang's extend_attention_fwd (sglang 0.5.23), which does not import here")
+        return 2
+    seed = fp8_fresh.fresh_seed() if seed is None else seed
+    print(f"fresh fp8 draw: {count} cases, {fp8_fresh.SEED_ENV}={seed}", flush=True)
+    t0 = time.perf_counter()
+    run = fp8_fresh.run_fresh(count, seed)
+    secs = time.perf_counter() - t0
+    draw = {"count": count, "batch": [1, fp8_fresh.MAX_BATCH], "T": [1, fp8_fresh.MAX_DRAFT],
+            "H": [1, fp8_fresh.MAX_HEADS], "prefix": [1, fp8_fresh.MAX_PREFIX - 1], "prefix_law": "log-uniform",
+            "scales": list(fp8_fresh.SCALE_RANGE), "budget_sum_L_T_H": fp8_fresh.BUDGET,
+            "masks": ["tree", "chain", "causal"], "variants": ["eager", "capture"]}
+    bound = {"rel_l2": parity.REL_L2_TOL, "max_abs": "2^-6 x max(1, max|ref|)", "e4m3_rel_l2": parity.E4M3_REL_L2_TOL,
+             "e4m3_max_abs": "2^-2 x max(1, max|ref|)", "sglang_error_factor": parity.SGLANG_ERROR_FACTOR,
+             "sglang_error_floor": parity.BF16_ULP}
+    result = {"provenance": {**provenance("python3 scripts/fp8_accuracy.py " + " ".join(argv)), "sglang": sglang},
+              "seed": seed, "seconds": round(secs, 1), "draw": draw, "bound": bound, "summary": run.summary,
+              "rows": list(run.rows)}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    for impl, s in run.summary.items():
+        print(f"{impl:20s} e4m3 {s['e4m3']:>2}/{s['count']} rel_l2 median {s['rel_l2_median']:.3g} p90 "
+              f"{s['rel_l2_p90']:.3g} max {s['rel_l2_max']:.3g}; ours / SGLang median {s['ratio_median']:.2f} max "
+              f"{s['ratio_max']:.2f}, above SGLang {s['above_sglang']}; failed {s['failed']}")
+    bad = [r for r in run.rows if not r["ok"]]
+    for r in bad[:10]:
+        print("FAIL " + fp8_fresh.failure_words(r, seed))
+    print(f"{len(run.rows)} rows in {secs:.0f} s, {len(bad)} outside the bound -> {out}")
+    return 1 if bad else 0
+
+
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True)
-    args = ap.parse_args()
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--fresh", type=int, metavar="N", help="draw N fresh random fp8 cases instead of the fixed shapes")
+    ap.add_argument("--seed", type=int, help="the --fresh draw's seed (default: KDT_FRESH_SEED, else os.urandom)")
+    argv = sys.argv[1:] if argv is None else argv
+    args = ap.parse_args(argv)
+    if args.fresh is not None:
+        if args.fresh < 1:
+            ap.error(f"--fresh: expected a case count >= 1, found {args.fresh}")
+        return fresh(args.fresh, args.seed, args.out, argv)
+    if args.seed is not None:
+        ap.error("--seed: applies to --fresh only")
     rows = []
     for i, (lens, n, h) in enumerate(SHAPES):
         for ks, vs in SCALES:

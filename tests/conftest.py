@@ -19,9 +19,9 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 
 def _wgmma_impls() -> set[str]:
     """Implementation names of the sm_90a wgmma configurations (the registry's kernel names say which)."""
-    from kdtree_lab.kernels.impls import IMPLS
+    from kdtree_lab.kernels.impls import IMPLS, sm90a_only
 
-    return {n for n, i in IMPLS.items() if (i.kernel or "").startswith("verify_wgmma")}
+    return {n for n in IMPLS if sm90a_only(n)}
 
 
 def pytest_collection_modifyitems(config, items):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import asdict, dataclass, field, replace
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -99,11 +99,26 @@ class ParityReport:
 
 
 # e4m3 tensor-core math (launch_plan.E4M3_CONFIGS): Q and P rounded to e4m3, whose 3 mantissa bits leave each element
-# within 2^-4 of its value; the output's error is then that of SGLang's own fp8 kernel, which rounds both the same
-# way (measured 0.003-0.062 rel_l2 and up to 0.12 max_abs / max(1, max|ref|) over the fp8 GPU grid, SGLang
-# 0.023-0.141; docs/kernels.md, "fp8 pools"). The gate against SGLang on the same cases is parity.against_sglang.
+# within 2^-4 of its value; the output's error is then of the order of SGLang's own fp8 kernel's, which rounds both the
+# same way (measured 0.003-0.062 rel_l2 and up to 0.12 max_abs / max(1, max|ref|) over the fp8 GPU grid, SGLang
+# 0.023-0.141; docs/kernels.md, "fp8 pools"), below it on that grid but not on every fresh random case (up to 1.22x
+# on issue 51's draws). The gate against SGLang on the same case is within_sglang_error (checks/fp8_fresh.py draws
+# the fresh cases).
 E4M3_REL_L2_TOL = 0.1
 E4M3_MAX_ABS = 2.0 ** -2
+
+
+# Against SGLang's own kernel on the same case: ours may be at most this times SGLang's distance to the oracle, plus
+# one bf16 unit in the last place (2^-8 relative: the output's own rounding, which neither kernel can beat, so two
+# kernels both at the bf16 floor are not judged on their noise). Ours was measured up to 1.22x SGLang's under e4m3
+# math; a wrong mask or scale lands at 3x or more (and outside the oracle tolerance).
+SGLANG_ERROR_FACTOR = 1.5
+BF16_ULP = 2.0 ** -8
+
+
+def within_sglang_error(ours_rel_l2: float, sglang_rel_l2: float) -> bool:
+    """Whether our rel_l2 to the oracle is within SGLANG_ERROR_FACTOR x SGLang's on the same case + BF16_ULP."""
+    return ours_rel_l2 <= SGLANG_ERROR_FACTOR * sglang_rel_l2 + BF16_ULP
 
 
 def within_tolerance(err: dict[str, float], e4m3: bool = False) -> bool:
@@ -258,27 +273,32 @@ def run_parity(impl: Impl, cases: list[Case], device: str | torch.device,
 SGLANG_GAP_FACTOR = 1.5  # ours vs SGLang may differ by this times SGLang's own distance to the oracle (+ REL_L2_TOL)
 
 
-def against_sglang(impl: Impl, cases: list[Case], device: str | torch.device = "cuda") -> list[dict]:
-    """Per case: ``impl`` and SGLang's own ``extend_attention_fwd`` on the same batch (both outputs poisoned first),
-    each against the fp64 oracle and against each other (rel_l2 over live rows). ``ok``: ours within tolerance
-    and no further from SGLang than SGLANG_GAP_FACTOR x SGLang's own error + REL_L2_TOL. Over an fp8 pool SGLang
-    downcasts Q and P to e4m3 for the prefix (data/contracts/sglang-0.5.23-fp8-kv.yaml), so its own error is
-    the larger one there. Needs SGLang and a GPU."""
+def against_sglang(impls: Impl | Sequence[Impl], cases: list[Case], device: str | torch.device = "cuda") -> list[dict]:
+    """Per case and implementation (one or several): ours and SGLang's own ``extend_attention_fwd`` on the same batch
+    (each output poisoned with NaN first; SGLang and the fp64 oracle run once per case), each against the oracle and
+    against each other (rel_l2 over live rows): the case's parameters, sglang_verdict's figures, ``e4m3`` (the call ran
+    e4m3 math), the kernel's status ``flags`` and ``ok`` (the verdict, and no flag). Over an fp8 pool SGLang downcasts
+    Q and P to e4m3 for the prefix (data/contracts/sglang-0.5.23-fp8-kv.yaml). Needs SGLang and a GPU."""
     from .sglang_kernels import extend_attention
 
+    impls = (impls,) if isinstance(impls, str) else tuple(impls)
     rows = []
     for case in cases:
         batch = case.build(device)
-        ours, flags = runner(impl)(batch, case.nsplit)
-        ours = ours.clone()
-        theirs = extend_attention(batch, torch.full_like(batch.o, float("nan")))
         live = batch.live_bs * batch.max_extend_len
-        e4m3 = e4m3_case(impl, case, device)
-        v = sglang_verdict(ours[:live], theirs[:live], reference(batch)[:live], e4m3=e4m3)
-        rows.append({"name": case.name, "kv_dtype": case.kv_dtype, "k_scale": case.k_scale, "v_scale": case.v_scale,
-                     "variant": case.variant, "mask": case.mask, "ours_rel_l2": v["ours_rel_l2"],
-                     "sglang_rel_l2": v["sglang_rel_l2"], "ours_vs_sglang_rel_l2": v["ours_vs_sglang_rel_l2"],
-                     "e4m3": e4m3, "ok": v["ok"] and flags == 0})
+        theirs = extend_attention(batch, torch.full_like(batch.o, float("nan")))[:live]
+        ref = reference(batch)[:live]
+        for impl in impls:
+            batch.o.fill_(float("nan"))
+            ours, flags = runner(impl)(batch, case.nsplit)
+            e4m3 = e4m3_case(impl, case, device)
+            v = sglang_verdict(ours[:live], theirs, ref, e4m3=e4m3)
+            rows.append({"impl": impl, "name": case.name, "lens": list(case.prefix_lens), "N": case.num_draft,
+                         "H": case.num_heads, "kv_dtype": case.kv_dtype, "k_scale": case.k_scale,
+                         "v_scale": case.v_scale, "variant": case.variant, "mask": case.mask,
+                         "padded_bs": case.padded_bs, "nsplit": case.nsplit, "seed": case.seed, **v, "e4m3": e4m3,
+                         "flags": int(flags), "ok": v["ok"] and flags == 0})
+        del batch
     return rows
 
 
@@ -286,16 +306,17 @@ def sglang_verdict(ours: torch.Tensor, theirs: torch.Tensor, ref: torch.Tensor, 
                    e4m3: bool = False) -> dict:
     """Our output and SGLang's on the same rows, each against the oracle ``ref`` and against each other. ``ok``:
     ours within tolerance (e4m3 math's where ``e4m3``) and (``judge_sglang``) no further from SGLang than
-    SGLANG_GAP_FACTOR x SGLang's own error + REL_L2_TOL, and under e4m3 math no further from the oracle than SGLang's
-    own kernel (which rounds Q and P to e4m3 too). ``judge_sglang=False`` where SGLang's output is not meaningful
+    SGLANG_GAP_FACTOR x SGLang's own error + REL_L2_TOL, and under e4m3 math within_sglang_error of the oracle
+    (SGLang's kernel rounds Q and P to e4m3 too). ``judge_sglang=False`` where SGLang's output is not meaningful
     (its kernel under the Triton CPU interpreter): its figures are kept, not judged."""
     mine, sgl = compare(ours, ref), compare(theirs, ref)
     gap = compare(ours, theirs)["rel_l2"]
     ok = within_tolerance(mine, e4m3) and (not judge_sglang or (
-        gap <= SGLANG_GAP_FACTOR * sgl["rel_l2"] + REL_L2_TOL and (not e4m3 or mine["rel_l2"] <= sgl["rel_l2"])))
+        gap <= SGLANG_GAP_FACTOR * sgl["rel_l2"] + REL_L2_TOL
+        and (not e4m3 or within_sglang_error(mine["rel_l2"], sgl["rel_l2"]))))
     return {"ours_rel_l2": mine["rel_l2"], "ours_max_abs": mine["max_abs"], "ours_nan": mine["nan"],
-            "sglang_rel_l2": sgl["rel_l2"], "sglang_nan": sgl["nan"], "ours_vs_sglang_rel_l2": gap,
-            "sglang_judged": judge_sglang, "ok": bool(ok)}
+            "max_ref": mine["max_ref"], "sglang_rel_l2": sgl["rel_l2"], "sglang_max_abs": sgl["max_abs"],
+            "sglang_nan": sgl["nan"], "ours_vs_sglang_rel_l2": gap, "sglang_judged": judge_sglang, "ok": bool(ok)}
 
 
 class ValidationError(AssertionError):

@@ -58,3 +58,8 @@ def kv_refusal(impl: str, kv_dtype: str) -> str | None:
     """The one line refusing a KV pool of ``kv_dtype`` on ``impl``, or None where the implementation serves it."""
     served = IMPLS[impl].kv_dtypes
     return None if kv_dtype in served else f"impl {impl} serves {'/'.join(served)} KV pools, not {kv_dtype}"
+
+
+def sm90a_only(impl: str) -> bool:
+    """Whether ``impl`` is a wgmma configuration, which runs on compute capability 9.x only (sm_90a code)."""
+    return (IMPLS[impl].kernel or "").startswith("verify_wgmma")

@@ -1,5 +1,5 @@
 """fp8 pools: our configurations over both pools, the mma.sync rate per instruction, the e4m3 configuration's
-accuracy, and the README's fp8 sentence."""
+accuracy (on the committed grid and on fresh random cases), and the README's fp8 sentence."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 from kdtree_lab.checks.bench_results import committed_grid, fp8_speedups
 from kdtree_lab.checks.roofline import row_kv
-from kdtree_lab.core.paths import ROOT
+from kdtree_lab.core.paths import RESULTS, ROOT
 
 from .common import _bench, _rel, _timing_words
 from .runs import (E4M3, E4M3_32, E4M3_ACCURACY, E4M3_ACCURACY_ONE_TERM, E4M3_CEILING, FP8_BENCH, FP8_EXACT, HEADLINE,
@@ -134,3 +134,42 @@ def fp8_headline_sentence() -> str:
             "generation, `docs/generation.md`, not on every fresh random case); "
             "`KDTREE_FP8_MATH=exact` (or `VerifyAttention(fp8_math=\"exact\")`) keeps the exact conversion path "
             "instead (`docs/kernels.md`, \"fp8 pools\").")
+
+
+def _fresh_path(results: Path = RESULTS) -> Path:
+    """The newest committed fresh-draw run (``data/results/h200/<run>/.../fp8-fresh.json``, by its provenance date);
+    LookupError where none is committed."""
+    found = sorted((json.loads(p.read_text())["provenance"].get("date_utc", ""), str(p), p)
+                   for p in (results / "h200").rglob("fp8-fresh.json"))
+    if not found:
+        raise LookupError("no fp8-fresh.json committed under data/results/h200/ (python3 scripts/fp8_accuracy.py "
+                          "--fresh 60 --out $OUT/fp8-fresh.json writes one)")
+    return found[-1][2]
+
+
+def fp8_fresh_sentence(path: Path | None = None) -> str:
+    """The fp8 accuracy sentence on cases no one chose (issue 51), from the newest committed fresh-draw run (or
+    ``path``): the e4m3 configurations' worst rel_l2 against the fp64 oracle and their error over SGLang's own fp8
+    kernel's on the same cases, and the exact configurations' worst rel_l2."""
+    from kdtree_lab.checks.fp8_fresh import summary
+
+    path = path or _fresh_path()
+    data = json.loads(path.read_text())
+    rows, d, p = data["rows"], data["draw"], data["provenance"]
+    e4m3, exact = [r for r in rows if r["e4m3"]], [r for r in rows if not r["e4m3"]]
+    if not e4m3:
+        raise LookupError(f"{_rel(path)}: holds no row run with e4m3 math")
+    s = summary(e4m3)
+    configs = ", ".join(f"`{c}`" for c in dict.fromkeys(r["impl"] for r in e4m3))
+    tail = ""
+    if exact:
+        x = summary(exact)
+        tail = (f"; the exact configurations within rel_l2 {x['rel_l2_max']:.4f} (above SGLang's on "
+                f"{x['above_sglang']} of {x['count']})")
+    return (f"On {d['count']} fresh random fp8 cases per configuration (`{_rel(path)}`, {p['gpu']}, "
+            f"{p['date_utc'][:10]}, seed {data['seed']}: batch {d['batch'][0]}-{d['batch'][1]}, "
+            f"{d['T'][0]}-{d['T'][1]} draft tokens, {d['H'][0]}-{d['H'][1]} heads, ragged prefixes up to "
+            f"{(d['prefix'][1] + 1) // 1024}k tokens, tree / chain / causal masks, k_scale and v_scale in "
+            f"{d['scales'][0]:g}-{d['scales'][1]:g}) every e4m3 configuration ({configs}) stays within rel_l2 "
+            f"{s['rel_l2_max']:.3f} of the fp64 reference and within {s['ratio_max']:.2f}x SGLang's own fp8 error "
+            f"(median {s['ratio_median']:.2f}x, above SGLang's on {s['above_sglang']} of {s['count']} cases){tail}.")

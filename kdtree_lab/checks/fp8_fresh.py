@@ -1,0 +1,127 @@
+"""fp8 accuracy on cases no one chose (issue 51): fresh random fp8_e4m3 cases, every fp8 configuration this GPU runs
+and SGLang's own fp8 kernel on each, both against the fp64 oracle, and the stated bound per case.
+
+The draw: batch 1-5, T (draft tokens per request) 1-32, H 1-128 (uniform; every H >= 1 is served), ragged prefix
+lengths log-uniform in 1..65535 with sum(L) x T x H <= ``BUDGET`` (the oracle's cost), tree / chain / causal masks,
+eager / capture layouts, k_scale and v_scale each uniform in 0.25-2. The bound (``fresh_ok``): ours within its math's
+tolerance of the oracle (parity.within_tolerance: e4m3's where the call ran e4m3 tensor-core math), no NaN, no status
+flag, and within parity.within_sglang_error of SGLang's distance to the oracle on the same case.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from dataclasses import dataclass, replace
+from typing import Mapping
+
+import numpy as np
+import torch
+
+from ..kernels.impls import IMPLS, sm90a_only
+from . import parity
+
+FRESH_COUNT = 60  # cases per configuration
+MAX_BATCH, MAX_DRAFT, MAX_HEADS, MAX_PREFIX = 5, 32, 128, 65_536
+SCALE_RANGE = (0.25, 2.0)  # k_scale, v_scale: each uniform
+BUDGET = 20_000_000  # sum(L) x T x H per case: the fp64 oracle's cost, a fraction of a second on an H200
+SEED_ENV = "KDT_FRESH_SEED"  # set to reproduce a run's draw
+
+
+@dataclass(frozen=True)
+class FreshRun:
+    """One fresh draw run: its seed, the cases, per (case, configuration) rows (parity.against_sglang's, with
+    ``ratio`` = ours / SGLang rel_l2 and ``ok`` = ``fresh_ok``) and per configuration ``summary``."""
+
+    seed: int
+    cases: tuple[parity.Case, ...]
+    rows: tuple[dict, ...]
+    summary: dict[str, dict]
+
+
+def fresh_seed(environ: Mapping[str, str] = os.environ) -> int:
+    """The seed of a draw: ``KDT_FRESH_SEED`` where set (to reproduce a run), else 32 bits from os.urandom."""
+    if environ.get(SEED_ENV, "").strip():
+        return int(environ[SEED_ENV])
+    return int.from_bytes(os.urandom(4), "little")
+
+
+def fresh_cases(count: int, seed: int, budget: int = BUDGET) -> list[parity.Case]:
+    """``count`` fp8 cases drawn from ``seed`` (parity.random_cases over the issue's ranges, then fp8_cases with one
+    (k_scale, v_scale) pair drawn per case), named ``fresh<i>``."""
+    rng = np.random.default_rng(seed)
+    cases = parity.random_cases(count, rng, max_prefix=MAX_PREFIX, max_batch=MAX_BATCH, max_draft=MAX_DRAFT,
+                                heads=tuple(range(1, MAX_HEADS + 1)), budget_tokens=budget)
+    scales = tuple((round(float(rng.uniform(*SCALE_RANGE)), 4), round(float(rng.uniform(*SCALE_RANGE)), 4))
+                   for _ in cases)
+    return [replace(c, name=f"fresh{i}") for i, c in enumerate(parity.fp8_cases(cases, scales))]
+
+
+def fp8_impls(compute_capability: int) -> tuple[str, ...]:
+    """Every implementation that reads fp8 pools and runs on a GPU of ``compute_capability`` (major x 10 + minor):
+    the wgmma configurations on 9.x only; the sm_120 ones run under sm_120's limits anywhere with their shared
+    memory (the H200 included)."""
+    return tuple(n for n, i in IMPLS.items()
+                 if "fp8" in i.kv_dtypes and (not sm90a_only(n) or compute_capability // 10 == 9))
+
+
+def fresh_ok(row: dict) -> bool:
+    """The stated bound on one row: within its math's oracle tolerance, no NaN, no status flag, and within
+    parity.within_sglang_error of SGLang's rel_l2 on the same case."""
+    err = {"rel_l2": row["ours_rel_l2"], "max_abs": row["ours_max_abs"], "max_ref": row["max_ref"],
+           "nan": row["ours_nan"]}
+    return (parity.within_tolerance(err, row["e4m3"]) and row["flags"] == 0
+            and parity.within_sglang_error(row["ours_rel_l2"], row["sglang_rel_l2"]))
+
+
+def judged(row: dict) -> dict:
+    """``row`` with ``ratio`` (ours / SGLang rel_l2, inf where SGLang's is 0) and ``ok`` replaced by ``fresh_ok``."""
+    sgl = row["sglang_rel_l2"]
+    return {**row, "ratio": row["ours_rel_l2"] / sgl if sgl else float("inf"), "ok": fresh_ok(row)}
+
+
+def _quantile(values: list[float], q: float) -> float:
+    return float(np.quantile(np.asarray(values, dtype=float), q))
+
+
+def summary(rows: list[dict]) -> dict:
+    """Figures of a group of judged rows: count, median / p90 / max of our rel_l2, the max of max_abs / max(1,
+    max|ref|), median / max ratio to SGLang, how many above SGLang (ratio > 1), how many e4m3 and how many fail."""
+    rel = [r["ours_rel_l2"] for r in rows]
+    ratio = [r["ratio"] for r in rows]
+    return {"count": len(rows), "rel_l2_median": statistics.median(rel), "rel_l2_p90": _quantile(rel, 0.9),
+            "rel_l2_max": max(rel), "max_abs_rel_max": max(r["ours_max_abs"] / max(1.0, r["max_ref"]) for r in rows),
+            "sglang_rel_l2_median": statistics.median(r["sglang_rel_l2"] for r in rows),
+            "ratio_median": statistics.median(ratio), "ratio_max": max(ratio),
+            "above_sglang": sum(x > 1 for x in ratio), "e4m3": sum(bool(r["e4m3"]) for r in rows),
+            "failed": sum(not r["ok"] for r in rows)}
+
+
+def summaries(rows: list[dict]) -> dict[str, dict]:
+    """``summary`` per configuration (the rows' ``impl``), in the rows' order."""
+    impls = list(dict.fromkeys(r["impl"] for r in rows))
+    return {impl: summary([r for r in rows if r["impl"] == impl]) for impl in impls}
+
+
+def failure_words(row: dict, seed: int) -> str:
+    """One failing row in one line: configuration, case, seed to reproduce, figures against the bound."""
+    tol = parity.E4M3_REL_L2_TOL if row["e4m3"] else parity.REL_L2_TOL
+    return (f"{row['impl']} on {row['name']} ({SEED_ENV}={seed}): B {len(row['lens'])} lens {row['lens']} T "
+            f"{row['N']} H {row['H']} {row['mask']} {row['variant']} scales ({row['k_scale']}, {row['v_scale']}), "
+            f"{'e4m3' if row['e4m3'] else 'exact'} math: ours rel_l2 {row['ours_rel_l2']:.4g} (tol {tol}), max_abs "
+            f"{row['ours_max_abs']:.3g} of max|ref| {row['max_ref']:.3g}, NaN {row['ours_nan']}, flags {row['flags']};"
+            f" SGLang {row['sglang_rel_l2']:.4g} (ours <= {parity.SGLANG_ERROR_FACTOR} x SGLang + {parity.BF16_ULP:g})")
+
+
+def run_fresh(count: int = FRESH_COUNT, seed: int | None = None, impls: tuple[str, ...] | None = None,
+              device: str | torch.device = "cuda", budget: int = BUDGET) -> FreshRun:
+    """Draw ``count`` cases from ``seed`` (``fresh_seed()`` when None) and run each on every configuration of
+    ``impls`` (default: ``fp8_impls`` of ``device``) and on SGLang's kernel (parity.against_sglang: one batch, one
+    oracle and one SGLang call per case). Needs SGLang and a GPU."""
+    seed = fresh_seed() if seed is None else seed
+    if impls is None:
+        major, minor = torch.cuda.get_device_capability(device)
+        impls = fp8_impls(major * 10 + minor)
+    cases = fresh_cases(count, seed, budget)
+    rows = [judged(r) for r in parity.against_sglang(impls, cases, device)]
+    return FreshRun(seed, tuple(cases), tuple(rows), summaries(rows))
