@@ -9,7 +9,7 @@ stage=/tmp/b12x-stage; mkdir -p "$stage" "$OUT"
 for d in .b12x-1 .b12x-2; do [ -d "$d" ] && cp -n "$d"/* "$stage"/; done
 if [ ! -f /tmp/site/.sglang-installed ] && ls "$stage"/sglang-*.whl >/dev/null 2>&1; then  # SGLang's kernel wheels
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-    $(ls "$stage"/*.whl | grep -v -E '/(b12x|nvidia_cutlass_dsl|apache_tvm_ffi)') && touch /tmp/site/.sglang-installed
+    $(ls "$stage"/*.whl | grep -v -E '/(b12x-[0-9]|nvidia_cutlass_dsl|apache_tvm_ffi)[^/]*$') && touch /tmp/site/.sglang-installed
 fi
 export PYTHONPATH=/tmp/site:/tmp/site/nvidia_cutlass_dsl/dsl_packages:$PWD B12X_COMPILE_CACHE_DIR=/tmp/b12x-cache
 B12X_READY=0

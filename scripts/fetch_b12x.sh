@@ -14,7 +14,7 @@ python3 -m pip download -q "${PLAT[@]}" -d "$tmp" b12x==1.5.1 nvidia-cutlass-dsl
   nvidia-cutlass-dsl-libs-base==4.8.0 nvidia-cutlass-dsl-libs-core==4.8.0 nvidia-cutlass-dsl-libs-cu13==4.8.0 \
   apache-tvm-ffi==0.1.9
 rm -rf .b12x-1 .b12x-2 && mkdir -p .b12x-1 .b12x-2 "$tmp/cu13"
-for p in sglang orjson pybase64 starlette msgspec pydantic pydantic_core annotated_types typing_inspection pyelftools; do
+for p in sglang orjson pybase64 starlette msgspec pydantic pydantic_core annotated_types typing_inspection pyelftools pyzmq; do
   cp .whl-gpu/"$p"-[0-9]*.whl .b12x-1/
 done
 (cd "$tmp/cu13" && python3 -m zipfile -e "$tmp"/nvidia_cutlass_dsl_libs_cu13-*.whl .)
