@@ -290,6 +290,6 @@ def test_b12x_preset_pairs_b12x_with_ours_on_chains_of_1_to_8_over_both_pools():
     assert {s.draft for s, _ in items} == {1, 4, 8} and {s.heads for s, _ in items} == {8, 16}
     assert {s.prefix for s, _ in items} == {4096, 32_768, 200_000} and {s.batch for s, _ in items} == {1, 8}
     for s, impls in items:
-        assert impls[0] == "cuda" and impls[-1] == "b12x" and s.mask == ("chain" if s.draft > 1 else "causal")
+        assert impls[0] == "cuda" and impls[-2:] == ["b12x", "b12x_p64"] and s.mask == ("chain" if s.draft > 1 else "causal")
         assert ("cuda_sm120_e4m3_32" in impls) == (s.kv == "fp8" and s.draft * s.heads <= 32)
         assert ("cuda_sm120_roles" in impls) == (s.kv == "bf16")

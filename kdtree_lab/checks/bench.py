@@ -177,7 +177,7 @@ def time_b12x(shape: Shape, method: str = "graph", page: int = 1) -> Timing:
     for c in calls[1:]:
         c.run()
     ms, n, how = timed(lambda i: calls[i].run(), copies, method)
-    return Timing("b12x", shape, ms, n, nsplit=calls[0].splits, method=how)
+    return Timing("b12x" if page == 1 else f"b12x_p{page}", shape, ms, n, nsplit=calls[0].splits, method=how)
 
 
 def time_sglang_decode(shape: Shape, max_kv_splits: int = 256, method: str = "graph") -> Timing:
@@ -208,7 +208,8 @@ def time_sglang_decode(shape: Shape, max_kv_splits: int = 256, method: str = "gr
     return Timing("sglang_decode_1tok", shape, ms, n, method=how)
 
 
-PEER_TIMERS = {"sglang_verify_mla": time_sglang_verify_mla, "flashmla": time_flashmla, "b12x": time_b12x}
+PEER_TIMERS = {"sglang_verify_mla": time_sglang_verify_mla, "flashmla": time_flashmla, "b12x": time_b12x,
+               "b12x_p64": lambda shape, method="graph": time_b12x(shape, method, page=64)}  # b12x over 64-token pages
 
 
 def run_grid(shapes: list[Shape], impls: list[str], ceilings: Ceilings | None = None,

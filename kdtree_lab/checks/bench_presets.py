@@ -15,7 +15,8 @@ TIMEABLE = tuple(IMPLS)  # any registered implementation, when asked for (--impl
 ALL_IMPLS = [*OURS, "sglang_extend", "sglang_decode"]
 PEERS = ("sglang_verify_mla", "flashmla", "b12x")  # chain-only peers: SGLang's grouped-head verify kernel, FlashMLA
 # (SM90), b12x's dense MLA (SM120, CuTe DSL)
-PEER_IMPLS = ("sglang_extend", "sglang_decode", *PEERS)  # every implementation that is not ours
+PEER_IMPLS = ("sglang_extend", "sglang_decode", *PEERS, "b12x_p64")  # every implementation that is not ours
+# (b12x_p64: b12x over 64-token pages, beside its page-1 layout in the b12x preset)
 # chain (EAGLE topk 1) shapes: the issue-37 grid, where SGLang's verify_shared_kv_fwd and FlashMLA's causal decode
 # also serve the step; FlashMLA runs them at equal rows (N query tokens x H heads per request)
 CHAIN_SHAPES = ((1, 200_000, 4, 8), (8, 200_000, 4, 8), (1, 200_000, 4, 16), (8, 32_768, 4, 16), (1, 32_768, 4, 8),
@@ -81,7 +82,7 @@ def preset(name: str) -> list[tuple[Shape, list[str]]]:
             sm120 = ["cuda_sm120", "cuda_sm120_roles"]
             fp8 = ["cuda_sm120_e4m3", *(["cuda_sm120_e4m3_32"] if n * h <= 32 else [])]
             for kv, ours in (("bf16", sm120), ("fp8", fp8)):
-                out.append((Shape(b, length, n, h, mask=mask, kv=kv), ["cuda", *ours, "b12x"]))
+                out.append((Shape(b, length, n, h, mask=mask, kv=kv), ["cuda", *ours, "b12x", "b12x_p64"]))
         return out
     raise ValueError(f"unknown bench preset {name!r}: expected one of {', '.join(PRESETS)}")
 
