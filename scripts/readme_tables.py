@@ -14,9 +14,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # docs_tables, beside this file
 
 from docs_tables.defaults import chain_peers_table, configs_table, current_table, headline_sentence  # noqa: E402
-from docs_tables.fp8 import e4m3_accuracy_table, e4m3_ceiling_table, fp8_headline_sentence, fp8_table  # noqa: E402
+from docs_tables.fp8 import (e4m3_accuracy_table, e4m3_ceiling_table, fp8_fresh_sentence,  # noqa: E402
+                             fp8_headline_sentence, fp8_table)
 from docs_tables.h200 import (bench_table, fixed_cost_table, floors_table, issue18_targets_table,  # noqa: E402
                               targets_table, v5_table, versions_table)
+from docs_tables.peers import b12x_sentence, b12x_table  # noqa: E402
 from docs_tables.rtx import (card_checks_table, card_model_table, rtx_fp8_prediction_table,  # noqa: E402
                              rtx_headline_sentence, rtx_prediction_table, sm120_fp8_table)
 from docs_tables.sm120 import (sm120_gen2_targets_table, sm120_impl, sm120_per_shape_table,  # noqa: E402, F401
@@ -31,7 +33,8 @@ BLOCKS = {"headline": headline_sentence, "configs": configs_table, "current": cu
           "sm120_per_shape": sm120_per_shape_table, "sm120_gen2_targets": sm120_gen2_targets_table,
           "speculation": speculation_table, "speculation_check": speculation_check_table,
           "e4m3_ceiling": e4m3_ceiling_table, "e4m3_accuracy": e4m3_accuracy_table, "sm120_fp8": sm120_fp8_table,
-          "chain_peers": chain_peers_table, "fp8_headline": fp8_headline_sentence, "card_model": card_model_table,
+          "chain_peers": chain_peers_table, "fp8_headline": fp8_headline_sentence, "fp8_fresh": fp8_fresh_sentence,
+          "b12x": b12x_sentence, "b12x_table": b12x_table, "card_model": card_model_table,
           "sm120_checks": card_checks_table, "rtx_headline": rtx_headline_sentence}
 FILES = (ROOT / "README.md", *(ROOT / "docs" / f"{name}.md" for name in ("kernels", "results", "performance",
                                                                          "performance-history", "memory", "sglang", "speculation")))

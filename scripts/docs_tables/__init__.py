@@ -7,6 +7,7 @@ block name to its function and rewrites the pages).
 - ``defaults``: the current defaults, the headline sentence, the implementation registry, the chain grid.
 - ``sm120``: the sm_120 kernels forced on the H200, their targets, the XQA MLA peer.
 - ``fp8``: fp8 pools, the mma.sync rate per instruction, the e4m3 configuration's accuracy.
+- ``peers``: b12x's dense MLA, the closest sm_120 peer, beside ours.
 - ``rtx``: predictions for RTX cards.
 - ``speculation``: notebook 07's tables.
 """

@@ -51,6 +51,8 @@ E4M3_ACCURACY_ONE_TERM = E4M3_DIR / "call4-accuracy-hook" / "e4m3-accuracy.json"
 E4M3, FP8_EXACT = "cuda_sm120_e4m3", "cuda_sm120_fp8"
 E4M3_32 = "cuda_sm120_e4m3_32"  # the 32-row e4m3 configuration (issue 46), what 32 rows and fewer run over fp8
 CHAIN_BENCH = RESULTS / "h200" / "2026-12-02-sglang-backend" / "call7-chain" / "bench-chain.json"
+B12X_BENCH = RESULTS / "h200" / "2026-12-04-b12x" / "bench-b12x.json"  # b12x beside ours (issue 51), 72 shapes
+B12X_P64_BENCH = RESULTS / "h200" / "2026-12-04-b12x" / "bench-b12x-p64.partial.json"  # b12x over 64-token pages
 # Nsight Compute of each configuration an sm_120 card runs, forced on the H200: (impl, pool, shape) -> report
 _NCU = RESULTS / "h200" / "2026-12-02-e4m3-early-refill"
 NCU_SM120_RUNS = {("cuda_sm120", "bf16", "1, 200k, 4, 8"): _NCU / "call4-ncu-32-rows" / "ncu-cuda_sm120-bf16-mem.txt",
