@@ -107,13 +107,16 @@ def test_the_docs_sentence_comes_from_the_newest_committed_run(tmp_path, monkeyp
         run = tmp_path / "h200" / f"{day}-fresh"
         run.mkdir(parents=True)
         prov = {"gpu": "NVIDIA H200", "date_utc": f"{day}T00:00:00+00:00"}
-        (run / "fp8-fresh.json").write_text(json.dumps({"provenance": prov, "seed": 9, "draw": draw, "rows": rows}))
+        bound = {"sglang_error_factor": 1.5, "sglang_error_floor": 2 ** -8}
+        (run / "fp8-fresh.json").write_text(json.dumps({"provenance": prov, "seed": 9, "draw": draw, "bound": bound,
+                                                        "rows": rows}))
     path = fp8._fresh_path(tmp_path)
     assert "2027-01-02" in str(path)
     text = fp8.fp8_fresh_sentence(path)
     assert text.startswith("On 60 fresh random fp8 cases per configuration") and "seed 9" in text
     assert "within rel_l2 0.030 of the fp64 reference" in text and "within 1.20x SGLang's own fp8 error" in text
-    assert "above SGLang's on 1 of 2 cases" in text and "exact configurations within rel_l2 0.0020" in text
+    assert "above SGLang's on 1 of 2 configuration x case pairs" in text
+    assert "exact configurations within rel_l2 0.0020" in text and "within 1.5x SGLang's error + 0.00390625" in text
 
 
 def test_a_tiny_fresh_run_on_the_triton_twin():
