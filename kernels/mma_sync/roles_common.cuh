@@ -1,7 +1,9 @@
-// What the role-split sm_120 kernels share (verify_sm120_roles.cuh, verify_sm120_e4m3.cuh): a CTA of BM = 64 rows
+// What the role-split sm_120 kernels share (verify_sm120_roles.cuh, verify_sm120_e4m3.cuh; the row statistics and
+// the P hand-off also verify_sm120_e4m3_32.cuh, BM = 32): a CTA of BM = 64 rows
 // whose QK warp q finishes the softmax of m-tile q (rows 16 q .. 16 q + 15) and hands P, through shared memory and
 // mbarriers, to PV warps that hold all BM rows' fp32 accumulators [4 m-tiles][NT n-tiles][4]. The run-time context,
-// the mbarriers, the Q row pointer, the m-tile softmax (mask, lazy rescale, P in bf16), the P hand-off from both
+// the mbarriers, the Q row pointer, the row statistics (mask, quad max, the reference maximum's move under P's rule,
+// exponentials and row sums, their publication; bf16 P packed here, e4m3 P in e4m3_rows.cuh), the P hand-off from both
 // sides, the PV MMAs of one V fragment pair and the epilogue. C is the kernel's configuration (BM, BN, SLOTS,
 // DRAFT_PAIRS, QK_THREADS, PV_THREADS, O_PB, O_ALPHA, O_FLAGS, O_STATS, O_MBAR, MB_*). A QK lane (g = lane >> 2,
 // t4 = lane & 3) holds NT n-tiles of 8 keys of its rows 16 q + g and + 8 per tile (roles 2); P of a tile
@@ -73,31 +75,37 @@ __device__ __forceinline__ uint32_t visible_bits(int key0, int t4, const DraftMa
   return bits;
 }
 
-// The softmax of one tile of m-tile q on registers only: mask (bits), scale, row max over the quad, the lazy
-// reference maximum m_ref (moved only past RESCALE_SLACK; alpha = 2^(old - new) where it moved, else 1), exponentials,
-// the running row sums l_part; P as the A fragments of the tile's KS k16 steps (the accumulator layout of n-tiles
-// 2 ks, 2 ks + 1 is the A layout). Returns whether one of this lane's rows moved.
+// A row's maximum and sum over its quad (the 4 lanes that hold a row of an accumulator fragment).
+__device__ __forceinline__ float quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+__device__ __forceinline__ float quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+// The lazy reference maximum of a row under P's rule R: m_ref moves only when the row's maximum mx passes it by more
+// than R::SLACK, to R::HEADROOM below mx; alpha = 2^(old - new) where it moved, else 1. Returns whether it moved (the
+// same decision in the row's 4 lanes). Bf16P: the bf16 P of the role split; E4m3Round (e4m3_rows.cuh): e4m3 P.
+struct Bf16P {
+  static constexpr float SLACK = RESCALE_SLACK, HEADROOM = 0.f;
+};
+template <class R>
+__device__ __forceinline__ bool move_reference(const float& mx, float& m_ref, float& alpha) {
+  const bool bump = mx > m_ref + R::SLACK;
+  float next = mx;
+  if constexpr (R::HEADROOM != 0.f) next = mx - R::HEADROOM;
+  alpha = bump ? exp2f(m_ref - next) : 1.f;
+  m_ref = bump ? next : m_ref;
+  return bump;
+}
+
+// The exponentials of a tile's masked, scaled scores y (log2 units; -inf where masked) against the reference maxima,
+// in place, and the running row sums l_part, rescaled by alpha.
 template <int NT>
-__device__ __forceinline__ bool softmax_tile(const float (&x)[NT][4], uint32_t bits, float scale, float (&m_ref)[2],
-                                             float (&l_part)[2], uint32_t (&pk)[NT / 2][4], float (&alpha)[2]) {
-  float y[NT][4], mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-  for (int n = 0; n < NT; ++n)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      y[n][e] = (bits >> (4 * n + e)) & 1 ? x[n][e] * scale : -INFINITY;
-      mx[e >> 1] = fmaxf(mx[e >> 1], y[n][e]);
-    }
-  bool moved = false;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
-    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
-    const bool bump = mx[h] > m_ref[h] + RESCALE_SLACK;  // the same decision in the row's 4 lanes
-    alpha[h] = bump ? exp2f(m_ref[h] - mx[h]) : 1.f;
-    m_ref[h] = bump ? mx[h] : m_ref[h];
-    moved |= bump;
-  }
+__device__ __forceinline__ void exp_rows(float (&y)[NT][4], const float (&m_ref)[2], const float (&alpha)[2],
+                                         float (&l_part)[2]) {
   float sum[2] = {0.f, 0.f};
 #pragma unroll
   for (int n = 0; n < NT; ++n)
@@ -109,6 +117,40 @@ __device__ __forceinline__ bool softmax_tile(const float (&x)[NT][4], uint32_t b
     }
 #pragma unroll
   for (int h = 0; h < 2; ++h) l_part[h] = l_part[h] * alpha[h] + sum[h];
+}
+
+// A row's logit scale: one for every row, or one per row h of the lane (scale[h]).
+__device__ __forceinline__ float row_scale(float scale, int) { return scale; }
+__device__ __forceinline__ float row_scale(const float (&scale)[2], int h) { return scale[h]; }
+
+// The softmax of one tile of m-tile q on registers only: mask (bits), the logit scale, row max over the quad, the
+// reference maxima under P's rule R (move_reference), the exponentials y and the running row sums (exp_rows).
+// Returns whether one of this lane's rows moved.
+template <class R, int NT, class S>
+__device__ __forceinline__ bool softmax_rows(const float (&x)[NT][4], uint32_t bits, const S& scale, float (&m_ref)[2],
+                                             float (&l_part)[2], float (&y)[NT][4], float (&alpha)[2]) {
+  float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int n = 0; n < NT; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      y[n][e] = (bits >> (4 * n + e)) & 1 ? x[n][e] * row_scale(scale, e >> 1) : -INFINITY;
+      mx[e >> 1] = fmaxf(mx[e >> 1], y[n][e]);
+    }
+  bool moved = false;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) moved |= move_reference<R>(quad_max(mx[h]), m_ref[h], alpha[h]);
+  exp_rows(y, m_ref, alpha, l_part);
+  return moved;
+}
+
+// softmax_rows with bf16 P: P as the A fragments of the tile's KS k16 steps (the accumulator layout of n-tiles 2 ks,
+// 2 ks + 1 is the A layout).
+template <int NT>
+__device__ __forceinline__ bool softmax_tile(const float (&x)[NT][4], uint32_t bits, float scale, float (&m_ref)[2],
+                                             float (&l_part)[2], uint32_t (&pk)[NT / 2][4], float (&alpha)[2]) {
+  float y[NT][4];
+  const bool moved = softmax_rows<Bf16P>(x, bits, scale, m_ref, l_part, y, alpha);
 #pragma unroll
   for (int ks = 0; ks < NT / 2; ++ks) {
     pk[ks][0] = pack_bf16(y[2 * ks][0], y[2 * ks][1]);
@@ -126,41 +168,49 @@ __device__ __forceinline__ uint32_t p_frag(int b, int ks, int m, int lane) {
   return (((b * KS + ks) * 4 + m) * 32 + lane) * 16;
 }
 
-// Publish P(t) of m-tile q into buffer t & 1 once the PV group has read P(t - 2): the A fragments, the rows' rescale
-// factors (alpha_s[buffer][row], written only when some row of the warp moved) and the m-tile's flag
-// (flags_s[buffer][m-tile]), then this thread's P_FULL arrival.
-template <class C, int KS>
-__device__ __forceinline__ void publish_p(const RoleCtx<C>& c, int t, int q, int lane, const uint32_t (&pk)[KS][4],
-                                          const float (&alpha)[2], bool any_moved) {
-  const int b = t & 1, g = lane >> 2, t4 = lane & 3;
+// The rescale factors of m-tile q's P in buffer b: the rows' factors (alpha_s[buffer][row], written only when some
+// row of the warp moved) and the m-tile's flag (flags_s[buffer][m-tile]).
+template <class C>
+__device__ __forceinline__ void publish_rescale(const RoleCtx<C>& c, int b, int q, int lane, const float (&alpha)[2],
+                                                bool any_moved) {
+  const int g = lane >> 2, t4 = lane & 3;
   float* alpha_s = c.alpha_s();
   int* flags_s = c.flags_s();
-  if (t >= 2) mbar_wait(c.p_empty(t), ((t >> 1) + 1) & 1);  // the PV group has read P(t - 2)
-#pragma unroll
-  for (int ks = 0; ks < KS; ++ks)
-    st_shared_v4(c.base + C::O_PB + p_frag<KS>(b, ks, q, lane), make_uint4(pk[ks][0], pk[ks][1], pk[ks][2], pk[ks][3]));
   if (any_moved && t4 == 0) {
     alpha_s[b * C::BM + 16 * q + g] = alpha[0];
     alpha_s[b * C::BM + 16 * q + 8 + g] = alpha[1];
   }
-  if (lane == 0) flags_s[4 * b + q] = any_moved ? 1 : 0;
+  if (lane == 0) flags_s[C::BM / 16 * b + q] = any_moved ? 1 : 0;
+}
+
+// Publish P(t) of m-tile q into buffer t & 1 once the PV group has read P(t - 2): the A fragments, the rescale
+// factors (publish_rescale), then this thread's P_FULL arrival.
+template <class C, int KS>
+__device__ __forceinline__ void publish_p(const RoleCtx<C>& c, int t, int q, int lane, const uint32_t (&pk)[KS][4],
+                                          const float (&alpha)[2], bool any_moved) {
+  const int b = t & 1;
+  if (t >= 2) mbar_wait(c.p_empty(t), ((t >> 1) + 1) & 1);  // the PV group has read P(t - 2)
+#pragma unroll
+  for (int ks = 0; ks < KS; ++ks)
+    st_shared_v4(c.base + C::O_PB + p_frag<KS>(b, ks, q, lane), make_uint4(pk[ks][0], pk[ks][1], pk[ks][2], pk[ks][3]));
+  publish_rescale(c, b, q, lane, alpha, any_moved);
   mbar_arrive(c.p_full(t));
 }
 
-// The row statistics of m-tile q for the PV group's epilogue: the reference maxima and the row sums summed over the
-// quad (stats[row], stats[BM + row]), then this thread's STATS arrival.
+// The row statistics of m-tile q for the PV group's epilogue: the reference maxima (stats[row]; the same in every
+// key half, written by half 0) and the row sums of key half kh summed over the quad (stats[BM (1 + kh) + row]), then
+// this thread's STATS arrival.
 template <class C>
 __device__ __forceinline__ void publish_row_stats(const RoleCtx<C>& c, const float (&m_ref)[2], float (&l_part)[2],
-                                                  int q, int lane) {
+                                                  int q, int lane, int kh = 0) {
   const int g = lane >> 2, t4 = lane & 3;
   float* stats = c.stats();
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    l_part[h] += __shfl_xor_sync(0xffffffffu, l_part[h], 1);
-    l_part[h] += __shfl_xor_sync(0xffffffffu, l_part[h], 2);
+    l_part[h] = quad_sum(l_part[h]);
     if (t4 == 0) {
-      stats[16 * q + 8 * h + g] = m_ref[h];
-      stats[C::BM + 16 * q + 8 * h + g] = l_part[h];
+      if (kh == 0) stats[16 * q + 8 * h + g] = m_ref[h];
+      stats[C::BM * (1 + kh) + 16 * q + 8 * h + g] = l_part[h];
     }
   }
   mbar_arrive(c.stats_bar());
@@ -171,15 +221,22 @@ __device__ __forceinline__ void publish_row_stats(const RoleCtx<C>& c, const flo
 // (elements 0, 1 on row 16 m + lane / 4, 2, 3 on + 8). Usually skipped.
 template <class C, int NT>
 __device__ __forceinline__ void acquire_p(const RoleCtx<C>& c, int t, float (&acc)[C::BM / 16][NT][4], int lane) {
-  static_assert(C::BM == 64, "the 4 m-tiles' flags are one int4");
+  constexpr int MT = C::BM / 16;
+  static_assert(MT == 4 || MT == 2, "the m-tiles' flags are one int4 or int2");
   const int b = t & 1;
   const float* alpha_s = c.alpha_s();
   const int* flags_s = c.flags_s();
   mbar_wait(c.p_full(t), (t >> 1) & 1);  // P(t), its rescale factors and flags are written
-  const int4 fl = *reinterpret_cast<const int4*>(flags_s + 4 * b);
-  const int flm[4] = {fl.x, fl.y, fl.z, fl.w};
+  int flm[MT];
+  if constexpr (MT == 4) {
+    const int4 fl = *reinterpret_cast<const int4*>(flags_s + 4 * b);
+    flm[0] = fl.x, flm[1] = fl.y, flm[2] = fl.z, flm[3] = fl.w;
+  } else {
+    const int2 fl = *reinterpret_cast<const int2*>(flags_s + 2 * b);
+    flm[0] = fl.x, flm[1] = fl.y;
+  }
 #pragma unroll
-  for (int m = 0; m < 4; ++m)
+  for (int m = 0; m < MT; ++m)
     if (flm[m]) {
       const float a0 = alpha_s[b * C::BM + 16 * m + (lane >> 2)];
       const float a1 = alpha_s[b * C::BM + 16 * m + 8 + (lane >> 2)];

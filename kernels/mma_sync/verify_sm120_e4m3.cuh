@@ -30,6 +30,7 @@
 // (docs/performance.md, "e4m3 tensor cores on sm_120").
 #pragma once
 #include "../common/frame.cuh"
+#include "e4m3_rows.cuh"
 #include "roles_common.cuh"
 #include "verify_sm120_roles.cuh"
 
@@ -57,59 +58,12 @@ struct CfgE4m3 {
   static constexpr int QK_REGS = CfgRoles::QK_REGS, PV_REGS = CfgRoles::PV_REGS;  // setmaxnreg, as the draft block's
   static_assert(O_MBAR % 8 == 0, "mbarriers are 8-byte aligned");
   static_assert(SMEM <= CfgRoles::SMEM, "a prefix CTA fits the shared memory the launch gives the draft block's");
-  static constexpr float Q_MAX = 448.f;          // e4m3's largest finite value: a Q row's max |value| maps to it
-  static constexpr float P_LOG2_MAX = 8.f;       // the reference moves before a P would pass 2^8 (e4m3: <= 448)
-  static constexpr float P_HEADROOM = 4.f;       // log2: a new reference sits this far below the row maximum
-  static constexpr int Q_LO_EXP = 4;             // Q's second e4m3 term is stored times 2^4 (within e4m3's range)
-  static_assert(P_HEADROOM < P_LOG2_MAX, "a moved reference leaves room before the next move");
+  static constexpr float Q_MAX = E4m3Round::Q_MAX;  // the rounding's constants (e4m3_rows.cuh)
+  static constexpr int Q_LO_EXP = E4m3Round::Q_LO_EXP;
 };
 
 using E4m3Ctx = RoleCtx<CfgE4m3>;  // a prefix CTA's work, shared memory and ring (roles_common.cuh)
 
-
-// The softmax of one 32-key tile of m-tile q (NT = 4 n-tiles) for e4m3 P: as softmax_tile, with a logit scale per
-// row (scale[h]: Q's row scale folded in); the reference moves when a row's maximum passes it by P_LOG2_MAX, to
-// P_HEADROOM below that maximum (so P <= 2^8 and a row's largest P is at least 2^4 once set); P packed as the m16n8k32 A fragment (pk[0]: row g keys 2 t4,
-// + 1, 8 + 2 t4, + 1; pk[1] the same for row g + 8; pk[2], pk[3] the second 16 keys).
-__device__ __forceinline__ bool softmax_tile_e4m3(const float (&x)[4][4], uint32_t bits, const float (&scale)[2],
-                                                  float (&m_ref)[2], float (&l_part)[2], uint32_t (&pk)[1][4],
-                                                  float (&alpha)[2]) {
-  float y[4][4], mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-  for (int n = 0; n < 4; ++n)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      y[n][e] = (bits >> (4 * n + e)) & 1 ? x[n][e] * scale[e >> 1] : -INFINITY;
-      mx[e >> 1] = fmaxf(mx[e >> 1], y[n][e]);
-    }
-  bool moved = false;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
-    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
-    const bool bump = mx[h] > m_ref[h] + CfgE4m3::P_LOG2_MAX;  // the same decision in the row's 4 lanes
-    const float next = mx[h] - CfgE4m3::P_HEADROOM;
-    alpha[h] = bump ? exp2f(m_ref[h] - next) : 1.f;
-    m_ref[h] = bump ? next : m_ref[h];
-    moved |= bump;
-  }
-  float sum[2] = {0.f, 0.f};
-#pragma unroll
-  for (int n = 0; n < 4; ++n)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const float mr = m_ref[e >> 1];
-      y[n][e] = exp2f(y[n][e] - (mr == -INFINITY ? 0.f : mr));
-      sum[e >> 1] += y[n][e];
-    }
-#pragma unroll
-  for (int h = 0; h < 2; ++h) l_part[h] = l_part[h] * alpha[h] + sum[h];
-  pk[0][0] = pack_e4m3x4(y[0][0], y[0][1], y[1][0], y[1][1]);
-  pk[0][1] = pack_e4m3x4(y[0][2], y[0][3], y[1][2], y[1][3]);
-  pk[0][2] = pack_e4m3x4(y[2][0], y[2][1], y[3][0], y[3][1]);
-  pk[0][3] = pack_e4m3x4(y[2][2], y[2][3], y[3][2], y[3][3]);
-  return moved;
-}
 
 // The QK group of a prefix split (warps 0..3): Q of m-tile q to e4m3 in registers, then per tile the scores of its
 // 16 rows x 32 keys over 576 dims, software-pipelined as in roles_qk (tile t + 1's MMAs beside tile t's softmax).
@@ -237,7 +191,10 @@ __device__ __forceinline__ void e4m3_qk(const E4m3Ctx& c) {
     qk_mma(c.base + kslot(more ? t + 1 : t) * C::TILE, sc);
     uint32_t pk[1][4];
     float alpha[2];
-    const bool moved = softmax_tile_e4m3(x, bits, scale, m_ref, l_part, pk, alpha);
+    float y[4][4];
+    const bool moved = softmax_rows<E4m3Round>(x, bits, scale, m_ref, l_part, y, alpha);
+    pack_p_e4m3(y[0], y[1], pk[0][0], pk[0][1]);  // keys 0-15, then 16-31 (e4m3_rows.cuh)
+    pack_p_e4m3(y[2], y[3], pk[0][2], pk[0][3]);
     publish_p<C, 1>(c, t, q, lane, pk, alpha, __any_sync(0xffffffffu, moved));
   }
   publish_row_stats(c, m_ref, l_part, q, lane);

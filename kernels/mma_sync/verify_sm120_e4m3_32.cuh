@@ -24,9 +24,9 @@
 // (sm120_cta) in the same 256 threads and its 86,912 B layout, which is what the launch gives every CTA.
 #pragma once
 #include "../common/frame.cuh"
+#include "e4m3_rows.cuh"
 #include "roles_common.cuh"
 #include "verify_sm120.cuh"
-#include "verify_sm120_e4m3.cuh"
 
 namespace kdt {
 
@@ -54,8 +54,6 @@ struct CfgE4m3x32 {
   static_assert(THREADS == Cfg120<2>::THREADS, "the draft block runs the first kernel's CTA");
   static_assert(O_MBAR % 8 == 0, "mbarriers are 8-byte aligned");
   static_assert(SMEM <= 101376, "sm_120 allows 99 KB of dynamic shared memory per block");
-  static constexpr float Q_MAX = CfgE4m3::Q_MAX, P_LOG2_MAX = CfgE4m3::P_LOG2_MAX, P_HEADROOM = CfgE4m3::P_HEADROOM;
-  static constexpr int Q_LO_EXP = CfgE4m3::Q_LO_EXP;
 };
 
 using E4m3x32Ctx = RoleCtx<CfgE4m3x32>;
@@ -66,55 +64,15 @@ __device__ __forceinline__ void e4m3x32_qk(const E4m3x32Ctx& c) {
   const Params& p = c.p;
   const Work& w = c.w;
   const int lane = threadIdx.x & 31, q = threadIdx.x >> 5, mq = q & 1, kh = q >> 1, g = lane >> 2, t4 = lane & 3;
-  // Q rows 16 mq + g (h = 0) and + 8 (h = 1): this lane holds dims 32 j + 4 t4 .. + 3 and 32 j + 16 + 4 t4 .. + 3
-  const __nv_bfloat16* qrow[2] = {q_row(p, w, 16 * mq + g), q_row(p, w, 16 * mq + 8 + g)};
-  auto ld4 = [&](int h, int dim) -> uint2 {  // 4 bf16 of row h at dim (8-byte aligned), zeros past the rows
-    if (!qrow[h]) return make_uint2(0u, 0u);
-    uint2 v;
-    asm volatile("ld.global.nc.v2.u32 {%0,%1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "l"(qrow[h] + dim));
-    return v;
-  };
-  auto lo = [](uint32_t two) { return __uint_as_float(two << 16); };
-  auto hi = [](uint32_t two) { return __uint_as_float(two & 0xffff0000u); };
-  float amax[2] = {0.f, 0.f};
-#pragma unroll 6
-  for (int j = 0; j < 18; ++j)
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const uint2 v = ld4(h, 32 * j + 16 * half + 4 * t4);
-        amax[h] = fmaxf(amax[h], fmaxf(fmaxf(fabsf(lo(v.x)), fabsf(hi(v.x))), fmaxf(fabsf(lo(v.y)), fabsf(hi(v.y)))));
-      }
-  float qs[2], scale[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    amax[h] = fmaxf(amax[h], __shfl_xor_sync(0xffffffffu, amax[h], 1));
-    amax[h] = fmaxf(amax[h], __shfl_xor_sync(0xffffffffu, amax[h], 2));
-    qs[h] = amax[h] > 0.f && isfinite(amax[h]) ? C::Q_MAX / amax[h] : 1.f;
-    scale[h] = p.scale_pre / qs[h];
-  }
-  // Q = (qf + 2^-Q_LO_EXP ql) / qs, both terms' A fragments in registers (the 64-row form's rounding)
+  // the Q prologue (e4m3_rows.cuh): both terms' A fragments of rows 16 mq + g, + 8 in registers
+  const E4m3QRows qr(p, w, 16 * mq, lane);
   uint32_t qf[18][4], ql[18][4];
-  auto split = [&](float x, float& rest) {  // x's e4m3 byte; rest: what it leaves, times 2^Q_LO_EXP
-    const uint32_t b = pack_e4m3x4(x, 0.f, 0.f, 0.f) & 0xffu;
-    const uint32_t h = e4m3x2_to_f16x2(b);
-    rest = (x - __half2float(*reinterpret_cast<const __half*>(&h))) * (float)(1 << C::Q_LO_EXP);
-    return b;
-  };
 #pragma unroll
   for (int j = 0; j < 18; ++j)
 #pragma unroll
     for (int half = 0; half < 2; ++half)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const uint2 v = ld4(h, 32 * j + 16 * half + 4 * t4);
-        float r0, r1, r2, r3;
-        const uint32_t b0 = split(lo(v.x) * qs[h], r0), b1 = split(hi(v.x) * qs[h], r1);
-        const uint32_t b2 = split(lo(v.y) * qs[h], r2), b3 = split(hi(v.y) * qs[h], r3);
-        qf[j][2 * half + h] = b0 | (b1 << 8) | (b2 << 16) | (b3 << 24);
-        ql[j][2 * half + h] = pack_e4m3x4(r0, r1, r2, r3);
-      }
+      for (int h = 0; h < 2; ++h) qr.terms(j, half, h, qf[j][2 * half + h], ql[j][2 * half + h]);
 
   // K fragments of this warp's 16 keys (common/layout.cuh, e4m3::k_frag_base, + 16 rows for the second half)
   const uint32_t kofs[2] = {e4m3::k_frag_base(lane, 0) + 16 * C::ROW8 * kh, e4m3::k_frag_base(lane, 1) + 16 * C::ROW8 * kh};
@@ -122,8 +80,6 @@ __device__ __forceinline__ void e4m3x32_qk(const E4m3x32Ctx& c) {
   const int span = w.kend - w.kbeg;
   float m_ref[2] = {-INFINITY, -INFINITY}, l_part[2] = {0.f, 0.f};
   float* xmax = reinterpret_cast<float*>(smem_ptr(c.base + C::O_XMAX));
-  float* alpha_s = c.alpha_s();
-  int* flags_s = c.flags_s();
 
   // [chain][n-tile][4]: chain (term, parity of j) for CHAINS = 4, (term) for 2
   float sc[C::CHAINS][2][4];
@@ -149,8 +105,8 @@ __device__ __forceinline__ void e4m3x32_qk(const E4m3x32Ctx& c) {
       const int ch = PAR > 1 ? (j & 1) : 0;
       mma_e4m3(sc[ch][0], qf[j], kb[0], kb[1]);
       mma_e4m3(sc[ch][1], qf[j], kb[2], kb[3]);
-      mma_e4m3<-C::Q_LO_EXP>(sc[PAR + ch][0], ql[j], kb[0], kb[1]);
-      mma_e4m3<-C::Q_LO_EXP>(sc[PAR + ch][1], ql[j], kb[2], kb[3]);
+      mma_e4m3<-E4m3Round::Q_LO_EXP>(sc[PAR + ch][0], ql[j], kb[0], kb[1]);
+      mma_e4m3<-E4m3Round::Q_LO_EXP>(sc[PAR + ch][1], ql[j], kb[2], kb[3]);
     }
   };
 
@@ -168,13 +124,12 @@ __device__ __forceinline__ void e4m3x32_qk(const E4m3x32Ctx& c) {
         float x = 0.f;
 #pragma unroll
         for (int k = 0; k < C::CHAINS; ++k) x += sc[k][n][e];
-        y[n][e] = (bits >> (4 * n + e)) & 1 ? x * scale[e >> 1] : -INFINITY;
+        y[n][e] = (bits >> (4 * n + e)) & 1 ? x * qr.scale[e >> 1] : -INFINITY;
         mx[e >> 1] = fmaxf(mx[e >> 1], y[n][e]);
       }
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
-      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+      mx[h] = quad_max(mx[h]);
       if (t4 == 0) xmax[(2 * b + kh) * C::BM + 16 * mq + 8 * h + g] = mx[h];
     }
     bar_named(C::BAR_PAIR + mq, 64);  // both key halves' maxima of the tile are written
@@ -187,52 +142,20 @@ __device__ __forceinline__ void e4m3x32_qk(const E4m3x32Ctx& c) {
     bool moved = false;
     float alpha[2];
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {  // the same decision in both key halves' warps (the same two maxima)
-      const bool bump = mx[h] > m_ref[h] + C::P_LOG2_MAX;
-      const float next = mx[h] - C::P_HEADROOM;
-      alpha[h] = bump ? exp2f(m_ref[h] - next) : 1.f;
-      m_ref[h] = bump ? next : m_ref[h];
-      moved |= bump;
-    }
-    float sum[2] = {0.f, 0.f};
-#pragma unroll
-    for (int n = 0; n < 2; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float mr = m_ref[e >> 1];
-        y[n][e] = exp2f(y[n][e] - (mr == -INFINITY ? 0.f : mr));
-        sum[e >> 1] += y[n][e];
-      }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) l_part[h] = l_part[h] * alpha[h] + sum[h];
+    for (int h = 0; h < 2; ++h)  // the same decision in both key halves' warps (the same two maxima)
+      moved |= move_reference<E4m3Round>(mx[h], m_ref[h], alpha[h]);
+    exp_rows(y, m_ref, alpha, l_part);
     // this warp's half of the A fragment: registers 2 kh (row g), 2 kh + 1 (row g + 8)
-    const uint32_t pk0 = pack_e4m3x4(y[0][0], y[0][1], y[1][0], y[1][1]);
-    const uint32_t pk1 = pack_e4m3x4(y[0][2], y[0][3], y[1][2], y[1][3]);
+    uint32_t pk0, pk1;
+    pack_p_e4m3(y[0], y[1], pk0, pk1);
     const bool any_moved = __any_sync(0xffffffffu, moved);
     if (t >= 2) mbar_wait(c.p_empty(t), ((t >> 1) + 1) & 1);  // the PV group has read P(t - 2)
     asm volatile("st.shared.v2.u32 [%0], {%1,%2};\n" ::"r"(c.base + C::O_PB + ((b * 2 + mq) * 32 + lane) * 16 + 8 * kh),
                  "r"(pk0), "r"(pk1) : "memory");
-    if (kh == 0) {
-      if (any_moved && t4 == 0) {
-        alpha_s[b * C::BM + 16 * mq + g] = alpha[0];
-        alpha_s[b * C::BM + 16 * mq + 8 + g] = alpha[1];
-      }
-      if (lane == 0) flags_s[2 * b + mq] = any_moved ? 1 : 0;
-    }
+    if (kh == 0) publish_rescale(c, b, mq, lane, alpha, any_moved);
     mbar_arrive(c.p_full(t));
   }
-  // row statistics: the reference maxima (the same in both halves) and each half's row sums
-  float* stats = c.stats();
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    l_part[h] += __shfl_xor_sync(0xffffffffu, l_part[h], 1);
-    l_part[h] += __shfl_xor_sync(0xffffffffu, l_part[h], 2);
-    if (t4 == 0) {
-      if (kh == 0) stats[16 * mq + 8 * h + g] = m_ref[h];
-      stats[C::BM * (1 + kh) + 16 * mq + 8 * h + g] = l_part[h];
-    }
-  }
-  mbar_arrive(c.stats_bar());
+  publish_row_stats(c, m_ref, l_part, mq, lane, kh);  // the reference maxima (the same in both halves), each half's sums
 }
 
 // The PV group of a prefix split (warps 4..7): loads the ring, multiplies P V into output columns 128 pw .. + 127
@@ -266,8 +189,6 @@ __device__ __forceinline__ void e4m3x32_pv(const E4m3x32Ctx& c) {
   // V fragments: matrix mi is keys 8 mi + (lane & 7), chunk 8 pw + cc at 8 pw + (cc ^ s), s = (lane >> 1) & 3
   const int s = e4m3::lane_swizzle(lane);
   const uint32_t vrow = (8 * (lane >> 3) + (lane & 7)) * C::ROW8 + 128 * pw;
-  const float* alpha_s = c.alpha_s();
-  const int* flags_s = c.flags_s();
   float acc[2][16][4];  // [m-tile][n-tile 2 cc (even columns of chunk cc) / 2 cc + 1 (odd)][4]
 #pragma unroll
   for (int m = 0; m < 2; ++m)
@@ -276,22 +197,7 @@ __device__ __forceinline__ void e4m3x32_pv(const E4m3x32Ctx& c) {
 
   for (int t = 0; t < c.ntiles; ++t) {
     const int b = t & 1;
-    mbar_wait(c.p_full(t), (t >> 1) & 1);  // P(t), its rescale factors and flags are written
-    const int2 fl = *reinterpret_cast<const int2*>(flags_s + 2 * b);
-    const int flm[2] = {fl.x, fl.y};
-#pragma unroll
-    for (int m = 0; m < 2; ++m)
-      if (flm[m]) {  // warp-uniform; usually skipped
-        const float a0 = alpha_s[b * C::BM + 16 * m + (lane >> 2)];
-        const float a1 = alpha_s[b * C::BM + 16 * m + 8 + (lane >> 2)];
-#pragma unroll
-        for (int n = 0; n < 16; ++n) {
-          acc[m][n][0] *= a0;
-          acc[m][n][1] *= a0;
-          acc[m][n][2] *= a1;
-          acc[m][n][3] *= a1;
-        }
-      }
+    acquire_p(c, t, acc, lane);
     mbar_wait(c.full(t), c.full_parity(t));  // the tile's V (complete: the QK group waited on it)
     const uint32_t vt = c.base + c.kslot(t) * C::TILE + vrow;
     uint32_t vb[8][4];  // [chunk cc] the B fragments of its even columns (0, 1) and odd columns (2, 3)
@@ -324,27 +230,7 @@ __device__ __forceinline__ void e4m3x32_pv(const E4m3x32Ctx& c) {
   }
   cp_async_wait<0>();
 
-  // the epilogue: row rr's columns 128 pw + 16 cc + 4 t4 .. + 3 are (even, odd, even, odd) elements 2 h, 2 h + 1
-  const float* stats = c.stats();
-  mbar_wait(c.stats_bar(), 0);  // the QK group's row statistics
-  pdl_launch_dependents();
-  const int g = lane >> 2, t4 = lane & 3;
-#pragma unroll
-  for (int m = 0; m < 2; ++m)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int rr = 16 * m + 8 * h + g, gr = w.row0 + rr;
-      if (gr >= p.R) continue;
-      const float l = stats[C::BM + rr] + stats[2 * C::BM + rr], inv = l > 0.f ? p.v_scale / l : 0.f;
-      const int64_t prow = w.part0 + gr;
-      if (pw == 0 && t4 == 0) p.lse_part[prow] = l > 0.f ? stats[rr] + log2f(l) : -INFINITY;
-      float* dst = p.o_part + prow * D_V + 128 * pw + 4 * t4;
-#pragma unroll
-      for (int cc = 0; cc < 8; ++cc)
-        *reinterpret_cast<float4*>(dst + 16 * cc) =
-            make_float4(acc[m][2 * cc][2 * h] * inv, acc[m][2 * cc + 1][2 * h] * inv,
-                        acc[m][2 * cc][2 * h + 1] * inv, acc[m][2 * cc + 1][2 * h + 1] * inv);
-    }
+  write_partial_rows_e4m3<C, 8, 2>(c, acc, pw, 128 * pw, lane);  // e4m3_rows.cuh
 }
 
 __global__ void __launch_bounds__(CfgE4m3x32::THREADS, 1) verify_sm120_e4m3_32_kernel(Params p) {

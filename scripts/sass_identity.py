@@ -1,0 +1,122 @@
+"""Prove a kernel-source refactor changed no instruction: build the library from two trees (the library's own nvcc
+command, kdtree_lab.kernels.build) for sm_120a and sm_90a, normal and timing library (KDT_E4M3_TIMING=1), dump each
+kernel's SASS with cuobjdump and compare per-kernel hashes and the ptxas resource lines. No GPU needed.
+
+    python scripts/sass_identity.py build OUT --kernels DIR [--timing]   # OUT/lib.so, OUT/ptxas.log, OUT/sass/*.sass
+    python scripts/sass_identity.py compare BEFORE AFTER [--json FILE]   # exit 1 when any kernel differs
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from kdtree_lab.core.cuda_tools import find_cuda_tool, find_nvcc  # noqa: E402
+from kdtree_lab.kernels import build as B  # noqa: E402
+
+ARCHS = ("sm_120a", "sm_90a")
+
+
+def build(out: Path, kernels: Path, timing: bool) -> None:
+    """The library's nvcc command (build_library's flags, defines and gencodes) on kernels/kdtree_verify.cu of another
+    tree, then per-kernel SASS files."""
+    out.mkdir(parents=True, exist_ok=True)
+    defines = ["-DKDT_SM90A_BUILT"] + (["-DKDT_E4M3_TIMING_PROXY"] if timing else [])
+    lib = out / "lib.so"
+    cmd = [find_nvcc(), *B.NVCC_FLAGS, *defines, *[x for a in ARCHS for x in B._gencode(a)], "-o", str(lib),
+           str(kernels / B.LAUNCHER)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode:
+        sys.exit(proc.stderr[-4000:])
+    (out / "ptxas.log").write_text(proc.stderr)
+    (out / "command.txt").write_text(" ".join(cmd) + "\n")
+    sass_dir = out / "sass"
+    sass_dir.mkdir(exist_ok=True)
+    cuobjdump = find_cuda_tool("cuobjdump")
+    for arch in ARCHS:
+        text = subprocess.run([cuobjdump, "-sass", "-arch", arch.rstrip("a"), str(lib)], capture_output=True,
+                              text=True, check=True).stdout
+        for name, body in functions(text).items():
+            (sass_dir / f"{arch}.{name}.sass").write_text(body)
+
+
+def functions(sass: str) -> dict[str, str]:
+    """cuobjdump -sass text split per function: mangled name -> its instructions (with encodings)."""
+    out: dict[str, list[str]] = {}
+    cur = None
+    for line in sass.splitlines():
+        m = re.match(r"\s*Function : (\S+)", line)
+        if m:
+            cur = m.group(1)
+            out[cur] = []
+        elif cur and re.match(r"\s*/\*[0-9a-f]{4}\*/|\s*/\* 0x", line):
+            out[cur].append(line.strip())
+    return {k: "\n".join(v) + "\n" for k, v in out.items()}
+
+
+def resources(log: str) -> dict[str, str]:
+    """ptxas -v: '<arch> <function>' -> its 'Used N registers, ...' line (with the spill line before it)."""
+    res: dict[str, str] = {}
+    arch = func = spill = None
+    for line in log.splitlines():
+        m = re.search(r"Compiling entry function '(\S+)' for '(sm_\w+)'", line)
+        if m:
+            func, arch, spill = m.group(1), m.group(2), None
+        elif func and "bytes stack frame" in line:
+            spill = line.split("info    :", 1)[-1].strip()
+        elif func and "Used" in line and "registers" in line:
+            res[f"{arch} {func}"] = f"{spill}; {line.split('info    :', 1)[-1].strip()}"
+    return res
+
+
+def compare(before: Path, after: Path) -> dict:
+    rows, differ = [], 0
+    names = sorted({p.name for p in (before / "sass").iterdir()} | {p.name for p in (after / "sass").iterdir()})
+    res_b, res_a = resources((before / "ptxas.log").read_text()), resources((after / "ptxas.log").read_text())
+    for n in names:
+        hb, ha = (hashlib.sha256((d / "sass" / n).read_bytes()).hexdigest()[:16] if (d / "sass" / n).exists()
+                  else None for d in (before, after))
+        arch, func = n.removesuffix(".sass").split(".", 1)
+        rb, ra = res_b.get(f"{arch} {func}"), res_a.get(f"{arch} {func}")
+        same = hb == ha and rb == ra
+        differ += not same
+        rows.append({"arch": arch, "kernel": B._short(func), "mangled": func, "sass_before": hb, "sass_after": ha,
+                     "instructions": len((after / "sass" / n).read_text().splitlines()) // 2
+                     if (after / "sass" / n).exists() else None,
+                     "resources_before": rb, "resources_after": ra, "identical": same})
+    return {"kernels": rows, "differ": differ}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build")
+    b.add_argument("out", type=Path)
+    b.add_argument("--kernels", type=Path, default=B.KERNELS)
+    b.add_argument("--timing", action="store_true")
+    c = sub.add_parser("compare")
+    c.add_argument("before", type=Path)
+    c.add_argument("after", type=Path)
+    c.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    if args.cmd == "build":
+        build(args.out, args.kernels, args.timing)
+        return
+    r = compare(args.before, args.after)
+    for row in r["kernels"]:
+        print(f"{'same  ' if row['identical'] else 'DIFFER'} {row['arch']:8} {row['kernel']:40} "
+              f"{row['sass_before']} {row['sass_after']}  {row['resources_after']}")
+    if args.json:
+        args.json.write_text(json.dumps(r, indent=1) + "\n")
+    sys.exit(1 if r["differ"] else 0)
+
+
+if __name__ == "__main__":
+    main()
