@@ -1,15 +1,24 @@
 #!/usr/bin/env bash
 # Sourced at the start of each of the two back-to-back device calls that bring b12x onto a warm H200
-# (scripts/fetch_b12x.sh makes .b12x-1/ and .b12x-2/; each call carries one): stages what the call carries in
-# /tmp/b12x-stage (kept while the machine stays warm), installs SGLang's wheels when they arrive, and once both parts
-# are there, b12x and CuTe DSL 4.8.0 (cu13) into /tmp/site. B12X_READY=1 after it when b12x imports.
-#   source scripts/b12x_session.sh
+# (scripts/fetch_b12x.sh makes .b12x-1/ and .b12x-2/; each call carries one, the second within the machine's 30 s of
+# idle warmth): stages what the call carries in /tmp/b12x-stage (kept while the machine stays warm), installs
+# pyelftools (the library build's), and once both parts are there, b12x and CuTe DSL 4.8.0 (cu13) into /tmp/site.
+# B12X_READY=1 after it when b12x imports; returns 1, naming the missing part, when the second part arrives on a
+# machine without the first (it went cold between the calls: carry .b12x-1, then .b12x-2, again).
+#   call 1: source scripts/b12x_session.sh && python3 -m kdtree_lab build --json > $OUT/build.json
+#   call 2: source scripts/b12x_session.sh && [ "$B12X_READY" = 1 ] && KDT_E4M3_TIMING=1 python3 -m kdtree_lab bench \
+#           --preset b12x --out $OUT/bench-b12x.json   (600 s per call: --resume the partial JSON in a later call)
 source scripts/session_lib.sh
 stage=/tmp/b12x-stage; mkdir -p "$stage" "$OUT"
-for d in .b12x-1 .b12x-2; do [ -d "$d" ] && cp -n "$d"/* "$stage"/; done
-if [ ! -f /tmp/site/.sglang-installed ] && ls "$stage"/sglang-*.whl >/dev/null 2>&1; then  # SGLang's kernel wheels
+for d in .b12x-1 .b12x-2; do [ -d "$d" ] && cp --update=none "$d"/* "$stage"/; done
+if [ ! -f /tmp/site/.elftools-installed ] && ls "$stage"/pyelftools-*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-    $(ls "$stage"/*.whl | grep -v -E '/(b12x-[0-9]|nvidia_cutlass_dsl|apache_tvm_ffi)[^/]*$') && touch /tmp/site/.sglang-installed
+    "$stage"/pyelftools-*.whl && touch /tmp/site/.elftools-installed
+fi
+if [ -d .b12x-2 ] && [ ! -f "$stage/ir.xz.part-aa" ]; then
+  echo "b12x_session: part 1 (.b12x-1: ir.xz.part-aa) is not staged on this machine: it went cold between the two" \
+       "calls; carry .b12x-1, then .b12x-2, again"
+  return 1 2>/dev/null || exit 1
 fi
 export PYTHONPATH=/tmp/site:/tmp/site/nvidia_cutlass_dsl/dsl_packages:$PWD B12X_COMPILE_CACHE_DIR=/tmp/b12x-cache
 B12X_READY=0

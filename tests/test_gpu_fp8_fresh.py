@@ -2,7 +2,8 @@
 1-32, H 1-128, ragged prefixes, tree / chain / causal, eager / capture, k_scale and v_scale in 0.25-2) from a seed
 it prints (KDT_FRESH_SEED=<seed> reproduces a run), runs every fp8 configuration and SGLang's own fp8 kernel on each,
 and asserts the stated bound per case: ours within its math's tolerance of the fp64 oracle, no NaN, no status flag,
-and no further from the oracle than parity.SGLANG_ERROR_FACTOR x SGLang's own error + one bf16 ULP."""
+and no further from the oracle than parity.SGLANG_ERROR_FACTOR x SGLang's own error + one bf16 ULP; over the draw,
+per configuration, the aggregate bound (fp8_fresh.aggregate_ok: the median and 90th percentile of ours / SGLang)."""
 
 import pytest
 
@@ -35,6 +36,10 @@ def test_fresh_fp8_cases_within_the_stated_bound(fresh, impl):
     assert len(rows) == fp8_fresh.FRESH_COUNT, f"{impl}: {len(rows)} rows ({fp8_fresh.SEED_ENV}={fresh.seed})"
     bad = [fp8_fresh.failure_words(r, fresh.seed) for r in rows if not r["ok"]]
     assert not bad, f"{len(bad)} of {len(rows)} fresh cases outside the bound:\n" + "\n".join(bad[:5])
+    s = fresh.summary[impl]
+    assert fp8_fresh.aggregate_ok(s), (f"{impl} ({fp8_fresh.SEED_ENV}={fresh.seed}): ours / SGLang median "
+                                       f"{s['ratio_median']:.2f} (max {fp8_fresh.RATIO_MEDIAN_MAX}), p90 "
+                                       f"{s['ratio_p90']:.2f} (max {fp8_fresh.RATIO_P90_MAX})")
 
 
 def test_the_draw_covers_the_issues_ranges(fresh):

@@ -268,3 +268,16 @@ def test_measuring_needs_the_named_gpu():
     measured, why = kt.measure_here("rtx-pro-6000", 8, 1)
     assert measured is None and "needs a CUDA GPU" in why
     assert kt.batches_for(1) == (1,) and kt.batches_for(4) == (1, 8)
+
+
+def test_the_fp8_pool_ratio_comes_from_a_run_made_to_compare_pools():
+    """A peer's preset (b12x's) times ours over both pools on its own narrow shapes: the step model's fp8 / bf16 ratio
+    reads only the presets made for that comparison."""
+    import json
+
+    from kdtree_lab.core.paths import ROOT
+    from kdtree_lab.speculate import kernel_times
+
+    ratio, src, n = kernel_times.pool_ratio("cuda")
+    assert json.loads((ROOT / src).read_text())["preset"] in kernel_times.POOL_PRESETS and n >= 10 and 0 < ratio < 1.5
+    assert "b12x" not in src

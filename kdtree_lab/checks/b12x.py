@@ -17,7 +17,7 @@ which sm_90 has. ``load`` returns the exact error where it does not import, so a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import torch
@@ -28,27 +28,29 @@ from .paged import PagedBatch
 from .paged import paged as paged_layout
 
 VERSION = "1.5.1"  # the b12x wheel this adapter was written against (its dense_mla == GitHub master 36bce2c1)
-E4M3_MAX = 448.0
+E4M3_MAX = torch.finfo(torch.float8_e4m3fn).max  # 448
 
 
 @dataclass
 class Prepared:
-    """One compiled b12x call: ``run()`` launches its kernels (Q quantisation, forward, merge) and returns the
-    output [B * N, H, 512] bf16; ``splits`` is the split count b12x planned."""
+    """One compiled b12x call: ``run()`` launches its kernels (Q quantisation, forward, merge) and returns ``out``,
+    the output [B * N, H, 512] bf16 it writes; ``splits`` is the split count b12x planned."""
 
     run: Callable[[], torch.Tensor]
     splits: int
     paged: PagedBatch
+    out: torch.Tensor
 
 
 def load() -> tuple[object | None, str | None]:
-    """(b12x's dense_mla internals as a namespace, None), or (None, the exact error of importing them)."""
+    """(b12x's dense_mla internals as a namespace, None), or (None, the exact error of importing them). The
+    namespace's ``version`` is the installed distribution's."""
     try:
-        import b12x
+        from importlib.metadata import version
+
         from b12x.attention.dense_mla import _kernel, _scratch
 
-        return type("B12x", (), {"version": getattr(b12x, "__version__", VERSION), "kernel": _kernel,
-                                 "scratch": _scratch}), None
+        return type("B12x", (), {"version": version("b12x"), "kernel": _kernel, "scratch": _scratch}), None
     except Exception as exc:  # noqa: BLE001 - the error is the result
         return None, f"{type(exc).__name__}: {exc}"
 
@@ -93,16 +95,17 @@ def prepare(b12x, p: PagedBatch) -> Prepared:
     def run() -> torch.Tensor:
         return b12x.kernel.run_dense_mla(binding=binding)[0]
 
-    return Prepared(run, plan.num_splits, p)
+    return Prepared(run, plan.num_splits, p, out)
 
 
 def reference(p: PagedBatch) -> torch.Tensor:
     """fp64 attention over ``p`` as b12x computes it: over an e4m3 cache Q is first rounded to e4m3 at
-    :func:`q_scale` (b12x's own rounding, so the comparison judges its attention, not the choice to round Q)."""
+    :func:`q_scale`, multiplied by its fp32 reciprocal as b12x's quantisation kernel does (so the comparison judges
+    its attention, not the choice to round Q)."""
     from .paged import paged_reference
 
     if p.cache.dtype != torch.float8_e4m3fn:
         return paged_reference(p)
-    s = q_scale(p.q)
-    q = (p.q.float() / s).to(torch.float8_e4m3fn).float() * s  # fp32: paged_reference reads it in fp64
-    return paged_reference(PagedBatch(q, p.cache, p.table, p.seqlens, p.draft, p.sm_scale, p.causal, p.scale))
+    s = torch.tensor(q_scale(p.q), dtype=torch.float32)
+    q = (p.q.float() * s.reciprocal().to(p.q.device)).to(torch.float8_e4m3fn).float() * s.to(p.q.device)
+    return paged_reference(replace(p, q=q))  # fp32 Q: paged_reference reads it in fp64

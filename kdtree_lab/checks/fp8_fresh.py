@@ -80,19 +80,32 @@ def judged(row: dict) -> dict:
     return {**row, "ratio": row["ours_rel_l2"] / sgl if sgl else float("inf"), "ok": fresh_ok(row)}
 
 
+# The draw's aggregate bound per configuration, beside the per-case one: a form that rounds like SGLang's kernel (Q
+# as one e4m3 term, the first e4m3 form: median ratio 1.00 on the fp8 grid, above SGLang's on 90 of 169 cases,
+# data/results/h200/2026-12-02-e4m3/call4-accuracy-hook) passes the per-case bound but not this one; the two-term
+# form measured a median of 0.43 and a largest ratio of 0.86 (data/results/h200/2026-12-04-fp8-fresh).
+RATIO_MEDIAN_MAX = 0.7  # the median over the draw of ours / SGLang's rel_l2
+RATIO_P90_MAX = 1.0  # its 90th percentile: at most one case in ten as far from the oracle as SGLang's
+
+
+def aggregate_ok(s: dict) -> bool:
+    """Whether a configuration's ``summary`` meets the draw's aggregate bound (RATIO_MEDIAN_MAX, RATIO_P90_MAX)."""
+    return s["ratio_median"] <= RATIO_MEDIAN_MAX and s["ratio_p90"] <= RATIO_P90_MAX
+
+
 def _quantile(values: list[float], q: float) -> float:
     return float(np.quantile(np.asarray(values, dtype=float), q))
 
 
 def summary(rows: list[dict]) -> dict:
     """Figures of a group of judged rows: count, median / p90 / max of our rel_l2, the max of max_abs / max(1,
-    max|ref|), median / max ratio to SGLang, how many above SGLang (ratio > 1), how many e4m3 and how many fail."""
+    max|ref|), median / p90 / max ratio to SGLang, how many above SGLang (ratio > 1), how many e4m3 and how many fail."""
     rel = [r["ours_rel_l2"] for r in rows]
     ratio = [r["ratio"] for r in rows]
     return {"count": len(rows), "rel_l2_median": statistics.median(rel), "rel_l2_p90": _quantile(rel, 0.9),
             "rel_l2_max": max(rel), "max_abs_rel_max": max(r["ours_max_abs"] / max(1.0, r["max_ref"]) for r in rows),
             "sglang_rel_l2_median": statistics.median(r["sglang_rel_l2"] for r in rows),
-            "ratio_median": statistics.median(ratio), "ratio_max": max(ratio),
+            "ratio_median": statistics.median(ratio), "ratio_p90": _quantile(ratio, 0.9), "ratio_max": max(ratio),
             "above_sglang": sum(x > 1 for x in ratio), "e4m3": sum(bool(r["e4m3"]) for r in rows),
             "failed": sum(not r["ok"] for r in rows)}
 

@@ -51,6 +51,9 @@ def paged(batch: VerifyBatch, page: int, seed: int = 0, who: str = "a dense deco
     """``batch`` (a chain or causal batch of equal N per request, no padded rows) as ``page``-token pages."""
     if batch.custom_mask is not None and not is_chain(batch):
         raise ValueError(f"custom_mask: {who} serves causal rows (chains, topk 1) only, found a tree mask")
+    if not torch.equal(batch.v_extend, batch.k_extend[..., :D_V]):
+        raise ValueError(f"v_extend: {who} reads V as the first {D_V} of each cached key record (SGLang's latent "
+                         f"layout), found a v_extend that is not k_extend[..., :{D_V}]")
     if batch.live_bs != batch.bs:
         raise ValueError(f"live_bs: {who} takes no padded requests, found {batch.live_bs} live of {batch.bs}")
     bs, n, dev, dtype = batch.bs, batch.max_extend_len, batch.q.device, batch.k_buffer.dtype

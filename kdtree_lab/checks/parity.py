@@ -101,17 +101,19 @@ class ParityReport:
 # e4m3 tensor-core math (launch_plan.E4M3_CONFIGS): Q and P rounded to e4m3, whose 3 mantissa bits leave each element
 # within 2^-4 of its value; the output's error is then of the order of SGLang's own fp8 kernel's, which rounds both the
 # same way (measured 0.003-0.062 rel_l2 and up to 0.12 max_abs / max(1, max|ref|) over the fp8 GPU grid, SGLang
-# 0.023-0.141; docs/kernels.md, "fp8 pools"). Below it on that grid, at most 0.86x it on the committed fresh draw
+# 0.023-0.141; docs/kernels.md, "fp8 pools"). Below it on that grid and on the committed fresh draw
 # (data/results/h200/2026-12-04-fp8-fresh), but issue 51 reported up to 1.22x on its own draws: the gate against
-# SGLang on the same case is within_sglang_error (1.5x), which checks/fp8_fresh.py holds on fresh cases every run.
+# SGLang on the same case is within_sglang_error, which checks/fp8_fresh.py holds on fresh cases every run beside an
+# aggregate bound over the draw.
 E4M3_REL_L2_TOL = 0.1
 E4M3_MAX_ABS = 2.0 ** -2
 
 
 # Against SGLang's own kernel on the same case: ours may be at most this times SGLang's distance to the oracle, plus
 # one bf16 unit in the last place (2^-8 relative: the output's own rounding, which neither kernel can beat, so two
-# kernels both at the bf16 floor are not judged on their noise). Ours was measured up to 1.22x SGLang's under e4m3
-# math; a wrong mask or scale lands at 3x or more (and outside the oracle tolerance).
+# kernels both at the bf16 floor are not judged on their noise). Issue 51 reported ours up to 1.22x SGLang's on some
+# fresh cases under e4m3 math. Per case this bound is loose (the one-term-Q form passes it): checks/fp8_fresh.py adds
+# an aggregate bound over each fresh draw.
 SGLANG_ERROR_FACTOR = 1.5
 BF16_ULP = 2.0 ** -8
 

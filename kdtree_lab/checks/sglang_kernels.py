@@ -30,7 +30,9 @@ def verify_shared_kv(batch: VerifyBatch, o: torch.Tensor | None = None) -> torch
     call its own ``can_handle`` refuses raises."""
     from sglang.kernels.ops.attention.verify_mla import verify_shared_kv_fwd
 
-    if batch.trees and any(t.parents.tolist() != list(range(-1, t.size - 1)) for t in batch.trees):
+    from .paged import is_chain
+
+    if batch.trees and not is_chain(batch):
         raise ValueError("batch: verify_shared_kv_fwd serves chains (topk 1) only, found a tree mask")
     out = batch.o if o is None else o
     served = verify_shared_kv_fwd(batch.q, batch.k_extend, batch.v_extend, out, batch.k_buffer, batch.v_buffer,

@@ -12,7 +12,7 @@ H {8, 16, 64, 128}), as CUDA-graph replays of one call:
 - this GPU: measured first (``measure``), through ``checks.bench.run_grid``.
 - ours over an fp8 pool (``ours-fp8``): per shape the configuration the launcher runs for an fp8 pool there, from
   the newest committed issue grid holding fp8-pool rows of it; while none does, its bf16 sibling's issue rows times
-  the fp8 / bf16 time ratio the newest committed run of any preset measured for that kernel on the H200 (said so
+  the fp8 / bf16 time ratio the newest committed run of a both-pools preset measured for that kernel on the H200 (said so
   in the table's label). Carried to sm_120 cards with the fp8 pool's bytes (half the bf16 pool's) and the fp8
   configuration's MMA work.
 
@@ -275,9 +275,13 @@ def _grid_ratio(fp8: Grid, bf16: Grid) -> tuple[float, int]:
     return statistics.median(ratios), len(ratios)
 
 
+POOL_PRESETS = ("fp8", "hopper-fp8", "issue-fp8")  # the bench presets made to time shapes over both pools (a peer's
+# preset, b12x's for one, times its own narrower shapes over both pools too: not the ratio a step model should read)
+
+
 def pool_ratio(impl: str) -> tuple[float, str, int]:
     """(the median fp8 / bf16 time ratio of ``impl`` over the shapes a committed run timed over both pools, that
-    run's path, the shapes): the newest such run of any preset under data/results/h200/."""
+    run's path, the shapes): the newest such run of a POOL_PRESETS preset under data/results/h200/."""
     from ..checks.bench_results import RESULTS
 
     found = []
@@ -285,6 +289,8 @@ def pool_ratio(impl: str) -> tuple[float, str, int]:
         if path.name.endswith(".partial.json"):
             continue
         data = json.loads(path.read_text())
+        if data.get("preset") not in POOL_PRESETS:
+            continue
         by = {(r["B"], r["L"], r["N"], r["H"], r.get("kv", "bf16")): r["ms"] for r in data.get("rows", [])
               if r["impl"] == impl}
         ratios = [ms / by[k[:4] + ("bf16",)] for k, ms in by.items() if k[4] == "fp8" and k[:4] + ("bf16",) in by]
