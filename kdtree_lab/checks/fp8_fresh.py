@@ -65,6 +65,21 @@ def fp8_impls(compute_capability: int) -> tuple[str, ...]:
                  if "fp8" in i.kv_dtypes and (not sm90a_only(n) or compute_capability // 10 == 9))
 
 
+def draw_words(count: int) -> dict:
+    """The draw's ranges as a result file records them."""
+    return {"count": count, "batch": [1, MAX_BATCH], "T": [1, MAX_DRAFT], "H": [1, MAX_HEADS],
+            "prefix": [1, MAX_PREFIX - 1], "prefix_law": "log-uniform", "scales": list(SCALE_RANGE),
+            "budget_sum_L_T_H": BUDGET, "masks": ["tree", "chain", "causal"], "variants": ["eager", "capture"]}
+
+
+def bound_words() -> dict:
+    """The bounds a fresh draw is held to, per case and per configuration, as a result file records them."""
+    return {"rel_l2": parity.REL_L2_TOL, "max_abs": f"{parity.MAX_ABS_ULPS:g} x max(1, max|ref|)",
+            "e4m3_rel_l2": parity.E4M3_REL_L2_TOL, "e4m3_max_abs": f"{parity.E4M3_MAX_ABS:g} x max(1, max|ref|)",
+            "sglang_error_factor": parity.SGLANG_ERROR_FACTOR, "sglang_error_floor": parity.BF16_ULP,
+            "ratio_median_max": RATIO_MEDIAN_MAX, "ratio_p90_max": RATIO_P90_MAX}
+
+
 def fresh_ok(row: dict) -> bool:
     """The stated bound on one row: within its math's oracle tolerance, no NaN, no status flag, and within
     parity.within_sglang_error of SGLang's rel_l2 on the same case."""
