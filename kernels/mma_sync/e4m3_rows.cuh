@@ -19,60 +19,94 @@ struct E4m3Round {
   static_assert(P_HEADROOM < P_LOG2_MAX, "a moved reference leaves room before the next move");
 };
 
-// The Q prologue of a QK lane (g = lane >> 2, t4 = lane & 3): rows r0 + g (h = 0) and r0 + 8 + g (h = 1), of which
-// the lane holds dims 32 j + 4 t4 .. + 3 and 32 j + 16 + 4 t4 .. + 3 of each 32-dim step j. The constructor reads
-// both rows once for their max |value| over the quad: qs[h] maps it to Q_MAX, scale[h] is the row's logit scale with
-// 1 / qs folded in. Q = (first + 2^-Q_LO_EXP second) / qs: first is Q's e4m3 rounding, second that of the rest times
-// 2^Q_LO_EXP, so Q is held to about 2^-8 of each value (e4m3 alone: 2^-4, the error of SGLang's own fp8 kernel).
+// The Q prologue of a QK lane (g = lane >> 2, t4 = lane & 3), written once for both forms: rows ra = r0 + g (h = 0)
+// and rb = r0 + 8 + g (h = 1) of the m-tile at r0 (row[h] from q_row: null past the request's rows), of which the
+// lane holds dims 32 j + 4 t4 .. + 3 and 32 j + 16 + 4 t4 .. + 3 of each 32-dim step j. Both rows are read once for
+// their max |value| over the quad (e4m3_q_absmax, e4m3_q_scale): qs[h] maps it to Q_MAX, scale[h] is the row's logit
+// scale with 1 / qs folded in. Q = (first + 2^-Q_LO_EXP second) / qs: e4m3_q_terms gives first, Q's e4m3 rounding,
+// and second, that of the rest times 2^Q_LO_EXP, so Q is held to about 2^-8 of each value (e4m3 alone: 2^-4, the
+// error of SGLang's own fp8 kernel).
+// The 64-row form declares the arrays (row, amax, qs, scale) as its own locals and calls e4m3_q_scales; the 32-row
+// form holds them in E4m3QRows, whose constructor runs the same max loop over its rows. Where the arrays live and
+// which function holds the max loop decide the order LLVM promotes and hoists them in, and with it each form's
+// sm_90a SASS, which this way stays what it was (data/results/cpu/2026-12-04-e4m3-prologue-once-64).
+
+// 4 bf16 of row h at dim (8-byte aligned), zeros past the request's rows
+__device__ __forceinline__ uint2 e4m3_q_ld4(const __nv_bfloat16* const (&row)[2], int h, int dim) {
+  if (!row[h]) return make_uint2(0u, 0u);
+  uint2 v;
+  asm volatile("ld.global.nc.v2.u32 {%0,%1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "l"(row[h] + dim));
+  return v;
+}
+__device__ __forceinline__ float bf16_lo(uint32_t two) { return __uint_as_float(two << 16); }
+__device__ __forceinline__ float bf16_hi(uint32_t two) { return __uint_as_float(two & 0xffff0000u); }
+
+// amax folded with the max |value| of 4 bf16 (one e4m3_q_ld4)
+__device__ __forceinline__ float e4m3_q_absmax(float amax, uint2 v) {
+  return fmaxf(amax,
+               fmaxf(fmaxf(fabsf(bf16_lo(v.x)), fabsf(bf16_hi(v.x))), fmaxf(fabsf(bf16_lo(v.y)), fabsf(bf16_hi(v.y)))));
+}
+// a row's qs and scale from this lane's max |value| of it (amax: then the quad's)
+__device__ __forceinline__ void e4m3_q_scale(const Params& p, float& amax, float& qs, float& scale) {
+  amax = quad_max(amax);
+  qs = amax > 0.f && isfinite(amax) ? E4m3Round::Q_MAX / amax : 1.f;
+  scale = p.scale_pre / qs;
+}
+// The 64-row form's max loop: both rows' qs and scale (amax: {0, 0} on entry, the caller's, see above)
+__device__ __forceinline__ void e4m3_q_scales(const Params& p, const __nv_bfloat16* const (&row)[2], int t4,
+                                              float (&amax)[2], float (&qs)[2], float (&scale)[2]) {
+#pragma unroll 6
+  for (int j = 0; j < 18; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int half = 0; half < 2; ++half)
+        amax[h] = e4m3_q_absmax(amax[h], e4m3_q_ld4(row, h, 32 * j + 16 * half + 4 * t4));
+#pragma unroll
+  for (int h = 0; h < 2; ++h) e4m3_q_scale(p, amax[h], qs[h], scale[h]);
+}
+
+// x's e4m3 byte; rest: what it leaves, times 2^Q_LO_EXP
+__device__ __forceinline__ uint32_t e4m3_q_split(float x, float& rest) {
+  const uint32_t b = pack_e4m3x4(x, 0.f, 0.f, 0.f) & 0xffu;
+  const uint32_t h = e4m3x2_to_f16x2(b);
+  rest = (x - __half2float(*reinterpret_cast<const __half*>(&h))) * (float)(1 << E4m3Round::Q_LO_EXP);
+  return b;
+}
+
+// A register 2 half + h of 32-dim step j (row h, dims 32 j + 16 half + 4 t4 .. + 3), straight from global memory: of
+// the first term and of the second
+__device__ __forceinline__ void e4m3_q_terms(const __nv_bfloat16* const (&row)[2], const float (&qs)[2], int t4, int j,
+                                             int half, int h, uint32_t& first, uint32_t& second) {
+  const uint2 v = e4m3_q_ld4(row, h, 32 * j + 16 * half + 4 * t4);
+  float r0, r1, r2, r3;
+  const uint32_t b0 = e4m3_q_split(bf16_lo(v.x) * qs[h], r0), b1 = e4m3_q_split(bf16_hi(v.x) * qs[h], r1);
+  const uint32_t b2 = e4m3_q_split(bf16_lo(v.y) * qs[h], r2), b3 = e4m3_q_split(bf16_hi(v.y) * qs[h], r3);
+  first = b0 | (b1 << 8) | (b2 << 16) | (b3 << 24);
+  second = pack_e4m3x4(r0, r1, r2, r3);
+}
+
+// The 32-row form's holder of the prologue's arrays (rows ra, rb; t4) and its max loop (the constructor).
 struct E4m3QRows {
   const __nv_bfloat16* row[2];
   float qs[2], scale[2];
   int t4;
 
-  __device__ __forceinline__ E4m3QRows(const Params& p, const Work& w, int r0, int lane)
-      : row{q_row(p, w, r0 + (lane >> 2)), q_row(p, w, r0 + 8 + (lane >> 2))}, t4(lane & 3) {
+  __device__ __forceinline__ E4m3QRows(const Params& p, const Work& w, int ra, int rb, int t4_)
+      : row{q_row(p, w, ra), q_row(p, w, rb)}, t4(t4_) {
     float amax[2] = {0.f, 0.f};
 #pragma unroll 6
     for (int j = 0; j < 18; ++j)
 #pragma unroll
       for (int h = 0; h < 2; ++h)
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const uint2 v = ld4(h, 32 * j + 16 * half + 4 * t4);
-          amax[h] = fmaxf(amax[h], fmaxf(fmaxf(fabsf(lo(v.x)), fabsf(hi(v.x))), fmaxf(fabsf(lo(v.y)), fabsf(hi(v.y)))));
-        }
+        for (int half = 0; half < 2; ++half) amax[h] = e4m3_q_absmax(amax[h], ld4(h, 32 * j + 16 * half + 4 * t4));
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      amax[h] = quad_max(amax[h]);
-      qs[h] = amax[h] > 0.f && isfinite(amax[h]) ? E4m3Round::Q_MAX / amax[h] : 1.f;
-      scale[h] = p.scale_pre / qs[h];
-    }
+    for (int h = 0; h < 2; ++h) e4m3_q_scale(p, amax[h], qs[h], scale[h]);
   }
-  // 4 bf16 of row h at dim (8-byte aligned), zeros past the request's rows
-  __device__ __forceinline__ uint2 ld4(int h, int dim) const {
-    if (!row[h]) return make_uint2(0u, 0u);
-    uint2 v;
-    asm volatile("ld.global.nc.v2.u32 {%0,%1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "l"(row[h] + dim));
-    return v;
-  }
-  static __device__ __forceinline__ float lo(uint32_t two) { return __uint_as_float(two << 16); }
-  static __device__ __forceinline__ float hi(uint32_t two) { return __uint_as_float(two & 0xffff0000u); }
-  // x's e4m3 byte; rest: what it leaves, times 2^Q_LO_EXP
-  static __device__ __forceinline__ uint32_t split(float x, float& rest) {
-    const uint32_t b = pack_e4m3x4(x, 0.f, 0.f, 0.f) & 0xffu;
-    const uint32_t h = e4m3x2_to_f16x2(b);
-    rest = (x - __half2float(*reinterpret_cast<const __half*>(&h))) * (float)(1 << E4m3Round::Q_LO_EXP);
-    return b;
-  }
-  // A register 2 half + h of 32-dim step j (row h, dims 32 j + 16 half + 4 t4 .. + 3), straight from global memory:
-  // of the first term and of the second
+  __device__ __forceinline__ uint2 ld4(int h, int dim) const { return e4m3_q_ld4(row, h, dim); }
   __device__ __forceinline__ void terms(int j, int half, int h, uint32_t& first, uint32_t& second) const {
-    const uint2 v = ld4(h, 32 * j + 16 * half + 4 * t4);
-    float r0, r1, r2, r3;
-    const uint32_t b0 = split(lo(v.x) * qs[h], r0), b1 = split(hi(v.x) * qs[h], r1);
-    const uint32_t b2 = split(lo(v.y) * qs[h], r2), b3 = split(hi(v.y) * qs[h], r3);
-    first = b0 | (b1 << 8) | (b2 << 16) | (b3 << 24);
-    second = pack_e4m3x4(r0, r1, r2, r3);
+    e4m3_q_terms(row, qs, t4, j, half, h, first, second);
   }
 };
 
@@ -86,12 +120,12 @@ __device__ __forceinline__ void pack_p_e4m3(const float (&a)[4], const float (&b
 }
 
 // The PV epilogue of an e4m3 form: once the QK group's row statistics are in, this warp's output columns
-// col0 + 16 cc + 4 t4 .. + 3 (cc < CC) of the C::BM rows, which its accumulators hold as (even, odd, even, odd)
+// 16 CC pw + 16 cc + 4 t4 .. + 3 (cc < CC) of the C::BM rows, which its accumulators hold as (even, odd, even, odd)
 // columns in n-tiles 2 cc, 2 cc + 1 (elements 2 h, 2 h + 1 of row 16 m + 8 h + g), as partial rows in column order;
 // a row's sum is the sum of its HALVES key halves' (stats[BM (1 + k) + row]); warp pw 0 writes the LSEs.
 template <class C, int CC, int HALVES>
 __device__ __forceinline__ void write_partial_rows_e4m3(const RoleCtx<C>& c, const float (&acc)[C::BM / 16][2 * CC][4],
-                                                        int pw, int col0, int lane) {
+                                                        int pw, int lane) {
   const Params& p = c.p;
   const Work& w = c.w;
   const float* stats = c.stats();
@@ -110,7 +144,7 @@ __device__ __forceinline__ void write_partial_rows_e4m3(const RoleCtx<C>& c, con
       const float inv = l > 0.f ? p.v_scale / l : 0.f;
       const int64_t prow = w.part0 + gr;
       if (pw == 0 && t4 == 0) p.lse_part[prow] = l > 0.f ? stats[rr] + log2f(l) : -INFINITY;
-      float* dst = p.o_part + prow * D_V + col0 + 4 * t4;
+      float* dst = p.o_part + prow * D_V + 16 * CC * pw + 4 * t4;
 #pragma unroll
       for (int cc = 0; cc < CC; ++cc)
         *reinterpret_cast<float4*>(dst + 16 * cc) =

@@ -58,8 +58,6 @@ struct CfgE4m3 {
   static constexpr int QK_REGS = CfgRoles::QK_REGS, PV_REGS = CfgRoles::PV_REGS;  // setmaxnreg, as the draft block's
   static_assert(O_MBAR % 8 == 0, "mbarriers are 8-byte aligned");
   static_assert(SMEM <= CfgRoles::SMEM, "a prefix CTA fits the shared memory the launch gives the draft block's");
-  static constexpr float Q_MAX = E4m3Round::Q_MAX;  // the rounding's constants (e4m3_rows.cuh)
-  static constexpr int Q_LO_EXP = E4m3Round::Q_LO_EXP;
 };
 
 using E4m3Ctx = RoleCtx<CfgE4m3>;  // a prefix CTA's work, shared memory and ring (roles_common.cuh)
@@ -73,45 +71,13 @@ __device__ __forceinline__ void e4m3_qk(const E4m3Ctx& c) {
   const Params& p = c.p;
   const Work& w = c.w;
   const int lane = threadIdx.x & 31, q = threadIdx.x >> 5, g = lane >> 2, t4 = lane & 3;
-  // Q rows 16 q + g (h = 0) and + 8 (h = 1): this lane holds dims 32 j + 4 t4 .. + 3 and 32 j + 16 + 4 t4 .. + 3
+  // the Q prologue (e4m3_rows.cuh): rows 16 q + g, + 8; the arrays are this function's (as e4m3_rows.cuh says why)
   const __nv_bfloat16* qrow[2] = {q_row(p, w, 16 * q + g), q_row(p, w, 16 * q + 8 + g)};
-  auto ld4 = [&](int h, int dim) -> uint2 {  // 4 bf16 of row h at dim (8-byte aligned), zeros past the rows
-    if (!qrow[h]) return make_uint2(0u, 0u);
-    uint2 v;
-    asm volatile("ld.global.nc.v2.u32 {%0,%1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "l"(qrow[h] + dim));
-    return v;
-  };
-  auto lo = [](uint32_t two) { return __uint_as_float(two << 16); };
-  auto hi = [](uint32_t two) { return __uint_as_float(two & 0xffff0000u); };
   float amax[2] = {0.f, 0.f};
-#pragma unroll 6
-  for (int j = 0; j < 18; ++j)
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const uint2 v = ld4(h, 32 * j + 16 * half + 4 * t4);
-        amax[h] = fmaxf(amax[h], fmaxf(fmaxf(fabsf(lo(v.x)), fabsf(hi(v.x))), fmaxf(fabsf(lo(v.y)), fabsf(hi(v.y)))));
-      }
   float qs[2], scale[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    amax[h] = fmaxf(amax[h], __shfl_xor_sync(0xffffffffu, amax[h], 1));
-    amax[h] = fmaxf(amax[h], __shfl_xor_sync(0xffffffffu, amax[h], 2));
-    qs[h] = amax[h] > 0.f && isfinite(amax[h]) ? E::Q_MAX / amax[h] : 1.f;
-    scale[h] = p.scale_pre / qs[h];
-  }
-  // Q = (qf + 2^-Q_LO_EXP ql) / qs: qf is Q's e4m3 rounding (registers), ql that of the rest times 2^Q_LO_EXP (this
-  // lane's A fragments in shared memory, 16-byte loads), so Q is held to about 2^-8 of each value (e4m3 alone: 2^-4,
-  // the error of SGLang's own fp8 kernel)
-  uint32_t qf[18][4];  // [32-dim step][A register]: rows g / g + 8, dims 4 t4 .. / 16 + 4 t4 ..
-  const uint32_t qlo = c.base + C::O_QLO + (q * 18 * 32 + lane) * 16;  // + 512 j: step j's fragment
-  auto split = [&](float x, float& rest) {  // x's e4m3 byte; rest: what it leaves, times 2^Q_LO_EXP
-    const uint32_t b = pack_e4m3x4(x, 0.f, 0.f, 0.f) & 0xffu;
-    const uint32_t h = e4m3x2_to_f16x2(b);
-    rest = (x - __half2float(*reinterpret_cast<const __half*>(&h))) * (float)(1 << E::Q_LO_EXP);
-    return b;
-  };
+  e4m3_q_scales(p, qrow, t4, amax, qs, scale);
+  uint32_t qf[18][4];  // [32-dim step][A register]: Q's first term, rows g / g + 8, dims 4 t4 .. / 16 + 4 t4 ..
+  const uint32_t qlo = c.base + C::O_QLO + (q * 18 * 32 + lane) * 16;  // + 512 j: step j's second term
   // step j's A fragment of either term (second: the rest), straight from global memory; written to this lane's
   // shared slot in rolled loops (unrolled, ptxas would hoist all 72 loads and spill), the first term then read
   // into registers, the second left there for the tile loop
@@ -121,11 +87,9 @@ __device__ __forceinline__ void e4m3_qk(const E4m3Ctx& c) {
     for (int half = 0; half < 2; ++half)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const uint2 v = ld4(h, 32 * j + 16 * half + 4 * t4);
-        float r0, r1, r2, r3;
-        const uint32_t b0 = split(lo(v.x) * qs[h], r0), b1 = split(hi(v.x) * qs[h], r1);
-        const uint32_t b2 = split(lo(v.y) * qs[h], r2), b3 = split(hi(v.y) * qs[h], r3);
-        a[2 * half + h] = second ? pack_e4m3x4(r0, r1, r2, r3) : b0 | (b1 << 8) | (b2 << 16) | (b3 << 24);
+        uint32_t first, rest;
+        e4m3_q_terms(qrow, qs, t4, j, half, h, first, rest);
+        a[2 * half + h] = second ? rest : first;
       }
     st_shared_v4(qlo + 512 * j, make_uint4(a[0], a[1], a[2], a[3]));  // read back by this lane only
   };
@@ -169,8 +133,8 @@ __device__ __forceinline__ void e4m3_qk(const E4m3Ctx& c) {
         ldsm_x4(kb, kt + kofs[j & 1] + 64 * (j >> 1) + 16 * E::ROW8 * half);
         mma_e4m3(sc[2 * half], qf[j], kb[0], kb[1]);
         mma_e4m3(sc[2 * half + 1], qf[j], kb[2], kb[3]);
-        mma_e4m3<-E::Q_LO_EXP>(sc[2 * half], ql, kb[0], kb[1]);
-        mma_e4m3<-E::Q_LO_EXP>(sc[2 * half + 1], ql, kb[2], kb[3]);
+        mma_e4m3<-E4m3Round::Q_LO_EXP>(sc[2 * half], ql, kb[0], kb[1]);
+        mma_e4m3<-E4m3Round::Q_LO_EXP>(sc[2 * half + 1], ql, kb[2], kb[3]);
       }
     }
   };
@@ -274,27 +238,7 @@ __device__ __forceinline__ void e4m3_pv(const E4m3Ctx& c) {
   }
   cp_async_wait<0>();
 
-  // the epilogue: row rr's columns 64 pw + 16 cc + 4 t4 .. + 3 are (even, odd, even, odd) elements 2 h, 2 h + 1
-  const float* stats = c.stats();
-  mbar_wait(c.stats_bar(), 0);  // the QK group's row statistics
-  pdl_launch_dependents();
-  const int g = lane >> 2, t4 = lane & 3;
-#pragma unroll
-  for (int m = 0; m < 4; ++m)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int rr = 16 * m + 8 * h + g, gr = w.row0 + rr;
-      if (gr >= p.R) continue;
-      const float l = stats[C::BM + rr], inv = l > 0.f ? p.v_scale / l : 0.f;
-      const int64_t prow = w.part0 + gr;
-      if (pw == 0 && t4 == 0) p.lse_part[prow] = l > 0.f ? stats[rr] + log2f(l) : -INFINITY;
-      float* dst = p.o_part + prow * D_V + 64 * pw + 4 * t4;
-#pragma unroll
-      for (int cc = 0; cc < 4; ++cc)
-        *reinterpret_cast<float4*>(dst + 16 * cc) =
-            make_float4(acc[m][2 * cc][2 * h] * inv, acc[m][2 * cc + 1][2 * h] * inv,
-                        acc[m][2 * cc][2 * h + 1] * inv, acc[m][2 * cc + 1][2 * h + 1] * inv);
-    }
+  write_partial_rows_e4m3<C, 4, 1>(c, acc, pw, lane);  // e4m3_rows.cuh
 }
 
 template <int BM>

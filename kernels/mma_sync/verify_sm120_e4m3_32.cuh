@@ -65,7 +65,7 @@ __device__ __forceinline__ void e4m3x32_qk(const E4m3x32Ctx& c) {
   const Work& w = c.w;
   const int lane = threadIdx.x & 31, q = threadIdx.x >> 5, mq = q & 1, kh = q >> 1, g = lane >> 2, t4 = lane & 3;
   // the Q prologue (e4m3_rows.cuh): both terms' A fragments of rows 16 mq + g, + 8 in registers
-  const E4m3QRows qr(p, w, 16 * mq, lane);
+  const E4m3QRows qr(p, w, 16 * mq + g, 16 * mq + 8 + g, t4);
   uint32_t qf[18][4], ql[18][4];
 #pragma unroll
   for (int j = 0; j < 18; ++j)
@@ -230,7 +230,7 @@ __device__ __forceinline__ void e4m3x32_pv(const E4m3x32Ctx& c) {
   }
   cp_async_wait<0>();
 
-  write_partial_rows_e4m3<C, 8, 2>(c, acc, pw, 128 * pw, lane);  // e4m3_rows.cuh
+  write_partial_rows_e4m3<C, 8, 2>(c, acc, pw, lane);  // e4m3_rows.cuh
 }
 
 __global__ void __launch_bounds__(CfgE4m3x32::THREADS, 1) verify_sm120_e4m3_32_kernel(Params p) {
