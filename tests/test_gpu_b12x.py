@@ -32,12 +32,7 @@ def test_b12x_matches_the_attention_over_its_layout_on_ragged_batches(kv, page, 
     from b12x.attention.dense_mla._reference import dense_mla_reference  # b12x's own oracle of the same call
 
     p = call.paged
-    scales = {}
-    if kv == "fp8":
-        scales = {"kv_scale": torch.tensor([p.scale], dtype=torch.float32, device="cuda"),
-                  "q_scale": torch.tensor([b12x.q_scale(p.q)], dtype=torch.float32, device="cuda")}
-    cu = torch.arange(0, (p.shape[0] + 1) * n, n, dtype=torch.int32, device="cuda")
-    theirs, _ = dense_mla_reference(p.q, p.cache, p.table, p.seqlens, cu, sm_scale=p.sm_scale, **scales)
+    theirs, _ = dense_mla_reference(p.q, p.cache, p.table, p.seqlens, sm_scale=p.sm_scale, **b12x.row_inputs(p))
     assert compare(theirs, ref)["rel_l2"] < 0.01  # our oracle of b12x's call is b12x's own
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):

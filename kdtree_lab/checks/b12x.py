@@ -1,4 +1,5 @@
 """b12x's dense MLA (PyPI ``b12x`` 1.5.1, CuTe DSL, built for SM120/121) as the closest sm_120 peer on causal rows.
+The adapter was written against that wheel, whose dense_mla is GitHub master 36bce2c1.
 
 ``b12x.attention.dense_mla`` in verify mode attends the query rows of each request over a paged 576/512 latent cache
 that already holds them, right-aligned and causal (row i of N sees cache positions ``<= L + i``), split-K with a
@@ -24,10 +25,9 @@ import torch
 
 from ..core.mla import D_V
 from .batch import VerifyBatch
-from .paged import PagedBatch
+from .paged import PagedBatch, paged_reference
 from .paged import paged as paged_layout
 
-VERSION = "1.5.1"  # the b12x wheel this adapter was written against (its dense_mla == GitHub master 36bce2c1)
 E4M3_MAX = torch.finfo(torch.float8_e4m3fn).max  # 448
 
 
@@ -69,12 +69,23 @@ def q_scale(q: torch.Tensor) -> float:
     return max(float(q.abs().max()) / E4M3_MAX, 1e-12)
 
 
+def row_inputs(p: PagedBatch) -> dict[str, torch.Tensor]:
+    """The inputs b12x takes beside the layout: ``cu_seqlens_q`` (int32 [B + 1], N rows per request) and, over an
+    e4m3 cache, ``kv_scale`` (the cache's, K and V) and ``q_scale`` (:func:`q_scale`), fp32 [1] each."""
+    bs, n, _ = p.shape
+    dev = p.q.device
+    out = {"cu_seqlens_q": torch.arange(0, (bs + 1) * n, n, dtype=torch.int32, device=dev)}
+    if p.cache.dtype == torch.float8_e4m3fn:
+        out["kv_scale"] = torch.tensor([p.scale], dtype=torch.float32, device=dev)
+        out["q_scale"] = torch.tensor([q_scale(p.q)], dtype=torch.float32, device=dev)
+    return out
+
+
 def prepare(b12x, p: PagedBatch) -> Prepared:
     """Plan, bind and compile b12x's verify-mode dense MLA for ``p`` (plan capacities equal to the shape, so the
     split count is the one b12x picks for this context); the output buffer is poisoned with NaN."""
     bs, n, h = p.shape
     dev = p.q.device
-    fp8 = p.cache.dtype == torch.float8_e4m3fn
     caps = b12x.scratch.Caps(device=dev, mode="verify", kv_dtype=p.cache.dtype, q_dtype=torch.bfloat16,
                              num_q_heads=h, page_size=p.page, max_total_q=bs * n, max_batch=bs,
                              max_cache_tokens=int(p.seqlens.max()), max_page_table_width=p.table.shape[1],
@@ -83,13 +94,8 @@ def prepare(b12x, p: PagedBatch) -> Prepared:
     spec = plan.scratch_specs()[0]
     scratch = torch.zeros(spec.shape, dtype=spec.dtype, device=dev)
     out = torch.full((bs * n, h, D_V), float("nan"), dtype=torch.bfloat16, device=dev)
-    cu = torch.arange(0, (bs + 1) * n, n, dtype=torch.int32, device=dev)
-    scales = {}
-    if fp8:
-        scales = {"kv_scale": torch.tensor([p.scale], dtype=torch.float32, device=dev),
-                  "q_scale": torch.tensor([q_scale(p.q)], dtype=torch.float32, device=dev)}
     binding = plan.bind(scratch=scratch, q=p.q, kv_cache=p.cache, output=out, page_table=p.table,
-                        cache_seqlens=p.seqlens, cu_seqlens_q=cu, sm_scale=p.sm_scale, **scales)
+                        cache_seqlens=p.seqlens, sm_scale=p.sm_scale, **row_inputs(p))
     b12x.kernel.compile_dense_mla(binding=binding)
 
     def run() -> torch.Tensor:
@@ -102,8 +108,6 @@ def reference(p: PagedBatch) -> torch.Tensor:
     """fp64 attention over ``p`` as b12x computes it: over an e4m3 cache Q is first rounded to e4m3 at
     :func:`q_scale`, multiplied by its fp32 reciprocal as b12x's quantisation kernel does (so the comparison judges
     its attention, not the choice to round Q)."""
-    from .paged import paged_reference
-
     if p.cache.dtype != torch.float8_e4m3fn:
         return paged_reference(p)
     s = torch.tensor(q_scale(p.q), dtype=torch.float32)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 
 from .batch import VerifyBatch
+from .paged import is_chain
 
 
 def extend_attention(batch: VerifyBatch, o: torch.Tensor | None = None) -> torch.Tensor:
@@ -29,8 +30,6 @@ def verify_shared_kv(batch: VerifyBatch, o: torch.Tensor | None = None) -> torch
     into ``o``; returns it. It does not read the mask (a chain's is causal), so a tree batch is refused here; a
     call its own ``can_handle`` refuses raises."""
     from sglang.kernels.ops.attention.verify_mla import verify_shared_kv_fwd
-
-    from .paged import is_chain
 
     if batch.trees and not is_chain(batch):
         raise ValueError("batch: verify_shared_kv_fwd serves chains (topk 1) only, found a tree mask")
