@@ -73,16 +73,13 @@ def fresh(count: int, seed: int | None, out: Path, argv: list[str]) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")
     for impl, s in run.summary.items():
-        print(f"{impl:20s} e4m3 {s['e4m3']:>2}/{s['count']} rel_l2 median {s['rel_l2_median']:.3g} p90 "
-              f"{s['rel_l2_p90']:.3g} max {s['rel_l2_max']:.3g}; ours / SGLang median {s['ratio_median']:.2f} max "
-              f"{s['ratio_max']:.2f}, above SGLang {s['above_sglang']}; failed {s['failed']}")
+        print(fp8_fresh.summary_words(impl, s))
     bad = [r for r in run.rows if not r["ok"]]
     for r in bad[:10]:
         print("FAIL " + fp8_fresh.failure_words(r, seed))
     loose = [impl for impl, s in run.summary.items() if not fp8_fresh.aggregate_ok(s)]
     for impl in loose:
-        print(f"FAIL {impl}: ours / SGLang median {run.summary[impl]['ratio_median']:.2f} or p90 "
-              f"{run.summary[impl]['ratio_p90']:.2f} above the aggregate bound")
+        print("FAIL " + fp8_fresh.aggregate_words(impl, run.summary[impl], seed))
     print(f"{len(run.rows)} rows in {secs:.0f} s, {len(bad)} outside the bound, {len(loose)} configurations outside "
           f"the aggregate bound -> {out}")
     return 1 if bad or loose else 0

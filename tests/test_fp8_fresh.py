@@ -145,3 +145,12 @@ def test_the_aggregate_bound_rejects_the_one_term_q_form_and_accepts_the_committ
     fresh = json.loads((ROOT / "data/results/h200/2026-12-04-fp8-fresh/fp8-fresh.json").read_text())
     by_impl = fp8_fresh.summaries([fp8_fresh.judged(r) for r in fresh["rows"]])
     assert by_impl and all(fp8_fresh.aggregate_ok(x) for x in by_impl.values()), by_impl
+
+
+def test_a_configuration_outside_the_aggregate_bound_is_named_with_its_seed():
+    s = fp8_fresh.summary([_row(0.036, 0.03), _row(0.03, 0.03)])
+    assert not fp8_fresh.aggregate_ok(s)
+    words = fp8_fresh.aggregate_words("cuda_sm120_e4m3", s, 7)
+    assert words.startswith(f"cuda_sm120_e4m3 ({fp8_fresh.SEED_ENV}=7)") and "median 1.10 (at most 0.7)" in words
+    assert fp8_fresh.summary_words("cuda_sm120_e4m3", s).startswith("cuda_sm120_e4m3") and "failed 0" in \
+        fp8_fresh.summary_words("cuda_sm120_e4m3", s)

@@ -24,9 +24,7 @@ def fresh():
     print(f"fresh fp8 draw: {fp8_fresh.SEED_ENV}={seed}")
     run = fp8_fresh.run_fresh(fp8_fresh.FRESH_COUNT, seed)
     for impl, s in run.summary.items():
-        print(f"{impl:20s} rel_l2 median {s['rel_l2_median']:.3g} max {s['rel_l2_max']:.3g}; ours / SGLang median "
-              f"{s['ratio_median']:.2f} max {s['ratio_max']:.2f}, above SGLang {s['above_sglang']}/{s['count']}, "
-              f"e4m3 {s['e4m3']}, failed {s['failed']}")
+        print(fp8_fresh.summary_words(impl, s))
     return run
 
 
@@ -37,9 +35,7 @@ def test_fresh_fp8_cases_within_the_stated_bound(fresh, impl):
     bad = [fp8_fresh.failure_words(r, fresh.seed) for r in rows if not r["ok"]]
     assert not bad, f"{len(bad)} of {len(rows)} fresh cases outside the bound:\n" + "\n".join(bad[:5])
     s = fresh.summary[impl]
-    assert fp8_fresh.aggregate_ok(s), (f"{impl} ({fp8_fresh.SEED_ENV}={fresh.seed}): ours / SGLang median "
-                                       f"{s['ratio_median']:.2f} (max {fp8_fresh.RATIO_MEDIAN_MAX}), p90 "
-                                       f"{s['ratio_p90']:.2f} (max {fp8_fresh.RATIO_P90_MAX})")
+    assert fp8_fresh.aggregate_ok(s), fp8_fresh.aggregate_words(impl, s, fresh.seed)
 
 
 def test_the_draw_covers_the_issues_ranges(fresh):

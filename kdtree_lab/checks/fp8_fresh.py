@@ -108,6 +108,19 @@ def aggregate_ok(s: dict) -> bool:
     return s["ratio_median"] <= RATIO_MEDIAN_MAX and s["ratio_p90"] <= RATIO_P90_MAX
 
 
+def summary_words(impl: str, s: dict) -> str:
+    """One configuration's ``summary`` in one line."""
+    return (f"{impl:20s} e4m3 {s['e4m3']:>2}/{s['count']} rel_l2 median {s['rel_l2_median']:.3g} p90 "
+            f"{s['rel_l2_p90']:.3g} max {s['rel_l2_max']:.3g}; ours / SGLang median {s['ratio_median']:.2f} p90 "
+            f"{s['ratio_p90']:.2f} max {s['ratio_max']:.2f}, above SGLang {s['above_sglang']}; failed {s['failed']}")
+
+
+def aggregate_words(impl: str, s: dict, seed: int) -> str:
+    """Why ``impl``'s ``summary`` misses the aggregate bound, in one line with the seed that reproduces it."""
+    return (f"{impl} ({SEED_ENV}={seed}): ours / SGLang median {s['ratio_median']:.2f} (at most {RATIO_MEDIAN_MAX}), "
+            f"p90 {s['ratio_p90']:.2f} (at most {RATIO_P90_MAX})")
+
+
 def _quantile(values: list[float], q: float) -> float:
     return float(np.quantile(np.asarray(values, dtype=float), q))
 
