@@ -46,10 +46,10 @@ class KernelTimeError(ValueError):
     """A shape or GPU the kernel times cannot answer; the message names it."""
 
 
-def ours_impl(gpu: str, batch: int = 1, nodes: int = 16, heads: int = 8) -> str:
+def ours_impl(gpu: str, batch: int = 1, nodes: int = 16, heads: int = 8, kv: str = "bf16") -> str:
     """The implementation whose committed rows stand for our kernel on GPU preset ``gpu`` for calls of ``batch``
     requests of ``nodes`` x ``heads`` rows (default: the headline shape): ``cuda`` on the GPU the grids ran on, else
-    the forced implementation of the configuration the launcher selects there for that shape over a bf16 pool
+    the forced implementation of the configuration the launcher selects there for that shape over a ``kv`` pool
     (``launch_plan.select``; the rows pick it): on RTX PRO 6000 and RTX 5090 what sm_120 runs, timed on the H200
     forced."""
     from ..budget.presets import gpus
@@ -59,7 +59,7 @@ def ours_impl(gpu: str, batch: int = 1, nodes: int = 16, heads: int = 8) -> str:
     if gpu == MEASURED_ON:
         return "cuda"
     try:
-        config = select(batch, nodes, heads, "bf16", gpus()[gpu].device)
+        config = select(batch, nodes, heads, kv, gpus()[gpu].device)
     except NoConfiguration as exc:
         raise KernelTimeError(f"gpu {gpu}: {exc}") from None
     forced = [i.name for i in IMPLS.values() if i.kernel == config.name]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from kdtree_lab.checks.roofline import row_kv
+from kdtree_lab.speculate.kernel_times import ours_impl
 
 from .common import _rel, _timing_words
 from .runs import B12X_BENCH, B12X_P64_BENCH
@@ -22,14 +23,9 @@ def _b12x_shapes() -> tuple[dict, dict]:
 
 
 def _card_pick(key: tuple) -> str:
-    """The implementation that stands for what an sm_120 card runs on the shape (``launch_plan.select`` there)."""
-    from kdtree_lab.budget.presets import gpus
-    from kdtree_lab.kernels.impls import IMPLS
-    from kdtree_lab.kernels.launch_plan import select
-
+    """The implementation that stands for what an sm_120 card runs on the shape (``kernel_times.ours_impl``)."""
     b, _, n, h, kv = key
-    config = select(b, n, h, kv, gpus()[CARD].device)
-    return next(i.name for i in IMPLS.values() if i.kernel == config.name)
+    return ours_impl(CARD, b, n, h, kv)
 
 
 def _ratios(by: dict, kv: str, batch: int | None = None) -> list[float]:
