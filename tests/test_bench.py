@@ -208,20 +208,35 @@ def test_flashmla_paged_layout_is_the_verify_batch_at_equal_rows():
         flashmla.paged(build_verify_batch([9], 4, 8, mask="chain", kv_dtype="fp8"))
 
 
-def test_flashmla_load_reports_the_exact_error_when_it_does_not_import(monkeypatch):
+@pytest.mark.parametrize("peer, module, error", [
+    ("flashmla", "flash_mla", OSError("libtorch_cuda.so: undefined symbol: _ZN3c10xyz")),
+    ("b12x", "b12x", ModuleNotFoundError("No module named 'cutlass'")),
+])
+def test_a_peer_that_does_not_import_reports_the_exact_error(monkeypatch, peer, module, error):
     import builtins
+    import importlib
 
-    from kdtree_lab.checks import flashmla
-
+    loader = importlib.import_module(f"kdtree_lab.checks.{peer}")
     real = builtins.__import__
 
     def fake(name, *a, **kw):
-        if name == "flash_mla":
-            raise OSError("libtorch_cuda.so: undefined symbol: _ZN3c10xyz")
+        if name == module or name.startswith(module + "."):
+            raise error
         return real(name, *a, **kw)
 
     monkeypatch.setattr(builtins, "__import__", fake)
-    assert flashmla.load() == (None, "OSError: libtorch_cuda.so: undefined symbol: _ZN3c10xyz")
+    assert loader.load() == (None, f"{type(error).__name__}: {error}")
+
+
+def test_the_paged_layout_refuses_what_it_cannot_lay_out():
+    """V is read as the first 512 of each cached key record, and padded requests have no place in the pages."""
+    from kdtree_lab.checks.batch import build_verify_batch
+    from kdtree_lab.checks.paged import paged
+
+    with pytest.raises(ValueError, match=r"v_extend: .* found a v_extend that is not k_extend\[..., :512\]"):
+        paged(build_verify_batch([9, 4], 4, 8, mask="chain", seed=1, v_extend_from_k=False), 1)
+    with pytest.raises(ValueError, match="live_bs: .* takes no padded requests, found 2 live of 4"):
+        paged(build_verify_batch([9, 4], 4, 8, mask="chain", seed=1, variant="capture", padded_bs=4), 1)
 
 
 def test_sglangs_chain_verify_kernel_is_not_handed_a_tree():
@@ -263,22 +278,6 @@ def test_b12x_layout_is_the_verify_batch_in_token_pages_and_over_fp8_writes_the_
     assert 0 < err["rel_l2"] < 0.05
     q_err = compare(b12x.reference(p), paged_reference(p))  # Q rounded to e4m3, as b12x rounds it
     assert 0 < q_err["rel_l2"] < 0.1
-
-
-def test_b12x_load_reports_the_exact_error_when_it_does_not_import(monkeypatch):
-    import builtins
-
-    from kdtree_lab.checks import b12x
-
-    real = builtins.__import__
-
-    def fake(name, *a, **kw):
-        if name.startswith("b12x"):
-            raise ModuleNotFoundError("No module named 'cutlass'")
-        return real(name, *a, **kw)
-
-    monkeypatch.setattr(builtins, "__import__", fake)
-    assert b12x.load() == (None, "ModuleNotFoundError: No module named 'cutlass'")
 
 
 def test_b12x_preset_pairs_b12x_with_ours_on_chains_of_1_to_8_over_both_pools():
