@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Call 4: the kv_indices prefetch distance of both e4m3 forms (PREFETCH in their configurations, set here by sed:
-# 32-row / 64-row), timed per setting; 1 / 1 is main's schedule (one tile ahead).
+# 32-row / 64-row), timed per setting; 1 / 1 is one tile ahead as main, but with the fetch issued before the
+# tile's cp.async (IndexQueue::pop as load_tile's argument), not after as in main.
 set -uo pipefail
 D=data/results/h200/2026-12-04-e4m3-32-wide
 source scripts/session_lib.sh; mkdir -p "$OUT"; WHEELS=.whl-gpu install_wheels || exit 1
