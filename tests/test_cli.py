@@ -408,3 +408,30 @@ def test_the_static_budget_widget_separates_thousands():
     text = re.sub(r"<code>.*?</code>", "", static())
     assert not re.findall(r"(?<![\d.,])\d{5,}(?![\d.,])", re.sub(r'data-fraction="[\d.]+"', "", text)), text
     assert re.search(r"\d{1,3},\d{3}", text)
+
+
+def test_bench_shape_times_exactly_the_shapes_named_with_every_impl(monkeypatch, tmp_path, capsys):
+    """bench --shape: each B,L,N,H[,KV] with every --impl, under the name "shapes", in the JSON --out writes (the
+    GPU work replaced: what reaches run_items is the contract)."""
+    import torch
+
+    from kdtree_lab.checks import bench
+    from kdtree_lab.checks.roofline import Shape
+
+    seen = {}
+
+    def fake_run_items(name, items, **kw):
+        seen.update(name=name, items=items, checkpoint=kw.get("checkpoint"))
+        return {"preset": name, "ceilings": {"copy_gbps": 1.0, "gemm_tflops": 1.0}, "sglang": None, "rows": []}
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(bench, "run_items", fake_run_items)
+    out = tmp_path / "ab.json"
+    code = main(["bench", "--shape", "1,200000,4,8,fp8", "--shape", " 8, 32768, 16, 8 ", "--impl",
+                 "cuda_sm120_e4m3_32,cuda", "--out", str(out)])
+    assert code == 0, capsys.readouterr().err
+    assert seen["name"] == "shapes"
+    assert seen["items"] == [(Shape(1, 200_000, 4, 8, kv="fp8"), ["cuda_sm120_e4m3_32", "cuda"]),
+                             (Shape(8, 32_768, 16, 8), ["cuda_sm120_e4m3_32", "cuda"])]
+    assert seen["checkpoint"] == out.with_suffix(".partial.json")
+    assert json.loads(out.read_text())["preset"] == "shapes"

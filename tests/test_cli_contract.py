@@ -92,6 +92,16 @@ BAD = [
     (["bench", "--resume", str(ROOT / "README.md")], "expected a bench result JSON, found unreadable JSON"),
     (["bench", "--preset", "quick", "--impl", "flashmla"], "argument --impl: expected an implementation preset "
                                                            "quick times, found flashmla"),
+    (["bench", "--shape", "1,2", "--impl", "cuda"], "argument --shape: expected B,L,N,H[,KV] (positive integers; "
+                                                    "KV one of bf16, fp8), found '1,2'"),
+    (["bench", "--shape", "1,4096,4,8,fp9", "--impl", "cuda"], "argument --shape: expected B,L,N,H[,KV]"),
+    (["bench", "--shape", "0,4096,4,8", "--impl", "cuda"], "argument --shape: expected B,L,N,H[,KV]"),
+    (["bench", "--shape", "1,4096,4,8"], "argument --shape: needs --impl (the implementations to time at these "
+                                         "shapes), found none"),
+    (["bench", "--shape", "1,4096,4,8", "--impl", "cuda", "--preset", "issue"],
+     "argument --shape: times the shapes it names, found it with --preset issue"),
+    (["bench", "--shape", "1,4096,4,8", "--impl", "cuda", "--resume", str(ROOT / "README.md")],
+     "argument --resume: finishes a preset's run, found it with --shape"),
     (["capture", "--bs", "64", "--max-bs", "8"], "argument --bs: expected sizes up to --max-bs 8"),
     (["capture", "--impl", "cuda_sm120_fp8"], "argument --kv-dtype bf16: impl cuda_sm120_fp8 serves fp8 KV pools"),
     (["budget", "--mem-fraction", "1"], "argument --mem-fraction: expected a value in (0, 1), found 1.0"),
@@ -224,6 +234,8 @@ ANSWER_NO = [
     (["capture"], "graph capture and replay need a CUDA GPU, found none here"),
     (["bench"], "needs a CUDA GPU, found none here"),
     (["bench", "--impl", "cuda"], "needs a CUDA GPU, found none here"),
+    (["bench", "--shape", "1,4096,4,8,fp8", "--shape", "8,4096,4,8", "--impl", "cuda_sm120_e4m3_32"],
+     "needs a CUDA GPU, found none here"),
     (["parity", "--impl", "cuda"], "--impl cuda: expected a CUDA GPU, found none here"),
     (["run", "--profile", "h200", "--only", "00"], "--profile h200: expected a CUDA GPU, found none on this machine"),
     (["speculate", "--measure"], "--measure: needs a CUDA GPU"),

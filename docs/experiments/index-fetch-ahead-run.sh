@@ -22,23 +22,12 @@ set_cfg() {  # PREFETCH of the 32-row form, L2_AHEAD of the 32-row, 64-row e4m3 
     $K/verify_sm120_roles.cuh
 }
 time_shapes() {  # NAME: graph-replay medians of the three forms at their issue shapes -> $OUT/fetch-NAME.json
-  KDT_E4M3_TIMING=1 timeout 100 python3 - "$1" "$OUT/fetch-$1.json" <<'PY' 2>&1 | grep "B="
-import json, sys
-from kdtree_lab.checks.bench import run_grid
-from kdtree_lab.checks.roofline import Shape
-from kdtree_lab.checks.timing import measure_ceilings
-name, out = sys.argv[1:]
-c = measure_ceilings()
-runs = [run_grid([Shape(1, 200_000, 4, 8, kv="fp8"), Shape(8, 200_000, 4, 8, kv="fp8"), Shape(1, 32_768, 4, 8, kv="fp8")],
-                 ["cuda_sm120_e4m3_32"], c, progress=False),
-        run_grid([Shape(1, 200_000, 16, 8, kv="fp8"), Shape(8, 200_000, 16, 8, kv="fp8")], ["cuda_sm120_e4m3"], c,
-                 progress=False),
-        run_grid([Shape(1, 200_000, 16, 8), Shape(8, 200_000, 16, 8)], ["cuda_sm120_roles"], c, progress=False)]
-rows = [r for run in runs for r in run["rows"]]
-json.dump({**runs[0], "rows": rows, "setting": name}, open(out, "w"), indent=1)
-for r in rows:
-    print(f"{name:12s} {r['impl']:20s} B={r['B']} L={r['L']} N={r['N']} H={r['H']} {r['ms']:.4f} ms", flush=True)
-PY
+  KDT_E4M3_TIMING=1 timeout 120 python3 -m kdtree_lab bench --out "$OUT/fetch-$1.json" --json \
+    --shape 1,200000,4,8,fp8 --shape 8,200000,4,8,fp8 --shape 1,32768,4,8,fp8 --shape 1,200000,16,8,fp8 \
+    --shape 8,200000,16,8,fp8 --shape 1,200000,16,8 --shape 8,200000,16,8 \
+    --impl cuda_sm120_e4m3_32,cuda_sm120_e4m3,cuda_sm120_roles > /dev/null
+  python3 -c "import json, sys; [print(sys.argv[1], r['impl'], r['B'], r['L'], r['N'], r['H'], r.get('kv', 'bf16'), r['ms'])
+    for r in json.load(open(sys.argv[2]))['rows']]" "$1" "$OUT/fetch-$1.json"
 }
 if [ "${1:-}" = gates ]; then
   git apply $P && set_cfg "$2" "$3" 0 || exit 1

@@ -273,10 +273,17 @@ def run_preset(name: str, impls: list[str] | None = None, progress: bool = True,
     the preset times ``cuda``. ``checkpoint``: rewrite this JSON file after every shape, so that an
     interrupted run keeps what it measured. ``resume``: an earlier (partial) result of this preset; its rows are
     kept and its shapes skipped."""
+    return run_items(name, preset_items(name, impls), progress, checkpoint, method, resume)
+
+
+def run_items(name: str, items: list[tuple[Shape, list[str]]], progress: bool = True,
+              checkpoint: Path | None = None, method: str = "graph", resume: dict | None = None) -> dict:
+    """Time (shape, implementations) pairs as run_preset does, under ``name`` (a preset's, or "shapes" for the
+    shapes ``kdtree-lab bench --shape`` names)."""
     ceilings = measure_ceilings()
     done = {(r["B"], r["L"], r["N"], r["H"], row_kv(r)) for r in resume["rows"]} if resume else set()
     rows, have = list(resume["rows"]) if resume else [], sglang_available()
-    items = [(s, i) for s, i in preset_items(name, impls) if (s.batch, s.prefix, s.draft, s.heads, s.kv) not in done]
+    items = [(s, i) for s, i in items if (s.batch, s.prefix, s.draft, s.heads, s.kv) not in done]
     if progress:
         from ..core.display import progress as bar
 

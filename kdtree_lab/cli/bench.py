@@ -21,18 +21,24 @@ def cmd_bench(args: argparse.Namespace) -> int:
     check_fleet_flags(args)
     impls = _impls(args.impl)
     out = _out_file(args.out) if args.out is not None else None
-    resume = _resume(args.resume, args.preset) if args.resume else None
+    if args.shape:
+        name, items = "shapes", _shape_items(args, impls)
+        resume = None
+    else:
+        name = args.preset or "quick"
+        resume = _resume(args.resume, name) if args.resume else None
+        from ..checks.bench_presets import preset_items
+
+        items = preset_items(name, impls)
+        if impls and not any(chosen for _, chosen in items):
+            raise BadArgument(f"argument --impl: expected an implementation preset {name} times, found "
+                              f"{','.join(impls)}, which it times at no shape")
     if args.gpus and resume is not None:
         raise BadArgument("argument --resume: applies to a run on this machine's GPU, found it with --gpus")
-    from ..checks.bench_presets import preset_items
-
-    if impls and not any(chosen for _, chosen in preset_items(args.preset, impls)):
-        raise BadArgument(f"argument --impl: expected an implementation preset {args.preset} times, found "
-                          f"{','.join(impls)}, which it times at no shape")
     if not args.gpus and not torch.cuda.is_available():
         raise AnswerNo("needs a CUDA GPU, found none here (timings on a CPU would not mean anything); the committed "
                        "H200 results are in notebook 06 and data/results/")
-    from ..checks.bench import run_preset
+    from ..checks.bench import run_items
     from ..core.display import aligned_table
     from ..lab.provenance import provenance
     from ..lab.record import jsonable
@@ -42,16 +48,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from ..lab import fleet
 
         labels = fleet_labels(args)
-        rep = fleet.bench(preset_items(args.preset, impls), labels, args.timing, args.scheduler)
-        result = {"preset": args.preset, "ceilings": {o.gpu: o.value["ceilings"] for o in rep.outcomes
+        rep = fleet.bench(items, labels, args.timing, args.scheduler)
+        result = {"preset": name, "ceilings": {o.gpu: o.value["ceilings"] for o in rep.outcomes
                                                       if o.error is None},
                   "sglang": sglang_available(), "timing": args.timing, "provenance": provenance()}
         if out:
             out.write_text(json.dumps(jsonable(result | {"gpus": rep.summary(), "complete": rep.complete,
                                                          "rows": rep.rows}), indent=2) + "\n")
         return fleet_report(args, "bench", rep, result, aligned_table(rep.rows))
-    result = run_preset(args.preset, impls, progress=not args.json, method=args.timing,
-                        checkpoint=out.with_suffix(".partial.json") if out else None, resume=resume)
+    result = run_items(name, items, progress=not args.json, method=args.timing,
+                       checkpoint=out.with_suffix(".partial.json") if out else None, resume=resume)
     result["provenance"] = provenance()
     if out:
         out.write_text(json.dumps(jsonable(result), indent=2) + "\n")
@@ -73,6 +79,29 @@ def _impls(text: str | None) -> list[str] | None:
         raise BadArgument(f"argument --impl: expected comma-separated names of {', '.join(known)}, found "
                           + (", ".join(map(repr, bad)) if bad and text.strip() else "an empty value"))
     return names
+
+
+def _shape_items(args: argparse.Namespace, impls: list[str] | None) -> list:
+    """--shape's (shape, implementations) pairs: each B,L,N,H[,KV] with every --impl (refused in one line: a
+    malformed shape, no --impl, or beside --preset or --resume)."""
+    from ..checks.roofline import Shape
+    from ..core.dtypes import KV_DTYPES
+
+    if args.preset is not None:
+        raise BadArgument(f"argument --shape: times the shapes it names, found it with --preset {args.preset}")
+    if args.resume:
+        raise BadArgument("argument --resume: finishes a preset's run, found it with --shape")
+    if not impls:
+        raise BadArgument("argument --shape: needs --impl (the implementations to time at these shapes), found none")
+    items = []
+    for text in args.shape:
+        parts = [t.strip() for t in text.split(",")]
+        kv = parts.pop() if len(parts) == 5 else "bf16"
+        if len(parts) != 4 or not all(t.isdigit() and int(t) >= 1 for t in parts) or kv not in KV_DTYPES:
+            raise BadArgument(f"argument --shape: expected B,L,N,H[,KV] (positive integers; KV one of "
+                              f"{', '.join(KV_DTYPES)}), found {text!r}")
+        items.append((Shape(*map(int, parts), kv=kv), list(impls)))
+    return items
 
 
 def _out_file(text: str):
@@ -111,12 +140,15 @@ def _resume(path: str, preset: str) -> dict:
 
 def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argparse has no public type
     p = sub.add_parser("bench", help="time the CUDA kernel, the Triton twin and SGLang's kernels (GPU only)")
-    p.add_argument("--preset", choices=PRESETS, default="quick",
-                   help="shape grid (issue-fp8: the issue grid's H = 8, 16 rows over an fp8 pool on the sm_120 e4m3 "
+    p.add_argument("--preset", choices=PRESETS, default=None,
+                   help="shape grid (default: quick; issue-fp8: the issue grid's H = 8, 16 rows over an fp8 pool on the sm_120 e4m3 "
                         "and exact configurations; hopper-fp8: the same rows over both pools on sm_90a, v5 over "
                         "bf16 beside v4's e4m3 variant, which v5 maps an fp8 pool to; fp8: memory- and compute-bound "
                         "shapes over a bf16 and an fp8 pool; chain: chains beside SGLang's verify_shared_kv_fwd, "
                         "FlashMLA and b12x; b12x: b12x's dense MLA beside ours on chains of 1-8 rows, both pools)")
+    p.add_argument("--shape", action="append", metavar="B,L,N,H[,KV]",
+                   help="time this shape instead of a preset's (repeat it for more; KV: the pool, bf16 by default, "
+                        "or fp8; needs --impl): a kernel change measured at the shapes it targets")
     p.add_argument("--impl", help=f"comma-separated subset of {', '.join((*IMPLS, *PEER_IMPLS))} "
                                   "(default: the implementations the preset names for each shape)")
     p.add_argument("--timing", choices=["graph", "eager"], default="graph",
