@@ -22,12 +22,11 @@ set_cfg() {  # PREFETCH of the 32-row form, L2_AHEAD of the 32-row, 64-row e4m3 
     $K/verify_sm120_roles.cuh
 }
 time_shapes() {  # NAME: graph-replay medians of the three forms at their issue shapes -> $OUT/fetch-NAME.json
-  KDT_E4M3_TIMING=1 timeout 120 python3 -m kdtree_lab bench --out "$OUT/fetch-$1.json" --json \
+  echo "== $1"  # bench's own table follows (its progress bar left out)
+  KDT_E4M3_TIMING=1 timeout 120 python3 -m kdtree_lab bench --out "$OUT/fetch-$1.json" \
     --shape 1,200000,4,8,fp8 --shape 8,200000,4,8,fp8 --shape 1,32768,4,8,fp8 --shape 1,200000,16,8,fp8 \
     --shape 8,200000,16,8,fp8 --shape 1,200000,16,8 --shape 8,200000,16,8 \
-    --impl cuda_sm120_e4m3_32,cuda_sm120_e4m3,cuda_sm120_roles > /dev/null
-  python3 -c "import json, sys; [print(sys.argv[1], r['impl'], r['B'], r['L'], r['N'], r['H'], r.get('kv', 'bf16'), r['ms'])
-    for r in json.load(open(sys.argv[2]))['rows']]" "$1" "$OUT/fetch-$1.json"
+    --impl cuda_sm120_e4m3_32,cuda_sm120_e4m3,cuda_sm120_roles 2>&1 | grep -v "shape/s"
 }
 if [ "${1:-}" = gates ]; then
   git apply $P && set_cfg "$2" "$3" 0 || exit 1
