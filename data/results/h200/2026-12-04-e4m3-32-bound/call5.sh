@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Call 5 (issue 52): (1) does the 32-row form's load path answer a deeper ring and an earlier refill once its MMA path
-# is mostly gone (A+B, then A+B with docs/experiments/pv-v-first.patch at SLOTS 5, V_FIRST)? (2) the 64-row e4m3
+# is mostly gone (A+B, then A+B with pv-v-first.patch at SLOTS 5, V_FIRST)? (2) the 64-row e4m3
 # form's ablations at its shapes (ablate64-*.patch: A one Q term, B no PV MMAs, C no refill loads after the first
 # three tiles). Each build carries one ablation set per form (different kernels); timing library; results wrong by
 # design, only times count. Carry .whl-sglang. Results in $OUT/results.tar.gz.
@@ -23,7 +23,7 @@ a32() { git apply $W/ablate-one-q-term.patch && git apply $W/ablate-no-pv-mma.pa
 a64() { for x in "$@"; do git apply $H/ablate64-$x.patch || exit 1; done; }
 time_cfg main
 restore; a32; a64 one-q-term; time_cfg 32AB-64A
-restore; git apply docs/experiments/pv-v-first.patch; a32; a64 no-refill-loads
+restore; git apply $H/pv-v-first.patch; a32; a64 no-refill-loads
 sed -i "s/static constexpr bool V_FIRST = true;/static constexpr bool V_FIRST = false;/" kernels/mma_sync/verify_sm120_e4m3.cuh
 time_cfg 32ABs5v-64C
 restore; a64 one-q-term no-refill-loads; time_cfg 64AC

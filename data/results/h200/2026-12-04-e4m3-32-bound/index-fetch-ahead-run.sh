@@ -4,8 +4,8 @@
 # (main: one tile ahead); and the 32-row, 64-row e4m3 and bf16 role-split forms prefetch the entries L2_AHEAD tiles
 # past their fetch into L2 (no register waits on a prefetch). At its defaults (32-row PREFETCH 2, L2_AHEAD 0
 # everywhere) only the 32-row form differs from main; PREFETCH 1, L2_AHEAD 0 is main's sm_90a SASS byte for byte.
-#   call 1: bash docs/experiments/index-fetch-ahead-run.sh            main, then the settings below, timing library
-#   call 2: bash docs/experiments/index-fetch-ahead-run.sh gates P A  the 32-row form's gates at PREFETCH P,
+#   call 1: bash data/results/h200/2026-12-04-e4m3-32-bound/index-fetch-ahead-run.sh            main, then the settings below, timing library
+#   call 2: bash data/results/h200/2026-12-04-e4m3-32-bound/index-fetch-ahead-run.sh gates P A  the 32-row form's gates at PREFETCH P,
 #           L2_AHEAD A (its fastest setting, where it beats main by more than 3% at B = 8, L = 200k): debug-wait e4m3
 #           lab, the fp8 GPU tests (edge grid + 500 random, 23 capture sizes x 100 replays, the hook against SGLang),
 #           the four sanitizers. (A faster 64-row or role-split setting needs its own gates: tests/test_gpu.py and
@@ -13,8 +13,8 @@
 # Carry .whl-sglang.
 set -uo pipefail
 WHEELS=${WHEELS:-.whl-sglang}
-source scripts/device_prologue.sh "bash docs/experiments/index-fetch-ahead-run.sh $*"
-P=docs/experiments/index-fetch-ahead.patch; K=kernels/mma_sync
+source scripts/device_prologue.sh "bash data/results/h200/2026-12-04-e4m3-32-bound/index-fetch-ahead-run.sh $*"
+P=data/results/h200/2026-12-04-e4m3-32-bound/index-fetch-ahead.patch; K=kernels/mma_sync
 set_cfg() {  # PREFETCH of the 32-row form, L2_AHEAD of the 32-row, 64-row e4m3 and role-split forms
   sed -i "s/static constexpr int PREFETCH = [0-9]*;/static constexpr int PREFETCH = $1;/" $K/verify_sm120_e4m3_32.cuh
   sed -i "s/static constexpr int L2_AHEAD = [0-9]*;/static constexpr int L2_AHEAD = $2;/" $K/verify_sm120_e4m3_32.cuh

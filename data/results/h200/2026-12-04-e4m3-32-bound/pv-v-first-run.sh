@@ -3,15 +3,15 @@
 # t's V fragments and refill its slot before they wait for P(t) (V_FIRST: the QK group read tile t's K before it
 # published P(t - 1), which the PV warps already hold), and gives the 32-row form a fifth ring slot (SLOTS 5,
 # 95,456 B): each lengthens the time a refill has before the QK warps wait on it by about one tile.
-#   call 1: bash docs/experiments/pv-v-first-run.sh           main, then (32-row SLOTS, V_FIRST; 64-row V_FIRST) at
+#   call 1: bash data/results/h200/2026-12-04-e4m3-32-bound/pv-v-first-run.sh           main, then (32-row SLOTS, V_FIRST; 64-row V_FIRST) at
 #           "4 1 1", "5 0 0", "5 1 1" (timing library); then the debug-wait correctness of "5 1 1" (edge grid + 40
 #           random fp8 cases per form)
-#   call 2: bash docs/experiments/pv-v-first-run.sh gates S V W   the gates at the fastest setting
+#   call 2: bash data/results/h200/2026-12-04-e4m3-32-bound/pv-v-first-run.sh gates S V W   the gates at the fastest setting
 # Carry .whl-sglang. Results in $OUT/results.tar.gz (packed after each step).
 set -uo pipefail
 WHEELS=${WHEELS:-.whl-sglang}
-source scripts/device_prologue.sh "bash docs/experiments/pv-v-first-run.sh $*"
-P=docs/experiments/pv-v-first.patch; K=kernels/mma_sync; R="$OUT/r"; mkdir -p "$R"; mv "$OUT"/*.json "$R/"
+source scripts/device_prologue.sh "bash data/results/h200/2026-12-04-e4m3-32-bound/pv-v-first-run.sh $*"
+P=data/results/h200/2026-12-04-e4m3-32-bound/pv-v-first.patch; K=kernels/mma_sync; R="$OUT/r"; mkdir -p "$R"; mv "$OUT"/*.json "$R/"
 pack() { tar -C "$R" -czf "$OUT/results.tar.gz" .; }
 set_cfg() {  # SLOTS and V_FIRST of the 32-row form, V_FIRST of the 64-row form
   sed -i "s/static constexpr int SLOTS = [0-9], DRAFT_PAIRS = 1;/static constexpr int SLOTS = $1, DRAFT_PAIRS = 1;/" \
