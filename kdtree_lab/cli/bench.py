@@ -142,10 +142,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
     p = sub.add_parser("bench", help="time the CUDA kernel, the Triton twin and SGLang's kernels (GPU only)")
     p.add_argument("--preset", choices=PRESETS, default=None,
                    help="shape grid (default: quick; issue-fp8: the issue grid's H = 8, 16 rows over an fp8 pool on "
-                        "the sm_120 e4m3 and exact configurations; hopper-fp8: the same rows over both pools on sm_90a, v5 over "
-                        "bf16 beside v4's e4m3 variant, which v5 maps an fp8 pool to; fp8: memory- and compute-bound "
-                        "shapes over a bf16 and an fp8 pool; chain: chains beside SGLang's verify_shared_kv_fwd, "
-                        "FlashMLA and b12x; b12x: b12x's dense MLA beside ours on chains of 1-8 rows, both pools)")
+                        "the sm_120 e4m3 and exact configurations; hopper-fp8: the same rows over both pools on "
+                        "sm_90a, v5 over bf16 beside v4's e4m3 variant, which v5 maps an fp8 pool to; fp8: memory- and "
+                        "compute-bound shapes over a bf16 and an fp8 pool; chain: chains beside SGLang's "
+                        "verify_shared_kv_fwd, FlashMLA and b12x; b12x: b12x's dense MLA beside ours on chains of 1-8 "
+                        "rows, both pools)")
     p.add_argument("--shape", action="append", metavar="B,L,N,H[,KV]",
                    help="time this shape instead of a preset's (repeat it for more; KV: the pool, bf16 by default, "
                         "or fp8; needs --impl): a kernel change measured at the shapes it targets")
