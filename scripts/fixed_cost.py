@@ -5,9 +5,11 @@ The split count is fixed when a graph is captured and the prefix length is not, 
 split count chosen for a long one: the rows at L = 128 are the cost of a call with almost no prefix, and the sweep
 shows what the empty splits (skipped by the split kernel, still merged by the combine) cost. A development tool;
 the benchmark of record is ``kdtree-lab bench``. With ``--repeat K`` each automatic-split row also gets its marginal
-cost inside a graph of K calls, and the run the marginal cost of one and of two one-element kernels (the launches).
+cost inside a graph of K calls, and the run the marginal cost of one and of two one-element kernels (the launches);
+with ``--anatomy`` too, its kernels' own durations and the gaps between them in that graph (the profiler's record,
+``kdtree_lab.checks.call_anatomy``).
 
-    python3 scripts/fixed_cost.py --out $OUT/fixed-cost.json [--impls cuda,cuda_sm120] [--repeat 10] [--kv fp8]
+    python3 scripts/fixed_cost.py --out $OUT/fixed-cost.json [--impls cuda,cuda_sm120] [--repeat 10 [--anatomy]] [--kv fp8]
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import torch
 
 from kdtree_lab.kernels.attention import VerifyAttention, batch_args
 from kdtree_lab.checks.bench import shape_batches, time_ours
+from kdtree_lab.checks.call_anatomy import anatomy, profile_graph
 from kdtree_lab.checks.roofline import Shape
 from kdtree_lab.checks.timing import graph_median_ms, measure_ceilings
 
@@ -51,6 +54,16 @@ def marginal_ms(impl: str, shape: Shape, nsplit: int, repeat: int) -> float:
     return (many - one) / (repeat - 1)
 
 
+def call_anatomy(impl: str, shape: Shape, nsplit: int, repeat: int) -> dict:
+    """The kernels of ``repeat`` back-to-back calls in one graph, as the profiler records their replays: each
+    kernel's median duration and the median gaps between them (us), beside the span per call."""
+    batch = shape_batches(shape, 1)[0]
+    attn = VerifyAttention(shape.batch, shape.draft, shape.heads, shape.kv, impl=impl, nsplit=nsplit)
+    args = batch_args(batch)
+    replays = 20
+    return anatomy(profile_graph(lambda: attn.run(*args), repeat, replays), replays, repeat)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
@@ -62,6 +75,8 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=0,
                     help="also time each automatic-split row as the marginal cost of one call among this many "
                          "(0: not; the inputs stay the same across the calls, so short prefixes sit in L2)")
+    ap.add_argument("--anatomy", action="store_true",
+                    help="with --repeat: also each automatic-split row's kernel durations and gaps in that graph")
     a = ap.parse_args(argv)
     result = {"gpu": torch.cuda.get_device_name(0), "ceilings": measure_ceilings().__dict__,
               "one_kernel_floor_ms": round(graph_floor_ms(1), 5), "two_kernel_floor_ms": round(graph_floor_ms(2), 5),
@@ -80,6 +95,11 @@ def main(argv=None) -> int:
                            "ms": round(t.ms, 5), "timing": t.method, "kernel": t.kernel}
                     if a.repeat > 1 and nsplit == auto:
                         row["marginal_ms"] = round(marginal_ms(impl, Shape(1, length, n, 8, kv=a.kv), nsplit, a.repeat), 5)
+                        if a.anatomy:
+                            try:
+                                row["anatomy"] = call_anatomy(impl, Shape(1, length, n, 8, kv=a.kv), nsplit, a.repeat)
+                            except Exception as exc:  # noqa: BLE001 - the profiler's record is optional: say why
+                                row["anatomy"] = {"error": f"{type(exc).__name__}: {exc}"}
                     result["rows"].append(row)
                     print(json.dumps(row), flush=True)
                     with open(a.out, "w") as f:  # after every row: a run cut off keeps what it measured

@@ -4,18 +4,18 @@
 # mbarrier by bytes) into common/layout.cuh's e4m3_bulk rows (592 bytes apart, no swizzle), instead of 16-byte
 # cp.async into swizzled 576-byte rows. BULK is a constant per form: on in the 32-row form, off in the 64-row form
 # (at true ptxas spills in its QK loop on sm_120a); both off is main's SASS byte for byte.
-#   call 1: bash docs/experiments/e4m3-32-bulk-rows-run.sh          main and the patch, each alone and with the MMA
+#   call 1: bash data/results/h200/2026-12-04-e4m3-bulk-rows/e4m3-32-bulk-rows-run.sh          main and the patch, each alone and with the MMA
 #           ablations A+B of data/results/h200/2026-12-04-e4m3-32-wide/ (the 32-row load path alone); then the
 #           64-row form's BULK on as well (spilling); timing library; then correctness of both forms at BULK on
 #           (debug-wait build, edge grid + 40 random fp8 cases each)
-#   call 2: bash docs/experiments/e4m3-32-bulk-rows-run.sh gates    the gates, where call 1 beat main by 3% at B = 8,
+#   call 2: bash data/results/h200/2026-12-04-e4m3-bulk-rows/e4m3-32-bulk-rows-run.sh gates    the gates, where call 1 beat main by 3% at B = 8,
 #           L = 200k: the fp8 GPU tests (edge grid + 500 random, 23 capture sizes x 100 replays, the hook against
 #           SGLang) and the four sanitizers
 # Carry .whl-sglang. Results in $OUT/results.tar.gz (packed after each step; the device returns at most 8 files).
 set -uo pipefail
 WHEELS=${WHEELS:-.whl-sglang}
-source scripts/device_prologue.sh "bash docs/experiments/e4m3-32-bulk-rows-run.sh $*"
-P=docs/experiments/e4m3-32-bulk-rows.patch; W=data/results/h200/2026-12-04-e4m3-32-wide; R=/tmp/r
+source scripts/device_prologue.sh "bash data/results/h200/2026-12-04-e4m3-bulk-rows/e4m3-32-bulk-rows-run.sh $*"
+P=data/results/h200/2026-12-04-e4m3-bulk-rows/e4m3-32-bulk-rows.patch; W=data/results/h200/2026-12-04-e4m3-32-wide; R=/tmp/r
 mkdir -p $R; mv "$OUT"/*.json $R/
 pack() { tar -C $R -czf "$OUT/results.tar.gz" .; }
 cp -r kernels /tmp/kernels0
