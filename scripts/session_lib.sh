@@ -1,7 +1,10 @@
 # Shell pieces the device scripts share (sourced by h200_session.sh, fleet_session.sh, device_prologue.sh).
 #   session_start: $OUT/work for results, the whole output also to $OUT/session.log, the run's environment
-#   step "what": repack $OUT/results.tar.gz from $OUT/work (a call cut off by its time limit keeps the finished
-#     steps; the device returns at most 8 loose files), then announce the next step
+#   pack: repack $OUT/results.tar.gz from ${WORK:-$OUT/work} (a call cut off by its time limit keeps the finished
+#     steps; the device returns at most 8 loose files: one-off calls set WORK to a folder outside $OUT)
+#   step "what": pack, then announce the next step
+#   kernels_snapshot / kernels_restore: copy kernels/ aside and back (the device tree's git metadata may lag the
+#     local commits, so a call that patches kernels/ between settings restores by copying, not by git checkout)
 #   install_wheels: the carried wheels (${WHEELS:-.whl}) into /tmp/site, put on PYTHONPATH / PATH with the tree
 #   write_provenance COMMAND FILE: kdtree_lab.lab.provenance of COMMAND as JSON
 #   run_sanitizers "TOOLS" IMPLS DIR [SUFFIX]: compute-sanitizer over kdtree_lab.checks.sanitize_cases (IMPLS: a comma list,
@@ -14,7 +17,11 @@ session_start() {
   export PYTHONUNBUFFERED=1 MPLBACKEND=Agg TRITON_DEFAULT_FP_FUSION=1
 }
 
-pack() { tar -C "$OUT/work" -czf "$OUT/results.tar.gz.tmp" . && mv "$OUT/results.tar.gz.tmp" "$OUT/results.tar.gz"; }
+pack() { tar -C "${WORK:-$OUT/work}" -czf "$OUT/results.tar.gz.tmp" . && mv "$OUT/results.tar.gz.tmp" "$OUT/results.tar.gz"; }
+
+kernels_snapshot() { rm -rf /tmp/kernels0 && cp -r kernels /tmp/kernels0; }
+
+kernels_restore() { rm -rf kernels && cp -r /tmp/kernels0 kernels; }
 
 step() { pack 2>/dev/null; echo; echo "=== $(date -u +%H:%M:%S) $*"; }
 

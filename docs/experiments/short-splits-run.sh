@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Device calls (issue 52, the fixed cost): where a short call's time goes inside a graph, and prefix splits shorter
+# than 128 tokens. The patch sets MIN_SPLIT_TOKENS (kernels/common/frame.cuh) to 64; the script also runs 32.
+#   call 1: bash docs/experiments/short-splits-run.sh      scripts/fixed_cost.py --anatomy on main, then at
+#           MIN_SPLIT_TOKENS 64 and 32 (timing library): B = 1, L = 128 and 4k, N = 4 and 16, H = 8, fp8, both
+#           e4m3 forms; each automatic-split row also as the marginal cost of one call among ten in a graph, and from
+#           the profiler's record of that graph's replays each kernel's duration and the gaps between them (~8 min).
+#   call 2: bash docs/experiments/short-splits-run.sh gates M    the gates at MIN_SPLIT_TOKENS M, where call 1 found
+#           a setting 1 us or more below main at L = 128 or 4k: every GPU test but the Triton twin's, then the four
+#           sanitizers on both e4m3 forms and the bf16 pick
+# Carry .whl-sglang. Results in $OUT/results.tar.gz (packed after each step; the device returns at most 8 files).
+set -uo pipefail
+WHEELS=${WHEELS:-.whl-sglang}
+export WORK=/tmp/r  # results, packed into $OUT/results.tar.gz after each step
+source scripts/device_prologue.sh "bash docs/experiments/short-splits-run.sh $*"
+R=$WORK; mkdir -p $R; mv "$OUT"/*.json $R/
+set_min() { sed -i "s/constexpr int MIN_SPLIT_TOKENS = [0-9]*;/constexpr int MIN_SPLIT_TOKENS = $1;/" kernels/common/frame.cuh; }
+if [ "${1:-}" = gates ]; then
+  set_min "$2"
+  timeout 400 python3 -m pytest -m gpu -q tests/ -k "not triton" --junitxml="$R/gates-min$2.xml" \
+    -p no:cacheprovider 2>&1 | tail -1
+  pack
+  for impl in cuda_sm120_e4m3_32 cuda_sm120_e4m3 cuda_sm120; do
+    SANITIZE_TIMEOUT=25 run_sanitizers "memcheck racecheck synccheck initcheck" $impl "$R" "-$impl-min$2"
+    pack
+  done
+  exit 0
+fi
+sweep() {  # MIN: the fixed cost with its anatomy at MIN_SPLIT_TOKENS = MIN
+  set_min "$1"; echo "== MIN_SPLIT_TOKENS $1"
+  KDT_E4M3_TIMING=1 timeout 150 python3 scripts/fixed_cost.py --kv fp8 --impls cuda_sm120_e4m3_32,cuda_sm120_e4m3 \
+    --drafts 4,16 --lengths 128,4096 --nsplit 8 --repeat 10 --anatomy --out $R/fixed-cost-min$1.json 2>&1 \
+    | grep -E "floor|rror" | cut -c1-160
+  python3 - "$R/fixed-cost-min$1.json" <<'PY'
+import json, sys
+for r in json.load(open(sys.argv[1]))["rows"]:
+    if r["auto"]:
+        a = r.get("anatomy", {})
+        k = {n: v["median_us"] for n, v in a.get("kernels", {}).items()}
+        print(r["impl"], r["L"], r["N"], "e2e", round(1e3 * r["ms"], 1), "marginal", round(1e3 * r["marginal_ms"], 1),
+              "kernels", k, "span", a.get("span_per_call_us"), a.get("error", ""))
+PY
+  pack
+}
+sweep 128; sweep 64; sweep 32
+set_min 128
