@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
-# Device calls (issue 52, the fixed cost): where a short call's time goes inside a graph, and prefix splits shorter
-# than 128 tokens. The patch sets MIN_SPLIT_TOKENS (kernels/common/frame.cuh) to 64; the script also runs 32.
-#   call 1: bash docs/experiments/short-splits-run.sh      scripts/fixed_cost.py --anatomy on main, then at
-#           MIN_SPLIT_TOKENS 64 and 32 (timing library): B = 1, L = 128 and 4k, N = 4 and 16, H = 8, fp8, both
-#           e4m3 forms; each automatic-split row also as the marginal cost of one call among ten in a graph, and from
-#           the profiler's record of that graph's replays each kernel's duration and the gaps between them (~8 min).
-#   call 2: bash docs/experiments/short-splits-run.sh gates M    the gates at MIN_SPLIT_TOKENS M, where call 1 found
-#           a setting 1 us or more below main at L = 128 or 4k: every GPU test but the Triton twin's, then the four
-#           sanitizers on both e4m3 forms and the bf16 pick
+# Device calls (issue 52, the fixed cost): prefix splits shorter than 128 tokens, and where a short call's time goes
+# inside a graph. The patch sets MIN_SPLIT_TOKENS (kernels/common/frame.cuh) to 64; the script also runs 32.
+#   call 1: bash docs/experiments/short-splits-run.sh      scripts/fixed_cost.py on main, then at MIN_SPLIT_TOKENS 64
+#           and 32 (timing library): B = 1, L = 128 and 4k, N = 4 and 16, H = 8, fp8, both e4m3 forms; each
+#           automatic-split row also as the marginal cost of one call among ten in a graph (~6 min)
+#   call 2: bash docs/experiments/short-splits-run.sh anatomy   the same rows on main with --anatomy: from the
+#           profiler's record of that graph's replays, each kernel's duration and the gaps between them (~3 min). The
+#           twenty-second session's call that ran this first never returned (the machine stopped answering after ~10
+#           minutes); whether the profiler had a part in it is not known, so it runs alone, in a call of its own
+#   calls 3, 4: bash docs/experiments/short-splits-run.sh gates M / gates2 M    the gates at MIN_SPLIT_TOKENS M, where
+#           call 1 found a setting 1 us or more below main at L = 128 or 4k (the change moves every CUDA
+#           configuration's split ranges): gates, the parity and graph tests of every configuration (edge grid + 500
+#           random, 23 capture sizes x 100 replays); gates2, the hook against SGLang and the four sanitizers on both
+#           e4m3 forms and the bf16 pick
 # Carry .whl-sglang. Results in $OUT/results.tar.gz (packed after each step; the device returns at most 8 files).
 set -uo pipefail
 WHEELS=${WHEELS:-.whl-sglang}
@@ -17,7 +22,14 @@ R=$WORK; mkdir -p $R; mv "$OUT"/*.json $R/
 set_min() { sed -i "s/constexpr int MIN_SPLIT_TOKENS = [0-9]*;/constexpr int MIN_SPLIT_TOKENS = $1;/" kernels/common/frame.cuh; }
 if [ "${1:-}" = gates ]; then
   set_min "$2"
-  timeout 400 python3 -m pytest -m gpu -q tests/ -k "not triton" --junitxml="$R/gates-min$2.xml" \
+  timeout 520 python3 -m pytest -m gpu -q tests/test_gpu.py tests/test_gpu_graphs.py -k "not triton" \
+    --junitxml="$R/gates-min$2.xml" -p no:cacheprovider 2>&1 | tail -1
+  pack
+  exit 0
+fi
+if [ "${1:-}" = gates2 ]; then
+  set_min "$2"
+  timeout 250 python3 -m pytest -m gpu -q tests/test_gpu_sglang_hook.py --junitxml="$R/gates2-min$2.xml" \
     -p no:cacheprovider 2>&1 | tail -1
   pack
   for impl in cuda_sm120_e4m3_32 cuda_sm120_e4m3 cuda_sm120; do
@@ -26,12 +38,12 @@ if [ "${1:-}" = gates ]; then
   done
   exit 0
 fi
-sweep() {  # MIN: the fixed cost with its anatomy at MIN_SPLIT_TOKENS = MIN
-  set_min "$1"; echo "== MIN_SPLIT_TOKENS $1"
+sweep() {  # MIN [--anatomy]: the fixed cost at MIN_SPLIT_TOKENS = MIN
+  set_min "$1"; echo "== MIN_SPLIT_TOKENS $1 ${2:-}"
   KDT_E4M3_TIMING=1 timeout 150 python3 scripts/fixed_cost.py --kv fp8 --impls cuda_sm120_e4m3_32,cuda_sm120_e4m3 \
-    --drafts 4,16 --lengths 128,4096 --nsplit 8 --repeat 10 --anatomy --out $R/fixed-cost-min$1.json 2>&1 \
-    | grep -E "floor|rror" | cut -c1-160
-  python3 - "$R/fixed-cost-min$1.json" <<'PY'
+    --drafts 4,16 --lengths 128,4096 --nsplit 8 --repeat 10 ${2:-} --out $R/fixed-cost-min$1${2:+-anatomy}.json \
+    2>&1 | grep -E "floor|rror" | cut -c1-160
+  python3 - "$R/fixed-cost-min$1${2:+-anatomy}.json" <<'PY'
 import json, sys
 for r in json.load(open(sys.argv[1]))["rows"]:
     if r["auto"]:
@@ -42,5 +54,9 @@ for r in json.load(open(sys.argv[1]))["rows"]:
 PY
   pack
 }
+if [ "${1:-}" = anatomy ]; then
+  sweep 128 --anatomy
+  exit 0
+fi
 sweep 128; sweep 64; sweep 32
 set_min 128
