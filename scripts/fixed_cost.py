@@ -9,7 +9,8 @@ cost inside a graph of K calls, and the run the marginal cost of one and of two 
 with ``--anatomy`` too, its kernels' own durations and the gaps between them in that graph (the profiler's record,
 ``kdtree_lab.checks.call_anatomy``).
 
-    python3 scripts/fixed_cost.py --out $OUT/fixed-cost.json [--impls cuda,cuda_sm120] [--repeat 10 [--anatomy]] [--kv fp8]
+    python3 scripts/fixed_cost.py --out $OUT/fixed-cost.json [--impls cuda,cuda_sm120] [--repeat 10 [--anatomy]]
+        [--kv fp8]
 """
 
 from __future__ import annotations
@@ -90,14 +91,15 @@ def main(argv=None) -> int:
             auto = VerifyAttention(1, n, 8, a.kv, impl=impl).nsplit(1)
             for length in (int(x) for x in a.lengths.split(",")):
                 for nsplit in sorted({int(x) for x in a.nsplit.split(",")} | {auto}):
-                    t = time_ours(impl, Shape(1, length, n, 8, kv=a.kv), nsplit=nsplit)
-                    row = {"impl": impl, "kv": a.kv, "B": 1, "L": length, "N": n, "H": 8, "nsplit": nsplit, "auto": nsplit == auto,
-                           "ms": round(t.ms, 5), "timing": t.method, "kernel": t.kernel}
+                    shape = Shape(1, length, n, 8, kv=a.kv)
+                    t = time_ours(impl, shape, nsplit=nsplit)
+                    row = {"impl": impl, "kv": a.kv, "B": 1, "L": length, "N": n, "H": 8, "nsplit": nsplit,
+                           "auto": nsplit == auto, "ms": round(t.ms, 5), "timing": t.method, "kernel": t.kernel}
                     if a.repeat > 1 and nsplit == auto:
-                        row["marginal_ms"] = round(marginal_ms(impl, Shape(1, length, n, 8, kv=a.kv), nsplit, a.repeat), 5)
+                        row["marginal_ms"] = round(marginal_ms(impl, shape, nsplit, a.repeat), 5)
                         if a.anatomy:
                             try:
-                                row["anatomy"] = call_anatomy(impl, Shape(1, length, n, 8, kv=a.kv), nsplit, a.repeat)
+                                row["anatomy"] = call_anatomy(impl, shape, nsplit, a.repeat)
                             except Exception as exc:  # noqa: BLE001 - the profiler's record is optional: say why
                                 row["anatomy"] = {"error": f"{type(exc).__name__}: {exc}"}
                     result["rows"].append(row)

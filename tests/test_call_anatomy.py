@@ -10,7 +10,8 @@ def replayed(replays: int, calls: int, split_us: float, gap_us: float, combine_u
     spans, t = [], 1_000_000
     for _ in range(replays):
         for _ in range(calls):
-            spans.append(KernelSpan("void kdt::verify_sm120_e4m3_32_kernel<32>(kdt::Params)", t, t + int(split_us * 1e3)))
+            split = "void kdt::verify_sm120_e4m3_32_kernel<32>(kdt::Params)"
+            spans.append(KernelSpan(split, t, t + int(split_us * 1e3)))
             t += int((split_us + gap_us) * 1e3)
             spans.append(KernelSpan("kdt::verify_reduce_kernel(kdt::Params)", t, t + int(combine_us * 1e3)))
             t += int((combine_us + between_us) * 1e3)
@@ -35,7 +36,17 @@ def test_durations_gaps_and_span_per_call():
 
 def test_spans_that_do_not_divide_into_the_replays_are_refused():
     spans = replayed(3, 2, 9.0, 1.0, 3.0, 0.5)
-    with pytest.raises(ValueError, match="multiple of 5 replays, got 12"):
+    with pytest.raises(ValueError, match="multiple of 5 replays x 2 calls, got 12"):
         anatomy(spans, replays=5, calls=2)
     with pytest.raises(ValueError, match="expected >= 1"):
         anatomy(spans, replays=0, calls=2)
+
+
+def test_a_kernel_added_in_one_replay_and_dropped_in_another_is_refused():
+    """The count still divides, so without the sequence check every attribution after the extra kernel would shift."""
+    spans = sorted(replayed(4, 2, 9.0, 1.0, 3.0, 0.5), key=lambda s: s.start_ns)
+    extra = KernelSpan("void at::native::vectorized_elementwise_kernel<4>(...)", spans[1].start_ns + 1,
+                       spans[1].start_ns + 2)
+    spans = spans[:4] + [extra] + spans[4:8] + spans[9:]  # replay 0 gains a kernel, replay 2 loses its first
+    with pytest.raises(ValueError, match=r"replay 0 is not 2 x \(verify_sm120_e4m3_32_kernel, verify_reduce_kernel\)"):
+        anatomy(spans, replays=4, calls=2)

@@ -9,9 +9,9 @@
 #   bash docs/experiments/e4m3-64-vfirst-run.sh
 set -uo pipefail
 WHEELS=${WHEELS:-.whl-sglang}
-export WORK=/tmp/r  # results, packed into $OUT/results.tar.gz after each step
+export KDT_PACK_DIR=/tmp/r  # results, packed into $OUT/results.tar.gz after each step (pack)
 source scripts/device_prologue.sh "bash docs/experiments/e4m3-64-vfirst-run.sh"
-D=data/results/h200/2026-12-04-e4m3-32-bound; K=kernels/mma_sync; R=$WORK
+D=data/results/h200/2026-12-04-e4m3-32-bound; K=kernels/mma_sync; R=$KDT_PACK_DIR
 mkdir -p $R; mv "$OUT"/*.json $R/
 kernels_snapshot
 vfirst() {

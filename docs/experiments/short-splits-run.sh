@@ -16,19 +16,22 @@
 # Carry .whl-sglang. Results in $OUT/results.tar.gz (packed after each step; the device returns at most 8 files).
 set -uo pipefail
 WHEELS=${WHEELS:-.whl-sglang}
-export WORK=/tmp/r  # results, packed into $OUT/results.tar.gz after each step
+export KDT_PACK_DIR=/tmp/r  # results, packed into $OUT/results.tar.gz after each step (pack)
 source scripts/device_prologue.sh "bash docs/experiments/short-splits-run.sh $*"
-R=$WORK; mkdir -p $R; mv "$OUT"/*.json $R/
-set_min() { sed -i "s/constexpr int MIN_SPLIT_TOKENS = [0-9]*;/constexpr int MIN_SPLIT_TOKENS = $1;/" kernels/common/frame.cuh; }
+R=$KDT_PACK_DIR; mkdir -p $R; mv "$OUT"/*.json $R/
+set_min() {  # MIN_SPLIT_TOKENS in kernels/common/frame.cuh; stops the call where the line is not there
+  sed -i "s/constexpr int MIN_SPLIT_TOKENS = [0-9]*;/constexpr int MIN_SPLIT_TOKENS = $1;/" kernels/common/frame.cuh
+  grep -q "constexpr int MIN_SPLIT_TOKENS = $1;" kernels/common/frame.cuh || { echo "set_min $1: no match"; exit 1; }
+}
 if [ "${1:-}" = gates ]; then
-  set_min "$2"
+  set_min "${2:?usage: short-splits-run.sh gates MIN}"
   timeout 520 python3 -m pytest -m gpu -q tests/test_gpu.py tests/test_gpu_graphs.py -k "not triton" \
     --junitxml="$R/gates-min$2.xml" -p no:cacheprovider 2>&1 | tail -1
   pack
   exit 0
 fi
 if [ "${1:-}" = gates2 ]; then
-  set_min "$2"
+  set_min "${2:?usage: short-splits-run.sh gates2 MIN}"
   timeout 250 python3 -m pytest -m gpu -q tests/test_gpu_sglang_hook.py --junitxml="$R/gates2-min$2.xml" \
     -p no:cacheprovider 2>&1 | tail -1
   pack

@@ -30,14 +30,22 @@ def anatomy(spans: list[KernelSpan], replays: int, calls: int) -> dict:
     """Summarise ``replays`` replays of a graph holding ``calls`` back-to-back calls: per kernel (short name) its
     count per call and median duration (us); per kernel-to-kernel step the median gap from one's end to the next's
     start (us; negative where the next starts before the first ends, as programmatic dependent launch allows); and
-    the median span of a replay (first start to last end) per call (us). Raises ValueError when the kernels do not
-    divide evenly into the replays."""
+    the median span of a replay (first start to last end) per call (us). Raises ValueError unless the spans cut into
+    ``replays`` runs of the same kernel sequence, each ``calls`` times one call's: replays follow each other without
+    a mark between them, so a kernel added or dropped in one replay would otherwise shift every attribution after it.
+    Under programmatic dependent launch a dependent kernel's duration includes its wait for the one before: read it
+    with the gap before it."""
     if replays < 1 or calls < 1:
         raise ValueError(f"replays and calls: expected >= 1, got {replays} and {calls}")
     spans = sorted(spans, key=lambda s: s.start_ns)
-    if not spans or len(spans) % replays:
-        raise ValueError(f"kernel spans: expected a multiple of {replays} replays, got {len(spans)}")
+    if not spans or len(spans) % (replays * calls):
+        raise ValueError(f"kernel spans: expected a multiple of {replays} replays x {calls} calls, got {len(spans)}")
     per = len(spans) // replays
+    names = [short_name(s.name) for s in spans]
+    call = names[:per // calls]
+    for r in range(replays):
+        if names[r * per:(r + 1) * per] != call * calls:
+            raise ValueError(f"kernel spans: replay {r} is not {calls} x ({', '.join(call)})")
     durations: dict[str, list[float]] = {}
     gaps: dict[str, list[float]] = {}
     span_us = []
@@ -80,8 +88,12 @@ def profile_graph(fn: Callable[[], None], calls: int, replays: int = 20) -> list
         torch.cuda.synchronize()
     spans = []
     for e in prof.profiler.kineto_results.events():  # ns clock, where FunctionEvent rounds to us
-        name = e.name()
-        if e.device_type() != torch.autograd.DeviceType.CUDA or "memcpy" in name.lower() or "memset" in name.lower():
+        if e.device_type() != torch.autograd.DeviceType.CUDA:
             continue
-        spans.append(KernelSpan(name, int(e.start_ns()), int(e.start_ns() + e.duration_ns())))
+        if hasattr(e, "activity_type"):  # kernels only: not memcpy, memset, synchronisation or annotation records
+            if e.activity_type() != "kernel":
+                continue
+        elif any(w in e.name().lower() for w in ("memcpy", "memset", "sync")):
+            continue
+        spans.append(KernelSpan(e.name(), int(e.start_ns()), int(e.start_ns() + e.duration_ns())))
     return spans
