@@ -8,11 +8,12 @@
 #           profiler's record of that graph's replays, each kernel's duration and the gaps between them (~3 min). The
 #           twenty-second session's call that ran this first never returned (the machine stopped answering after ~10
 #           minutes); whether the profiler had a part in it is not known, so it runs alone, in a call of its own
-#   calls 3, 4: bash docs/experiments/short-splits-run.sh gates M / gates2 M    the gates at MIN_SPLIT_TOKENS M, where
-#           call 1 found a setting 1 us or more below main at L = 128 or 4k (the change moves every CUDA
-#           configuration's split ranges): gates, the parity and graph tests of every configuration (edge grid + 500
-#           random, 23 capture sizes x 100 replays); gates2, the hook against SGLang and the four sanitizers on both
-#           e4m3 forms and the bf16 pick
+#   calls 3-5: bash docs/experiments/short-splits-run.sh gates M / gates2 M / gates3 M    the gates at
+#           MIN_SPLIT_TOKENS M, where call 1 found a setting 1 us or more below main at L = 128 or 4k. The change
+#           moves every CUDA configuration's split ranges, v5 (the H200's default) too, so the gates are the whole
+#           GPU suite: gates, the parity and graph tests (edge grid + 500 random, 23 capture sizes x 100 replays);
+#           gates2, the hook against SGLang and the wgmma tests; gates3, the four sanitizers over every
+#           configuration this GPU launches (sanitize_cases --impl all) (each ~9 min)
 # Carry .whl-sglang. Results in $OUT/results.tar.gz (packed after each step; the device returns at most 8 files).
 set -uo pipefail
 WHEELS=${WHEELS:-.whl-sglang}
@@ -32,13 +33,16 @@ if [ "${1:-}" = gates ]; then
 fi
 if [ "${1:-}" = gates2 ]; then
   set_min "${2:?usage: short-splits-run.sh gates2 MIN}"
-  timeout 250 python3 -m pytest -m gpu -q tests/test_gpu_sglang_hook.py --junitxml="$R/gates2-min$2.xml" \
-    -p no:cacheprovider 2>&1 | tail -1
+  timeout 520 python3 -m pytest -m gpu -q tests/test_gpu_sglang_hook.py tests/test_gpu_wgmma.py \
+    --junitxml="$R/gates2-min$2.xml" -p no:cacheprovider 2>&1 | tail -1
   pack
-  for impl in cuda_sm120_e4m3_32 cuda_sm120_e4m3 cuda_sm120; do
-    SANITIZE_TIMEOUT=25 run_sanitizers "memcheck racecheck synccheck initcheck" $impl "$R" "-$impl-min$2"
-    pack
-  done
+  exit 0
+fi
+if [ "${1:-}" = gates3 ]; then
+  set_min "${2:?usage: short-splits-run.sh gates3 MIN}"
+  SANITIZE_TIMEOUT=120 run_sanitizers "memcheck racecheck synccheck initcheck" \
+    all "$R" "-min$2"
+  pack
   exit 0
 fi
 sweep() {  # MIN [--anatomy]: the fixed cost at MIN_SPLIT_TOKENS = MIN
