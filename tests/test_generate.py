@@ -618,14 +618,22 @@ def test_a_whole_run_on_the_standard_library_text(monkeypatch):
 
 
 def test_a_whole_run_on_a_learnable_text_emits_varied_tokens(monkeypatch):
-    """The same run on ALPHABET, a fresh seed: varied tokens, drafts rejected at times."""
-    seed = fresh_seed()
+    """The same run on ALPHABET, a fresh seed: varied tokens, drafts rejected at times. The tiny model trained 20
+    steps from some seeds settles into a loop of two or three tokens (none of seeds 0-39; seed 1074312161 does), where
+    drafts are never rejected; such a run is still checked in full, and the test draws another seed, three at most."""
     monkeypatch.setattr(corpus, "text", lambda max_bytes=8 << 20: ALPHABET)
-    spec = run.GenerateSpec(**SMALL_RUN | dict(seed=seed))
-    result, tokens = _generate_spying(monkeypatch, spec)
-    assert result["corpus"]["bytes"] == len(ALPHABET)
-    _check_runs(spec, result, tokens, f"alphabet text, seed {seed}")
-    assert len({t for run_tokens in tokens for toks in run_tokens for t in toks}) >= 4, f"seed {seed}: {tokens[0]}"
+    looped = []
+    for _ in range(3):
+        seed = fresh_seed()
+        spec = run.GenerateSpec(**SMALL_RUN | dict(seed=seed))
+        with pytest.MonkeyPatch.context() as spying:
+            result, tokens = _generate_spying(spying, spec)
+        assert result["corpus"]["bytes"] == len(ALPHABET)
+        _check_runs(spec, result, tokens, f"alphabet text, seed {seed}")
+        if len({t for run_tokens in tokens for toks in run_tokens for t in toks}) >= 4:
+            return
+        looped.append((seed, tokens[0]))
+    pytest.fail(f"three fresh seeds each trained a model that loops over fewer than 4 tokens: {looped}")
 
 
 @pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1",
