@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Callable
 
 import torch
 
@@ -44,25 +45,26 @@ def marginal_floor_ms(kernels: int, repeat: int) -> float:
     return (graph_floor_ms(kernels * repeat) - graph_floor_ms(kernels)) / (repeat - 1)
 
 
-def marginal_ms(impl: str, shape: Shape, nsplit: int, repeat: int) -> float:
-    """What one call adds inside a larger graph (as in SGLang's decode graph, where verify is one node among many):
-    (replay of ``repeat`` back-to-back calls - replay of one) / (repeat - 1), so the replay's own floor cancels."""
+def one_call(impl: str, shape: Shape, nsplit: int) -> Callable[[], None]:
+    """One verify call of ``impl`` at ``shape`` with ``nsplit`` splits on fresh inputs, ready to capture."""
     batch = shape_batches(shape, 1)[0]
     attn = VerifyAttention(shape.batch, shape.draft, shape.heads, shape.kv, impl=impl, nsplit=nsplit)
     args = batch_args(batch)
-    one = graph_median_ms(lambda i: attn.run(*args), 1, iters=100)[0]
-    many = graph_median_ms(lambda i: [attn.run(*args) for _ in range(repeat)], 1, iters=100)[0]
+    return lambda: attn.run(*args)
+
+
+def marginal_ms(call: Callable[[], None], repeat: int) -> float:
+    """What one call adds inside a larger graph (as in SGLang's decode graph, where verify is one node among many):
+    (replay of ``repeat`` back-to-back calls - replay of one) / (repeat - 1), so the replay's own floor cancels."""
+    one = graph_median_ms(lambda i: call(), 1, iters=100)[0]
+    many = graph_median_ms(lambda i: [call() for _ in range(repeat)], 1, iters=100)[0]
     return (many - one) / (repeat - 1)
 
 
-def call_anatomy(impl: str, shape: Shape, nsplit: int, repeat: int) -> dict:
+def call_anatomy(call: Callable[[], None], repeat: int, replays: int = 20) -> dict:
     """The kernels of ``repeat`` back-to-back calls in one graph, as the profiler records their replays: each
     kernel's median duration and the median gaps between them (us), beside the span per call."""
-    batch = shape_batches(shape, 1)[0]
-    attn = VerifyAttention(shape.batch, shape.draft, shape.heads, shape.kv, impl=impl, nsplit=nsplit)
-    args = batch_args(batch)
-    replays = 20
-    return anatomy(profile_graph(lambda: attn.run(*args), repeat, replays), replays, repeat)
+    return anatomy(profile_graph(call, repeat, replays), replays, repeat)
 
 
 def main(argv=None) -> int:
@@ -96,10 +98,11 @@ def main(argv=None) -> int:
                     row = {"impl": impl, "kv": a.kv, "B": 1, "L": length, "N": n, "H": 8, "nsplit": nsplit,
                            "auto": nsplit == auto, "ms": round(t.ms, 5), "timing": t.method, "kernel": t.kernel}
                     if a.repeat > 1 and nsplit == auto:
-                        row["marginal_ms"] = round(marginal_ms(impl, shape, nsplit, a.repeat), 5)
+                        call = one_call(impl, shape, nsplit)
+                        row["marginal_ms"] = round(marginal_ms(call, a.repeat), 5)
                         if a.anatomy:
                             try:
-                                row["anatomy"] = call_anatomy(impl, shape, nsplit, a.repeat)
+                                row["anatomy"] = call_anatomy(call, a.repeat)
                             except Exception as exc:  # noqa: BLE001 - the profiler's record is optional: say why
                                 row["anatomy"] = {"error": f"{type(exc).__name__}: {exc}"}
                     result["rows"].append(row)

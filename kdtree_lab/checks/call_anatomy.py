@@ -53,10 +53,9 @@ def anatomy(spans: list[KernelSpan], replays: int, calls: int) -> dict:
         one = spans[r * per:(r + 1) * per]
         span_us.append((max(s.end_ns for s in one) - one[0].start_ns) / 1e3 / calls)
         for k, s in enumerate(one):
-            durations.setdefault(short_name(s.name), []).append((s.end_ns - s.start_ns) / 1e3)
+            durations.setdefault(names[k], []).append((s.end_ns - s.start_ns) / 1e3)
             if k:
-                step = f"{short_name(one[k - 1].name)} -> {short_name(s.name)}"
-                gaps.setdefault(step, []).append((s.start_ns - one[k - 1].end_ns) / 1e3)
+                gaps.setdefault(f"{names[k - 1]} -> {names[k]}", []).append((s.start_ns - one[k - 1].end_ns) / 1e3)
     return {
         "kernels_per_call": per / calls,
         "kernels": {n: {"per_call": len(d) / replays / calls, "median_us": round(statistics.median(d), 3)}
