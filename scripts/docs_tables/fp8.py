@@ -130,7 +130,9 @@ def fp8_headline_sentence() -> str:
                  f"where the bf16 pool takes {b32:.4f} ms")
     return (f"Over an fp8 pool (`--kv-cache-dtype fp8_e4m3`) an sm_120 card runs the role split on e4m3 tensor cores "
             f"above 32 rows: on the headline shape {f:.3f} ms where the bf16 pool takes {b:.3f} ms{small} (H200 under "
-            f"sm_120's limits, `{_rel(_e4m3_grid_path())}`), {_fresh_clause()}; "
+            f"sm_120's limits, forced, not an sm_120 run; the e4m3 times on the timing library, which issues "
+            f"sm_120a's instruction stream: `{_rel(_e4m3_grid_path())}`, the bf16 ones `{_rel(SM120_RUN)}`), "
+            f"{_fresh_clause()}; "
             "`KDTREE_FP8_MATH=exact` (or `VerifyAttention(fp8_math=\"exact\")`) keeps the exact conversion path "
             "instead (`docs/kernels.md`, \"fp8 pools\").")
 
