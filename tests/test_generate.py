@@ -38,12 +38,15 @@ def fresh_seed() -> int:
     return random.SystemRandom().randrange(2**31)
 
 
-def causal_logits(w: model.Weights, ids: torch.Tensor, layers: int | None = None) -> torch.Tensor:
+def causal_logits(w: model.Weights, ids: torch.Tensor, layers: int | None = None, kv: str = "bf16") -> torch.Tensor:
     """The absorbed forward over the whole sequence (the first ``layers``: 1 is the draft model), causal fp32
-    reference attention, no pool."""
+    reference attention, no pool. ``kv="fp8"``: every key row rounded to e4m3 (unscaled) before it is attended, as an
+    fp8 pool stores it (the loop's greedy decode writes a token's row and then reads it from the pool)."""
     n = ids.numel()
 
     def attention(i, q, k):
+        if kv == "fp8":
+            k = k.to(torch.float8_e4m3fn).to(k.dtype)
         return attend.reference_attention(q, NO_POOL, [NO_CTX], k, k[:, :D_V], [(0, n)], [None], w.sm_scale)
 
     return forward.forward(w, ids, torch.arange(n), attention, layers=layers)
@@ -407,12 +410,13 @@ def sharp_model() -> tuple:
     return model.round_weights(m), spec
 
 
-@pytest.mark.parametrize("which", ["alphabet", "sharp"])
-def test_engine_keeps_its_slots_and_emits_greedy_tokens(request, which):
+@pytest.mark.parametrize("which,kv", [("alphabet", "bf16"), ("sharp", "bf16"), ("sharp", "fp8")])
+def test_engine_keeps_its_slots_and_emits_greedy_tokens(request, which, kv):
     """Prompts of different lengths (so the per-request offsets matter); after every step of greedy and speculative
     decoding the pool holds exactly the committed slots; every run's tokens pass the fp32 check with logits within
-    bf16's own difference from fp32 (measured without the loop), and a speculative run's tokens equal the greedy
-    run's up to the first mismatch either has."""
+    bf16's own difference from fp32 (measured without the loop, over key rows as the pool stores them: an fp8 pool's
+    rounded to e4m3), and a speculative run's tokens equal the greedy run's up to the first mismatch either has. The
+    fp8 case is the one bound over an fp8 pool that no run calibrates on itself."""
     seed = fresh_seed()
     rng = np.random.default_rng(seed)
     if which == "alphabet":
@@ -428,7 +432,7 @@ def test_engine_keeps_its_slots_and_emits_greedy_tokens(request, which):
         prompts.append(list(ALPHABET[s:s + n]))
     configs = [drafts.parse(d) for d in ("chain-3", "eagle-2x2-5", "ddtree-7-3")]
     new = 14
-    engine = Engine(w, prompts, new, "bf16", torch.device("cpu"), num_draft=max(d.num_draft for d in configs),
+    engine = Engine(w, prompts, new, kv, torch.device("cpu"), num_draft=max(d.num_draft for d in configs),
                     forwards=max(d.forwards for d in configs) * 2)
     engine.prefill()
     _slots_in_order(engine)
@@ -439,7 +443,7 @@ def test_engine_keeps_its_slots_and_emits_greedy_tokens(request, which):
         refs = [check.reference_logits(w32, eng.pool.buffers, saved[2][b, :len(r.prompt) - 1], r.prompt,
                                        emitted[b]).numpy() for b, r in enumerate(eng.requests)]
         tc = check.compare(emitted, [np.stack(r.logits[:new]) for r in eng.requests], refs)
-        assert tc.self_mismatches == 0 and tc.unexplained == 0, (seed, which, what, tc.as_dict())
+        assert tc.self_mismatches == 0 and tc.unexplained == 0, (seed, which, kv, what, tc.as_dict())
         first = [min([m["index"] for m in tc.mismatches if m["request"] == b], default=new) for b in range(len(prompts))]
         return emitted, first, tc
 
@@ -451,20 +455,21 @@ def test_engine_keeps_its_slots_and_emits_greedy_tokens(request, which):
     assert all(len(t) == new for t in greedy)
     assert len(set(sum(greedy, []))) >= 4, f"seed {seed}: degenerate outputs {greedy}"
     # the numerical difference to expect, measured without the loop or the pool: the bf16 forward against the
-    # fp32 one over each prompt and its greedy tokens (both causal over the whole sequence)
+    # fp32 one over each prompt and its greedy tokens (both causal over the whole sequence, key rows as the pool
+    # stores them)
     whole, numeric = [], 0.0
     for r, toks in zip(engine.requests, greedy):
         seq = torch.tensor(r.prompt + toks[:-1])
         with torch.no_grad():
-            ref = causal_logits(w32, seq)[len(r.prompt) - 1:]
-            numeric = max(numeric, float((causal_logits(w, seq)[len(r.prompt) - 1:] - ref).abs().max()))
+            ref = causal_logits(w32, seq, kv=kv)[len(r.prompt) - 1:]
+            numeric = max(numeric, float((causal_logits(w, seq, kv=kv)[len(r.prompt) - 1:] - ref).abs().max()))
         whole.append(ref.numpy())
     limit = 3 * numeric + 0.01
-    assert greedy_tc.diff_quantiles["q100"] <= limit, (seed, which, numeric, greedy_tc.as_dict())
+    assert greedy_tc.diff_quantiles["q100"] <= limit, (seed, which, kv, numeric, greedy_tc.as_dict())
     # check.reference_logits trusts the prompt's rows as the pool holds them; against the forward that never reads
     # the pool the greedy tokens pass as well and sit as close: the prefill wrote the prompt's rows right
     tc = check.compare(greedy, [np.stack(r.logits[:new]) for r in engine.requests], whole)
-    assert tc.unexplained == 0 and tc.diff_quantiles["q100"] <= limit, (seed, which, numeric, tc.as_dict())
+    assert tc.unexplained == 0 and tc.diff_quantiles["q100"] <= limit, (seed, which, kv, numeric, tc.as_dict())
     accepts = {}
     for cfg in configs:
         engine.restore(saved, cfg.num_draft)
@@ -474,10 +479,10 @@ def test_engine_keeps_its_slots_and_emits_greedy_tokens(request, which):
             _slots_in_order(engine)
             assert max(engine.requests[0].accepts[1:]) <= cfg.forwards + 1
         toks, first, tc = checked(engine, cfg.name)
-        assert tc.diff_quantiles["q100"] <= limit, (seed, which, cfg.name, numeric, tc.as_dict())
+        assert tc.diff_quantiles["q100"] <= limit, (seed, which, kv, cfg.name, numeric, tc.as_dict())
         for b in range(len(prompts)):
             k = min(first[b], greedy_first[b])
-            assert toks[b][:k] == greedy[b][:k], (seed, which, cfg.name, b, toks[b], greedy[b])
+            assert toks[b][:k] == greedy[b][:k], (seed, which, kv, cfg.name, b, toks[b], greedy[b])
         accepts[cfg.name] = [a for r in engine.requests for a in r.accepts[1:]]
     assert all(a >= 1 for v in accepts.values() for a in v)
     if which == "alphabet":
@@ -631,6 +636,9 @@ def test_a_whole_run_on_a_learnable_text_emits_varied_tokens(monkeypatch):
         assert result["corpus"]["bytes"] == len(ALPHABET)
         _check_runs(spec, result, tokens, f"alphabet text, seed {seed}")
         if len({t for run_tokens in tokens for toks in run_tokens for t in toks}) >= 4:
+            rows = [r for r in result["runs"] if r["draft"] != "none (greedy)"]
+            assert any(r["accept_length"] < drafts.parse(r["draft"]).forwards + 1 for r in rows), \
+                (f"seed {seed}: every draft accepted whole", [(r["draft"], r["accept_length"]) for r in rows])
             return
         looped.append((seed, tokens[0]))
     pytest.fail(f"three fresh seeds each trained a model that loops over fewer than 4 tokens: {looped}")
