@@ -623,25 +623,27 @@ def test_a_whole_run_on_the_standard_library_text(monkeypatch):
 
 
 def test_a_whole_run_on_a_learnable_text_emits_varied_tokens(monkeypatch):
-    """The same run on ALPHABET, a fresh seed: varied tokens, drafts rejected at times. The tiny model trained 20
-    steps from some seeds settles into a loop of two or three tokens (none of seeds 0-39; seed 1074312161 does), where
-    drafts are never rejected; such a run is still checked in full, and the test draws another seed, three at most."""
+    """The same run on ALPHABET, a fresh seed: varied tokens, and a chain or EAGLE draft rejected at times (the DDTree
+    rows of this small run reject some node at every step whatever the seed, so they do not count). The tiny model
+    trained 20 steps from some seeds settles into a loop of two or three tokens (none of seeds 0-39; seed 1074312161
+    does), and from about one seed in six its chains and EAGLE trees are accepted whole at every step; such a run is
+    still checked in full, and the test draws another seed, five at most."""
     monkeypatch.setattr(corpus, "text", lambda max_bytes=8 << 20: ALPHABET)
-    looped = []
-    for _ in range(3):
+    uninformative = []
+    for _ in range(5):
         seed = fresh_seed()
         spec = run.GenerateSpec(**SMALL_RUN | dict(seed=seed))
         with pytest.MonkeyPatch.context() as spying:
             result, tokens = _generate_spying(spying, spec)
         assert result["corpus"]["bytes"] == len(ALPHABET)
         _check_runs(spec, result, tokens, f"alphabet text, seed {seed}")
-        if len({t for run_tokens in tokens for toks in run_tokens for t in toks}) >= 4:
-            rows = [r for r in result["runs"] if r["draft"] != "none (greedy)"]
-            assert any(r["accept_length"] < drafts.parse(r["draft"]).forwards + 1 for r in rows), \
-                (f"seed {seed}: every draft accepted whole", [(r["draft"], r["accept_length"]) for r in rows])
+        varied = len({t for run_tokens in tokens for toks in run_tokens for t in toks}) >= 4
+        rows = [(r["draft"], r["accept_length"]) for r in result["runs"] if r["draft"].startswith(("chain", "eagle"))]
+        assert rows, "the run has chain and EAGLE rows"
+        if varied and any(a < drafts.parse(d).forwards + 1 for d, a in rows):
             return
-        looped.append((seed, tokens[0]))
-    pytest.fail(f"three fresh seeds each trained a model that loops over fewer than 4 tokens: {looped}")
+        uninformative.append((seed, "loops" if not varied else "every chain / EAGLE draft accepted whole", rows))
+    pytest.fail(f"five fresh seeds, none with varied tokens and a rejected chain or EAGLE draft: {uninformative}")
 
 
 @pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1",

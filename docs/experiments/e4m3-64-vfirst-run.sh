@@ -20,19 +20,19 @@ P=docs/experiments/e4m3-64-vfirst.patch; R=$KDT_PACK_DIR
 mkdir -p $R; mv "$OUT"/*.json $R/
 if [ "${1:-}" = gates ]; then
   git apply $P || exit 1
-  timeout 330 python3 -m pytest -m gpu -q tests/test_gpu.py tests/test_gpu_graphs.py tests/test_gpu_sglang_hook.py \
+  timeout 300 python3 -m pytest -m gpu -q tests/test_gpu.py tests/test_gpu_graphs.py tests/test_gpu_sglang_hook.py \
     -k "e4m3 or fp8_pool or (sglang_on_the_gpu_grid and fp8)" --junitxml="$R/gates-vfirst64.xml" \
     -p no:cacheprovider 2>&1 | tail -1
   pack
-  SANITIZE_TIMEOUT=40 run_sanitizers "memcheck racecheck synccheck initcheck" cuda_sm120_e4m3 "$R" "-vfirst64"
+  SANITIZE_TIMEOUT=50 run_sanitizers "memcheck racecheck synccheck initcheck" cuda_sm120_e4m3 "$R" "-vfirst64"
   pack
   exit 0
 fi
 kernels_snapshot
 time64() {  # NAME: the 64-row form at its shapes (timing library)
   echo "== $1"
-  KDT_E4M3_TIMING=1 timeout 60 python3 -m kdtree_lab bench --out "$R/vfirst64-$1.json" --impl cuda_sm120_e4m3 \
-    --shape 1,200000,16,8,fp8 --shape 8,200000,16,8,fp8 --shape 1,32768,16,8,fp8 2>&1 | grep -E "^cuda" | cut -c1-80
+  KDT_E4M3_TIMING=1 timeout 90 python3 -m kdtree_lab bench --out "$R/vfirst64-$1.json" --impl cuda_sm120_e4m3 \
+    --shape 1,200000,16,8,fp8 --shape 8,200000,16,8,fp8 --shape 1,32768,16,8,fp8 2>&1 | grep -E "^cuda|rror|Killed" | cut -c1-80
   pack
 }
 for i in 1 2 3; do

@@ -27,9 +27,9 @@ PY
   pack
 }
 heads() {  # NAME: the headlines (bf16 role split; fp8 64-row form, timing library)
-  KDT_E4M3_TIMING=1 timeout 60 python3 -m kdtree_lab bench --out "$R/heads-$1.json" \
+  KDT_E4M3_TIMING=1 timeout 90 python3 -m kdtree_lab bench --out "$R/heads-$1.json" \
     --impl cuda_sm120_roles,cuda_sm120_e4m3 --shape 1,200000,16,8,bf16 --shape 1,200000,16,8,fp8 2>&1 \
-    | grep -E "^cuda" | cut -c1-80
+    | grep -E "^cuda|rror|Killed" | cut -c1-80
   pack
 }
 for i in 1 2; do

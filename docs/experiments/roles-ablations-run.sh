@@ -28,7 +28,7 @@ ablate() {  # LETTERS (a subset of ASCB, or "main"): switch those ablations on, 
 time_roles() {  # NAME
   echo "== $1"
   timeout 90 python3 -m kdtree_lab bench --out "$R/roles-$1.json" --impl cuda_sm120_roles \
-    --shape 1,200000,16,8,bf16 --shape 8,200000,16,8,bf16 2>&1 | grep -E "^cuda" | cut -c1-80
+    --shape 1,200000,16,8,bf16 --shape 8,200000,16,8,bf16 2>&1 | grep -E "^cuda|rror|Killed" | cut -c1-80
   pack
 }
 for s in main A S C B AC ASC; do ablate $s; time_roles $s; done
