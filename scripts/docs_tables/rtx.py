@@ -182,8 +182,9 @@ def rtx_headline_sentence() -> str:
         (blo, bhi, _), (flo, fhi, _) = card_checks.error_band(name, b.bound), card_checks.error_band(name, f.bound)
         pb, pf = b.ms, f.ms
         parts.append(f"{g.label.split(' (')[0]} {pb:.3f} ms over a bf16 pool and {pf:.3f} over an fp8 one, "
-                     f"{b.bound}- and {f.bound}-bound ({pb * blo:.3f}-{pb * bhi:.3f} and {pf * flo:.3f}-{pf * fhi:.3f} "
-                     "within the band of the checks bound the same way)")
+                     f"{b.bound}- and {f.bound}-bound (the published checks bound the same way ran {blo:.2f}-{bhi:.2f}x "
+                     f"and {flo:.2f}-{fhi:.2f}x their predictions, which puts the card at {pb * blo:.3f}-{pb * bhi:.3f} "
+                     f"and {pf * flo:.3f}-{pf * fhi:.3f} ms)")
     w = card_checks.worst()
     return ("Predicted for the cards by the card model from those H200 runs (the floor plus the largest of the KV "
             "bytes, the MMA work at the card's sustained tensor rate, and the H200's issue-bound time scaled by SMs x "
