@@ -67,6 +67,19 @@ def call_anatomy(call: Callable[[], None], repeat: int, replays: int = 20) -> di
     return anatomy(profile_graph(call, repeat, replays), replays, repeat)
 
 
+def brief(row: dict) -> str:
+    """An automatic-split row as the one line a device call's log shows (after ``auto``): impl, L, N, the end-to-end
+    and marginal us, and the anatomy's kernel medians and span per call where it has them."""
+    out = f"{row['impl']} {row['L']} {row['N']} e2e {1e3 * row['ms']:.1f}"
+    if "marginal_ms" in row:
+        out += f" marginal {1e3 * row['marginal_ms']:.1f}"
+    if "anatomy" in row:
+        a = row["anatomy"]
+        kernels = {n: v["median_us"] for n, v in a.get("kernels", {}).items()}
+        out += f" kernels {kernels} span {a.get('span_per_call_us')} {a.get('error', '')}".rstrip()
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
@@ -107,6 +120,8 @@ def main(argv=None) -> int:
                                 row["anatomy"] = {"error": f"{type(exc).__name__}: {exc}"}
                     result["rows"].append(row)
                     print(json.dumps(row), flush=True)
+                    if row["auto"]:
+                        print("auto", brief(row), flush=True)
                     with open(a.out, "w") as f:  # after every row: a run cut off keeps what it measured
                         json.dump(result, f, indent=1)
     return 0

@@ -17,13 +17,7 @@ fixed() {  # NAME [VAR=1]: scripts/fixed_cost.py in a process of its own, VAR se
   echo "== $1"
   env ${2:-} KDT_E4M3_TIMING=1 timeout 150 python3 scripts/fixed_cost.py --kv fp8 \
     --impls cuda_sm120_e4m3_32,cuda_sm120_e4m3 --drafts 4,16 --lengths 128,4096 --nsplit 131 --repeat 10 \
-    --out $R/halves-$1.json 2>&1 | grep -E "floor|rror" | cut -c1-160
-  python3 - "$R/halves-$1.json" <<'PY'
-import json, sys
-for r in json.load(open(sys.argv[1]))["rows"]:
-    if r["auto"]:
-        print(r["impl"], r["L"], r["N"], "e2e", round(1e3 * r["ms"], 1), "marginal", round(1e3 * r["marginal_ms"], 1))
-PY
+    --out $R/halves-$1.json 2>&1 | grep -E "floor|rror|^auto " | cut -c1-400
   pack
 }
 fixed whole

@@ -49,16 +49,7 @@ sweep() {  # MIN [--anatomy]: the fixed cost at MIN_SPLIT_TOKENS = MIN
   set_min "$1"; echo "== MIN_SPLIT_TOKENS $1 ${2:-}"
   KDT_E4M3_TIMING=1 timeout 150 python3 scripts/fixed_cost.py --kv fp8 --impls cuda_sm120_e4m3_32,cuda_sm120_e4m3 \
     --drafts 4,16 --lengths 128,4096 --nsplit 8 --repeat 10 ${2:-} --out $R/fixed-cost-min$1${2:+-anatomy}.json \
-    2>&1 | grep -E "floor|rror" | cut -c1-160
-  python3 - "$R/fixed-cost-min$1${2:+-anatomy}.json" <<'PY'
-import json, sys
-for r in json.load(open(sys.argv[1]))["rows"]:
-    if r["auto"]:
-        a = r.get("anatomy", {})
-        k = {n: v["median_us"] for n, v in a.get("kernels", {}).items()}
-        print(r["impl"], r["L"], r["N"], "e2e", round(1e3 * r["ms"], 1), "marginal", round(1e3 * r["marginal_ms"], 1),
-              "kernels", k, "span", a.get("span_per_call_us"), a.get("error", ""))
-PY
+    2>&1 | grep -E "floor|rror|^auto " | cut -c1-400
   pack
 }
 if [ "${1:-}" = anatomy ]; then
