@@ -28,10 +28,8 @@ def build(out: Path, kernels: Path, timing: bool) -> None:
     """The library's nvcc command (build_library's flags, defines and gencodes) on kernels/kdtree_verify.cu of another
     tree, then per-kernel SASS files."""
     out.mkdir(parents=True, exist_ok=True)
-    defines = ["-DKDT_SM90A_BUILT"] + (["-DKDT_E4M3_TIMING_PROXY"] if timing else [])
     lib = out / "lib.so"
-    cmd = [find_nvcc(), *B.NVCC_FLAGS, *defines, *[x for a in ARCHS for x in B._gencode(a)], "-o", str(lib),
-           str(kernels / B.LAUNCHER)]
+    cmd = B.nvcc_command(find_nvcc(), ARCHS, lib, kernels, ("-DKDT_E4M3_TIMING_PROXY",) if timing else ())
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode:
         sys.exit(proc.stderr[-4000:])

@@ -1,4 +1,5 @@
-"""docs/experiments: every patch still applies to the tree, has its one-call run script, and is described."""
+"""docs/experiments: every patch still applies to the tree, still builds and passes the library's resource checks,
+has its one-call run script, and is described."""
 
 import shutil
 import subprocess
@@ -24,3 +25,30 @@ def test_patch_has_a_run_script_and_a_description(patch):
     assert run.exists(), f"{patch.name}: no {run.name}"
     assert "scripts/device_prologue.sh" in run.read_text()
     assert f"`{patch.name}`" in (EXPERIMENTS / "README.md").read_text()
+
+
+KERNEL_PATCHES = [p for p in PATCHES if "+++ b/kernels/" in p.read_text()]
+
+
+@pytest.mark.parametrize("patch", KERNEL_PATCHES, ids=lambda p: p.name)
+def test_patch_builds_and_passes_the_resource_checks(patch, tmp_path):
+    """A patch can still apply and no longer compile (the kernels it edits moved on beside it): the device call that
+    measures it would then end at its build. Its kernels/ hunks on a copy of kernels/, the library's nvcc command for
+    sm_120a and sm_90a, and the checks every build passes (symbols, tensor-core MMAs, no spills where the arch runs
+    the kernel natively, registers per SM)."""
+    from kdtree_lab.core.cuda_tools import find_nvcc
+    from kdtree_lab.kernels import build
+
+    shutil.copytree(ROOT / "kernels", tmp_path / "kernels")
+    out = subprocess.run(["git", "apply", "--include=kernels/*", str(patch)], cwd=tmp_path, capture_output=True,
+                         text=True)
+    assert out.returncode == 0, f"{patch.name}: {out.stderr.strip()}"
+    changed = subprocess.run(["diff", "-rq", str(ROOT / "kernels"), str(tmp_path / "kernels")], capture_output=True)
+    assert changed.returncode == 1, f"{patch.name}: its kernels/ hunks changed nothing"
+    archs = build.DEFAULT_ARCHS
+    lib = tmp_path / "lib.so"
+    proc = subprocess.run(build.nvcc_command(find_nvcc(), archs, lib, tmp_path / "kernels"), capture_output=True,
+                          text=True)
+    assert proc.returncode == 0, f"{patch.name} does not build:\n{proc.stderr[-3000:]}"
+    report = build.check_library(lib, archs)
+    assert report.ok, f"{patch.name}: {report.problems}"

@@ -118,6 +118,16 @@ def _gencode(arch: str) -> list[str]:
     return ["-gencode", f"arch=compute_{num},code=sm_{num}"]
 
 
+def nvcc_command(nvcc: str, archs: tuple[str, ...] | list[str], out: Path, kernels: Path = KERNELS,
+                 debug: tuple[str, ...] = ()) -> list[str]:
+    """The library's nvcc command: kernels/kdtree_verify.cu of the tree ``kernels`` (default this one's) for ``archs``
+    into the shared library ``out``, with ``debug`` defines (-DKDT_DEBUG_WAITS, -DKDT_E4M3_TIMING_PROXY)."""
+    # the launcher may choose the wgmma kernel automatically only when its sm_90a code is in the library
+    defines = (["-DKDT_SM90A_BUILT"] if "sm_90a" in archs else []) + list(debug)
+    return [nvcc, *NVCC_FLAGS, *defines, *[x for a in archs for x in _gencode(a)], "-o", str(out),
+            str(kernels / LAUNCHER)]
+
+
 def _nvcc_version(nvcc: str) -> str:
     out = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
     m = re.search(r"release ([\d.]+), (V[\d.]+)", out)
@@ -176,10 +186,7 @@ def build_library(archs: tuple[str, ...] | list[str] = DEFAULT_ARCHS, out_dir: P
     out_dir.mkdir(parents=True, exist_ok=True)
     lib = out_dir / f"{LIB_STEM}-{digest}.so"
     log_path = lib.with_suffix(".ptxas.log")
-    # the launcher may choose the wgmma kernel automatically only when its sm_90a code is in the library
-    defines = (["-DKDT_SM90A_BUILT"] if "sm_90a" in archs else []) + list(debug)
-    cmd = [nvcc, *NVCC_FLAGS, *defines, *[x for a in archs for x in _gencode(a)], "-o", str(lib),
-           str(KERNELS / LAUNCHER)]
+    cmd = nvcc_command(nvcc, archs, lib, debug=debug)
     if lib.exists() and log_path.exists() and not force:
         return BuildResult(lib, archs, True, 0.0, version, cmd, log_path.read_text())
     t0 = time.perf_counter()
