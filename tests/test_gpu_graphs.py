@@ -1,4 +1,5 @@
-"""GPU: capture at SGLang's 23 sizes, replay parity, the in-graph validate mode, the audit of the real call."""
+"""GPU: capture at SGLang's 23 sizes, replay parity, calls back to back in one graph, the in-graph validate mode, the
+audit of the real call."""
 
 import pytest
 import torch
@@ -8,6 +9,7 @@ from kdtree_lab.checks.graphs import (
     GraphConfig,
     VerifyGraphRunner,
     audit_verify_call,
+    chained_calls,
     pool_fields,
     replay_parity,
     validate_in_graph,
@@ -50,6 +52,19 @@ def test_fp8_pool_all_23_sizes_capture_and_replay_without_mismatch(impl):
     assert r.k_buffer.dtype == torch.float8_e4m3fn and sorted(r.graphs) == GraphConfig().capture_sizes[::-1]
     rep = replay_parity(r, replays=100, oracle_every=5, time_iters=5)
     assert rep.ok, rep.failures[:5]
+
+
+@pytest.mark.parametrize("impl, kv", [
+    ("cuda", "bf16"), ("cuda_sm120", "bf16"), ("cuda_sm120_roles", "bf16"), ("cuda_wgmma", "bf16"),
+    ("cuda", "fp8"), ("cuda_sm120_fp8", "fp8"), ("cuda_sm120_e4m3", "fp8"), ("cuda_sm120_e4m3_32", "fp8"),
+])
+def test_calls_back_to_back_in_one_graph_share_the_workspace_safely(impl, kv):
+    """Five calls in one graph through one workspace (short and long prefixes, B = 1: the split counts of a short
+    call), 20 replays with fresh Q: each output bit for bit that of the same call alone, and within tolerance of
+    the oracle; no status flag."""
+    rep = chained_calls(impl, kv, seed=int(torch.randint(0, 2**31 - 1, ()).item()))
+    assert rep.ok, (rep.flags, rep.failures[:5])
+    assert rep.worst_rel_l2 > 0, "the outputs were compared"
 
 
 def test_captured_call_is_capture_safe(runner):

@@ -277,6 +277,81 @@ def replay_parity(runner: VerifyGraphRunner, replays: int = 100, seed: int = 0, 
     return rep
 
 
+@dataclass
+class ChainReport:
+    """What :func:`chained_calls` found: per replay and call, a mismatch with the same call run alone or an oracle
+    failure (one line each), the worst relative L2 from the oracle, and the status flags the calls raised."""
+
+    impl: str
+    kv: str
+    prefixes: tuple[int, ...]
+    replays: int
+    worst_rel_l2: float = 0.0
+    flags: int = 0
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures and self.flags == 0
+
+
+def chained_calls(impl: str = "cuda", kv: str = "bf16", prefixes: tuple[int, ...] = (4096, 128, 2048, 33, 4096),
+                  num_draft: int = 4, num_heads: int = 8, replays: int = 20, seed: int = 0,
+                  device: str | torch.device = "cuda") -> ChainReport:
+    """Verify calls back to back in one CUDA graph on one stream, one request each at ``prefixes`` (tokens), through
+    one :class:`VerifyAttention` and so one workspace, as a model's layers share one; each with its own inputs, pool
+    and output. Replayed ``replays`` times, Q's rows permuted before each (new outputs) and every output poisoned
+    with NaN: each call's output must equal bit for bit that of the same call run alone on the same inputs, and lie
+    within tolerance of the fp64 oracle. The one-call graphs of :func:`replay_parity` cannot see what this does: a
+    call whose kernels touch the workspace before the previous call's combine has finished reading it, or that
+    reads another call's partial rows (programmatic dependent launch between calls)."""
+    from ..kernels.attention import batch_args
+    from .batch import build_verify_batch
+    from .bench import pool_scales
+    from .oracle import compare, reference
+    from .parity import within_tolerance
+
+    dev = torch.device(device)
+    k_scale, v_scale = pool_scales(kv)
+    batches = [build_verify_batch([length], num_draft, num_heads, device=dev, seed=seed + i, kv_dtype=kv,
+                                  k_scale=k_scale, v_scale=v_scale) for i, length in enumerate(prefixes)]
+    attn = VerifyAttention(1, num_draft, num_heads, kv, impl=impl, device=dev)
+    args = [batch_args(b) for b in batches]
+
+    def chain():
+        for a in args:
+            attn.run(*a)
+
+    chain()  # eager first: kernel attributes are set outside the capture
+    torch.cuda.synchronize(dev)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        chain()
+    attn.clear_status()
+    rep = ChainReport(impl, kv, tuple(prefixes), replays)
+    gen = torch.Generator().manual_seed(seed)
+    alone = [torch.empty_like(b.o) for b in batches]
+    for r in range(replays):
+        for b in batches:
+            b.q.copy_(b.q[torch.randperm(b.q.shape[0], generator=gen).to(dev)])
+            b.o.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize(dev)
+        for i, (b, a) in enumerate(zip(batches, args)):
+            alone[i].fill_(float("nan"))
+            attn.run(*a[:9], alone[i], *a[10:])
+            torch.cuda.synchronize(dev)
+            where = f"replay {r}, call {i} (L {prefixes[i]})"
+            if not torch.equal(b.o, alone[i]):
+                rep.failures.append(f"{where}: differs from the same call run alone")
+            err = compare(b.o, reference(b))
+            rep.worst_rel_l2 = max(rep.worst_rel_l2, err["rel_l2"])
+            if not within_tolerance(err, attn.e4m3_math):
+                rep.failures.append(f"{where}: oracle rel_l2 {err['rel_l2']:.3g}, nan {err['nan']}")
+    rep.flags = attn.status()
+    return rep
+
+
 def audit_verify_call(runner: VerifyGraphRunner, bs: int):
     """Capture-safety audit of the exact call a graph holds, with ``kv_indices`` and the mask buffer watched for
     Python-side shape reads (their lengths differ between capture and replay)."""
