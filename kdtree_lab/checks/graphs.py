@@ -297,14 +297,15 @@ class ChainReport:
 
 def chained_calls(impl: str = "cuda", kv: str = "bf16", prefixes: tuple[int, ...] = (4096, 128, 2048, 33, 4096),
                   num_draft: int = 4, num_heads: int = 8, replays: int = 20, seed: int = 0,
-                  device: str | torch.device = "cuda") -> ChainReport:
+                  device: str | torch.device = "cuda", graph: bool = True) -> ChainReport:
     """Verify calls back to back in one CUDA graph on one stream, one request each at ``prefixes`` (tokens), through
     one :class:`VerifyAttention` and so one workspace, as a model's layers share one; each with its own inputs, pool
     and output. Replayed ``replays`` times, Q's rows permuted before each (new outputs) and every output poisoned
     with NaN: each call's output must equal bit for bit that of the same call run alone on the same inputs, and lie
     within tolerance of the fp64 oracle. The one-call graphs of :func:`replay_parity` cannot see what this does: a
     call whose kernels touch the workspace before the previous call's combine has finished reading it, or that
-    reads another call's partial rows (programmatic dependent launch between calls)."""
+    reads another call's partial rows (programmatic dependent launch between calls). ``graph`` False runs the chain
+    eagerly instead (the Triton twin on a CPU: the check's own test)."""
     from ..kernels.attention import batch_args
     from .batch import build_verify_batch
     from .bench import pool_scales
@@ -322,11 +323,18 @@ def chained_calls(impl: str = "cuda", kv: str = "bf16", prefixes: tuple[int, ...
         for a in args:
             attn.run(*a)
 
+    def sync():
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+
     chain()  # eager first: kernel attributes are set outside the capture
-    torch.cuda.synchronize(dev)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        chain()
+    sync()
+    replay = chain
+    if graph:
+        captured = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(captured):
+            chain()
+        replay = captured.replay
     attn.clear_status()
     rep = ChainReport(impl, kv, tuple(prefixes), replays)
     gen = torch.Generator().manual_seed(seed)
@@ -335,12 +343,12 @@ def chained_calls(impl: str = "cuda", kv: str = "bf16", prefixes: tuple[int, ...
         for b in batches:
             b.q.copy_(b.q[torch.randperm(b.q.shape[0], generator=gen).to(dev)])
             b.o.fill_(float("nan"))
-        graph.replay()
-        torch.cuda.synchronize(dev)
+        replay()
+        sync()
         for i, (b, a) in enumerate(zip(batches, args)):
             alone[i].fill_(float("nan"))
             attn.run(*a[:9], alone[i], *a[10:])
-            torch.cuda.synchronize(dev)
+            sync()
             where = f"replay {r}, call {i} (L {prefixes[i]})"
             if not torch.equal(b.o, alone[i]):
                 rep.failures.append(f"{where}: differs from the same call run alone")
