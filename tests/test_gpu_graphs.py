@@ -62,8 +62,9 @@ def test_calls_back_to_back_in_one_graph_share_the_workspace_safely(impl, kv):
     """Five calls in one graph through one workspace (short and long prefixes, B = 1: the split counts of a short
     call), 20 replays with fresh Q: each output bit for bit that of the same call alone, and within tolerance of
     the oracle; no status flag."""
-    rep = chained_calls(impl, kv, seed=int(torch.randint(0, 2**31 - 1, ()).item()))
-    assert rep.ok, (rep.flags, rep.failures[:5])
+    seed = int(torch.randint(0, 2**31 - 1, ()).item())
+    rep = chained_calls(impl, kv, seed=seed)
+    assert rep.ok, (f"seed {seed}", rep.flags, rep.failures[:5])
     assert rep.worst_rel_l2 > 0, "the outputs were compared"
 
 

@@ -10,7 +10,7 @@ WHEELS=${WHEELS:-.whl-sglang}
 export KDT_PACK_DIR=/tmp/r  # results, packed into $OUT/results.tar.gz after each step (pack)
 source scripts/device_prologue.sh "bash docs/experiments/bf16-partials-run.sh"
 R=$KDT_PACK_DIR; mkdir -p $R; mv "$OUT"/*.json $R/
-fixed() {  # NAME: the fixed cost over both pools' defaults at 1, 32 and 131 splits
+fixed() {  # NAME: the fixed cost of the bf16 pool's default configurations at 1, 32 and 131 splits
   timeout 100 python3 scripts/fixed_cost.py --nsplit 1,32,131 --out "$R/fixed-cost-$1.json" 2>&1 | grep -E "floor|rror"
   pack
 }
@@ -20,7 +20,8 @@ python3 -m kdtree_lab build --json > "$R/build-patch.json"; echo "patched build 
 timeout 100 python3 scripts/kernel_profile.py --configs cuda_sm120,cuda_sm120_roles,cuda_wgmma,cuda_wgmma_v5 \
   --smoke 40 --shapes mem --nsplit 131 --out "$R/smoke-patch-bf16.json" 2>&1 | grep -E "^smoke|rror" | cut -c1-200
 timeout 80 python3 scripts/kernel_profile.py --configs cuda_sm120,cuda_sm120_e4m3,cuda_sm120_e4m3_32,cuda_wgmma \
-  --smoke 40 --kv-dtype fp8 --shapes mem --nsplit 131 --out "$R/smoke-patch-fp8.json" 2>&1 | grep -E "^smoke|rror" | cut -c1-200
+  --smoke 40 --kv-dtype fp8 --shapes mem --nsplit 131 --out "$R/smoke-patch-fp8.json" 2>&1 \
+  | grep -E "^smoke|rror" | cut -c1-200
 pack
 timeout 200 python3 -m pytest -q -m gpu tests/test_gpu.py tests/test_gpu_wgmma.py -k "not triton" \
   --junitxml="$R/gpu-parity-patch.xml" -p no:cacheprovider 2>&1 | tail -3

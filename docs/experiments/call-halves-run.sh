@@ -4,11 +4,11 @@
 # returned). call-halves.patch adds a timing knob to the launcher, KDT_SPLIT_ONLY=1 (read once per process): the
 # split kernel runs and the combine is not launched (results wrong). scripts/fixed_cost.py, each row's end-to-end
 # time and its marginal cost inside a graph of ten calls, at B = 1, L = 128 and 4k, N = 4 and 16, H = 8, fp8, both
-# e4m3 forms (timing library), in four processes: the whole call, the split kernel alone, the whole call without
-# programmatic dependent launch (KDT_NO_PDL=1), and the whole call with one preferred shared-memory carveout for both
-# kernels (KDT_CARVEOUT=100, the patch's second knob: an SM then keeps its L1 / shared split between them), then the whole
-# call again for the spread between processes. ~6 minutes
-# (each process ~15 s; the rest is the prologue). Carry .whl-sglang. Results in $OUT/results.tar.gz.
+# e4m3 forms (timing library), in five processes: the whole call, the split kernel alone, the whole call without
+# programmatic dependent launch (KDT_NO_PDL=1), the whole call with one preferred shared-memory carveout for every
+# kernel (KDT_CARVEOUT=100, the patch's second knob: an SM then keeps its L1 / shared split between the two), and the
+# whole call again for the spread between processes. ~6 minutes (each process ~15 s; the rest is the prologue).
+# Carry .whl-sglang. Results in $OUT/results.tar.gz.
 #   bash docs/experiments/call-halves-run.sh
 set -uo pipefail
 WHEELS=${WHEELS:-.whl-sglang}
