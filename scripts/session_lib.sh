@@ -9,6 +9,10 @@
 #   write_provenance COMMAND FILE: kdtree_lab.lab.provenance of COMMAND as JSON
 #   run_sanitizers "TOOLS" IMPLS DIR [SUFFIX]: compute-sanitizer over kdtree_lab.checks.sanitize_cases (IMPLS: a comma list,
 #     or empty for its default), one log per tool in DIR/sanitizer-TOOL[SUFFIX].log, a summary line each
+#   run_gates PART TAG DIR: one of the three device calls of the gates a change to every configuration passes (PART
+#     gates: the parity and graph tests, edge grid + 500 random, 23 capture sizes x 100 replays, calls back to back;
+#     gates2: the hook against SGLang and the wgmma tests; gates3: the four sanitizers over every configuration this
+#     GPU launches), results DIR/PART-TAG.xml or DIR/sanitizer-TOOL-TAG.log, then pack (each call ~9 minutes)
 OUT=${OUT:-/tmp/out}
 
 session_start() {
@@ -50,4 +54,16 @@ run_sanitizers() {
       python3 -m kdtree_lab.checks.sanitize_cases $quick ${impls:+--impl "$impls"} > "$log" 2>&1
     echo "$tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1)"
   done
+}
+
+run_gates() {
+  case "$1" in
+    gates) timeout 520 python3 -m pytest -m gpu -q tests/test_gpu.py tests/test_gpu_graphs.py -k "not triton" \
+             --junitxml="$3/gates-$2.xml" -p no:cacheprovider 2>&1 | tail -1 ;;
+    gates2) timeout 520 python3 -m pytest -m gpu -q tests/test_gpu_sglang_hook.py tests/test_gpu_wgmma.py \
+              --junitxml="$3/gates2-$2.xml" -p no:cacheprovider 2>&1 | tail -1 ;;
+    gates3) SANITIZE_TIMEOUT=120 run_sanitizers "memcheck racecheck synccheck initcheck" all "$3" "-$2" ;;
+    *) echo "run_gates: expected gates, gates2 or gates3, found '$1'"; return 2 ;;
+  esac
+  pack
 }

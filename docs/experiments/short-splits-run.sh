@@ -24,27 +24,9 @@ set_min() {  # MIN_SPLIT_TOKENS in kernels/common/frame.cuh; stops the call wher
   sed -i "s/constexpr int MIN_SPLIT_TOKENS = [0-9]*;/constexpr int MIN_SPLIT_TOKENS = $1;/" kernels/common/frame.cuh
   grep -q "constexpr int MIN_SPLIT_TOKENS = $1;" kernels/common/frame.cuh || { echo "set_min $1: no match"; exit 1; }
 }
-if [ "${1:-}" = gates ]; then
-  set_min "${2:?usage: short-splits-run.sh gates MIN}"
-  timeout 520 python3 -m pytest -m gpu -q tests/test_gpu.py tests/test_gpu_graphs.py -k "not triton" \
-    --junitxml="$R/gates-min$2.xml" -p no:cacheprovider 2>&1 | tail -1
-  pack
-  exit 0
-fi
-if [ "${1:-}" = gates2 ]; then
-  set_min "${2:?usage: short-splits-run.sh gates2 MIN}"
-  timeout 520 python3 -m pytest -m gpu -q tests/test_gpu_sglang_hook.py tests/test_gpu_wgmma.py \
-    --junitxml="$R/gates2-min$2.xml" -p no:cacheprovider 2>&1 | tail -1
-  pack
-  exit 0
-fi
-if [ "${1:-}" = gates3 ]; then
-  set_min "${2:?usage: short-splits-run.sh gates3 MIN}"
-  SANITIZE_TIMEOUT=120 run_sanitizers "memcheck racecheck synccheck initcheck" \
-    all "$R" "-min$2"
-  pack
-  exit 0
-fi
+case "${1:-}" in
+  gates|gates2|gates3) set_min "${2:?usage: short-splits-run.sh $1 MIN}"; run_gates "$1" "min$2" "$R"; exit 0 ;;
+esac
 sweep() {  # MIN [--anatomy]: the fixed cost at MIN_SPLIT_TOKENS = MIN
   set_min "$1"; echo "== MIN_SPLIT_TOKENS $1 ${2:-}"
   KDT_E4M3_TIMING=1 timeout 150 python3 scripts/fixed_cost.py --kv fp8 --impls cuda_sm120_e4m3_32,cuda_sm120_e4m3 \

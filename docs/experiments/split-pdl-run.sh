@@ -12,12 +12,18 @@
 # the marginal cost of one call among ten in a graph. ~8 minutes. Carry .whl-sglang. Results in
 # $OUT/results.tar.gz.
 #   bash docs/experiments/split-pdl-run.sh
+#   bash docs/experiments/split-pdl-run.sh gates / gates2 / gates3    then, where both alternations found 1 us or
+#     more below main: the gates (session_lib.sh run_gates: every GPU test, the hook against SGLang and the wgmma
+#     tests, the four sanitizers over every configuration; each ~9 minutes)
 set -uo pipefail
 WHEELS=${WHEELS:-.whl-sglang}
 export KDT_PACK_DIR=/tmp/r  # results, packed into $OUT/results.tar.gz after each step (pack)
-source scripts/device_prologue.sh "bash docs/experiments/split-pdl-run.sh"
+source scripts/device_prologue.sh "bash docs/experiments/split-pdl-run.sh $*"
 P=docs/experiments/split-pdl.patch; R=$KDT_PACK_DIR
 mkdir -p $R; mv "$OUT"/*.json $R/
+case "${1:-}" in  # the gates, in three calls of their own, where both alternations found 1 us or more
+  gates|gates2|gates3) git apply $P || exit 1; run_gates "$1" pdl "$R"; exit 0 ;;
+esac
 kernels_snapshot
 chained() {  # NAME: the chained-calls test (normal library), every configuration this GPU runs, both pools
   echo "== chained $1"
