@@ -28,3 +28,5 @@ fixed split-only KDT_SPLIT_ONLY=1
 fixed no-pdl KDT_NO_PDL=1
 fixed carveout KDT_CARVEOUT=100
 fixed whole-again
+python3 scripts/fixed_cost_compare.py $R/halves-whole.json $R/halves-split-only.json $R/halves-no-pdl.json \
+  $R/halves-carveout.json $R/halves-whole-again.json  # per row: us, and each process less the whole call

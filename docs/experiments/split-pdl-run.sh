@@ -49,3 +49,7 @@ for i in 1 2; do
   git apply $P || exit 1; fixed pdl-$i
 done
 kernels_restore
+for kv in fp8 bf16; do  # per row: each run's end-to-end and marginal us, and each run less main-1
+  python3 scripts/fixed_cost_compare.py $R/fixed-$kv-main-1.json $R/fixed-$kv-pdl-1.json $R/fixed-$kv-main-2.json \
+    $R/fixed-$kv-pdl-2.json
+done
