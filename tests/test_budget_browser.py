@@ -2,7 +2,8 @@
 by Playwright) moves the fraction slider, and the KV token count shown must equal the library's figure.
 
 Needs voila, playwright and /usr/bin/chromium; `.ci/run` installs them. Without them the test is skipped (and a
-skip is not a pass)."""
+skip is not a pass). Voila's page links stylesheets on public CDNs; the browser is kept on loopback (every other
+request is aborted at once) so a sandbox whose DNS or TCP hangs cannot hold the page's load for minutes."""
 
 import os
 import re
@@ -11,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+from urllib.parse import urlparse
 
 import pytest
 
@@ -33,28 +35,38 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def voila_url():
+def voila_url(tmp_path_factory):
     port = _free_port()
+    log_path = tmp_path_factory.mktemp("voila") / "voila.log"
+    log = open(log_path, "w")  # a file, not a pipe nobody reads: a full pipe would stall the server
     env = {**os.environ, "MPLBACKEND": "Agg"}
     env.pop("TRITON_INTERPRET", None)
     proc = subprocess.Popen([sys.executable, "-m", "voila", str(NOTEBOOKS / "04_memory_budget.ipynb"),
                              "--no-browser", f"--port={port}", "--Voila.ip=127.0.0.1",
                              "--ServerApp.ip=127.0.0.1"], cwd=NOTEBOOKS, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=log, stderr=subprocess.STDOUT, text=True)
     deadline = time.time() + 120
     while time.time() < deadline:
         with socket.socket() as s:
             if s.connect_ex(("127.0.0.1", port)) == 0:
                 break
         if proc.poll() is not None:
-            pytest.fail(f"voila exited: {proc.stdout.read()[-3000:]}")
+            pytest.fail(f"voila exited: {log_path.read_text()[-3000:]}")
         time.sleep(0.5)
-    yield f"http://127.0.0.1:{port}/"
+    yield f"http://127.0.0.1:{port}/", log_path
     proc.terminate()
     try:
         proc.wait(timeout=20)
     except subprocess.TimeoutExpired:
         proc.kill()
+    log.close()
+
+
+def _loopback_only(route):
+    if urlparse(route.request.url).hostname in ("127.0.0.1", "localhost"):
+        route.continue_()
+    else:
+        route.abort()
 
 
 def _shown(page):
@@ -68,8 +80,14 @@ def test_moving_the_fraction_slider_shows_the_library_kv_tokens(voila_url):
             "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
             "--disable-component-update", "--disable-sync"])
         page = browser.new_page()
-        page.goto(voila_url, timeout=180_000)
-        page.wait_for_selector(".kd-kv-tokens", timeout=180_000)
+        page.route("**/*", _loopback_only)
+        url, log_path = voila_url
+        try:
+            page.goto(url, wait_until="domcontentloaded", timeout=180_000)
+            page.wait_for_selector(".kd-kv-tokens", timeout=180_000)
+        except playwright_sync.Error as e:
+            pytest.fail(f"the budget page did not show its KV tokens: {e}\nvoila's log (tail):\n"
+                        f"{log_path.read_text()[-3000:]}")
         frac0, tokens0 = _shown(page)
         defaults = BudgetInputs()  # notebook 04's parameters are the calculator's defaults
         assert tokens0 == compute(BudgetInputs(**{**defaults.__dict__, "mem_fraction": frac0})).kv_tokens
