@@ -12,7 +12,9 @@
 #   run_gates PART TAG DIR: one of the three device calls of the gates a change to every configuration passes (PART
 #     gates: the parity and graph tests, edge grid + 500 random, 23 capture sizes x 100 replays, calls back to back;
 #     gates2: the hook against SGLang and the wgmma tests; gates3: the four sanitizers over every configuration this
-#     GPU launches), results DIR/PART-TAG.xml or DIR/sanitizer-TOOL-TAG.log, then pack (each call ~9 minutes)
+#     GPU launches), results DIR/PART-TAG.xml and .log (gate_tests) or DIR/sanitizer-TOOL-TAG.log, then pack (each
+#     call ~9 minutes)
+#   gate_tests STEM PYTEST_ARGS...: GPU tests with a per-test log and, past GATE_TIMEOUT, an interrupted summary
 OUT=${OUT:-/tmp/out}
 
 session_start() {
@@ -56,12 +58,21 @@ run_sanitizers() {
   done
 }
 
+gate_tests() {  # STEM PYTEST_ARGS...: the GPU tests named, each result line to STEM.log as it comes, STEM.xml at the end.
+  # Past ${GATE_TIMEOUT:-520} s pytest gets SIGINT, not SIGTERM: it stops at the test it is in and still writes its
+  # summary and the XML of what ran (marked interrupted), so a call cut short says how far it got.
+  local stem=$1 rc; shift
+  timeout -s INT -k 30 ${GATE_TIMEOUT:-520} python3 -m pytest -m gpu -v -p no:cacheprovider --junitxml="$stem.xml" \
+    "$@" > "$stem.log" 2>&1
+  rc=$?
+  [ $rc = 124 ] && echo "INTERRUPTED past ${GATE_TIMEOUT:-520} s: not every test ran" >> "$stem.log"
+  echo "$(basename "$stem") rc=$rc $(grep -E '(passed|failed|error)' "$stem.log" | tail -1) $(tail -1 "$stem.log")"
+}
+
 run_gates() {
   case "$1" in
-    gates) timeout 520 python3 -m pytest -m gpu -q tests/test_gpu.py tests/test_gpu_graphs.py -k "not triton" \
-             --junitxml="$3/gates-$2.xml" -p no:cacheprovider 2>&1 | tail -1 ;;
-    gates2) timeout 520 python3 -m pytest -m gpu -q tests/test_gpu_sglang_hook.py tests/test_gpu_wgmma.py \
-              --junitxml="$3/gates2-$2.xml" -p no:cacheprovider 2>&1 | tail -1 ;;
+    gates) gate_tests "$3/gates-$2" tests/test_gpu.py tests/test_gpu_graphs.py -k "not triton" ;;
+    gates2) gate_tests "$3/gates2-$2" tests/test_gpu_sglang_hook.py tests/test_gpu_wgmma.py ;;
     gates3) SANITIZE_TIMEOUT=120 run_sanitizers "memcheck racecheck synccheck initcheck" all "$3" "-$2" ;;
     *) echo "run_gates: expected gates, gates2 or gates3, found '$1'"; return 2 ;;
   esac

@@ -1,6 +1,8 @@
 """docs/experiments: every patch still applies to the tree, still builds and passes the library's resource checks,
-has its one-call run script, and is described."""
+has its one-call run script, and is described; a run script that gates several patches together (its STACK line)
+applies them together and builds."""
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -30,6 +32,19 @@ def test_patch_has_a_run_script_and_a_description(patch):
 KERNEL_PATCHES = [p for p in PATCHES if "+++ b/kernels/" in p.read_text()]
 
 
+def _stacks() -> list[tuple[Path, list[Path]]]:
+    """(run script, its patches in order) for each run script with a `STACK=(a.patch b.patch)` line."""
+    found = []
+    for run in sorted(EXPERIMENTS.glob("*-run.sh")):
+        m = re.search(r"^STACK=\(([^)]*)\)", run.read_text(), re.M)
+        if m:
+            found.append((run, [EXPERIMENTS / name for name in m.group(1).split()]))
+    return found
+
+
+STACKS = _stacks()
+
+
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git (git apply)")
 @pytest.mark.parametrize("patch", KERNEL_PATCHES, ids=lambda p: p.name)
 def test_patch_builds_and_passes_the_resource_checks(patch, tmp_path):
@@ -37,22 +52,53 @@ def test_patch_builds_and_passes_the_resource_checks(patch, tmp_path):
     measures it would then end at its build. Its kernels/ hunks on a copy of kernels/, the library's nvcc command for
     sm_120a and sm_90a, and the checks every build passes (symbols, tensor-core MMAs, no spills where the arch runs
     the kernel natively, registers per SM)."""
+    _build_with([patch], tmp_path)
+
+
+def test_the_landing_stack_is_found():
+    assert any(run.name == "landing-run.sh" for run, _ in STACKS), "docs/experiments/landing-run.sh has no STACK line"
+
+
+@pytest.mark.skipif(shutil.which("git") is None or not (ROOT / ".git").exists(), reason="needs a git checkout")
+@pytest.mark.parametrize("stack", STACKS, ids=lambda s: s[0].name)
+def test_a_stack_applies_together_and_builds(stack, tmp_path):
+    """A run script that gates several patches at once applies them in its order to one tree: each must exist, the
+    tree must take them one after another (git apply checks a list in sequence), and the kernels with all of them
+    must build and pass the checks."""
+    run, patches = stack
+    missing = [p.name for p in patches if not p.exists()]
+    assert not missing, f"{run.name}: STACK names {missing}, not in docs/experiments"
+    out = subprocess.run(["git", "apply", "--check", *map(str, patches)], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, f"{run.name}: its STACK does not apply in order: {out.stderr.strip()}"
+    _build_with(patches, tmp_path)
+
+
+def _build_with(patches: list[Path], tmp_path: Path) -> None:
+    from kdtree_lab.core.cuda_tools import find_nvcc
+    from kdtree_lab.kernels import build
+
+    shutil.copytree(ROOT / "kernels", tmp_path / "kernels")
+    name = " + ".join(p.name for p in patches)
+    for patch in patches:
+        out = subprocess.run(["git", "apply", "--include=kernels/*", str(patch)], cwd=tmp_path, capture_output=True,
+                             text=True)
+        assert out.returncode == 0, f"{patch.name}: {out.stderr.strip()}"
+    changed = subprocess.run(["diff", "-rq", str(ROOT / "kernels"), str(tmp_path / "kernels")], capture_output=True)
+    assert changed.returncode == 1, f"{name}: its kernels/ hunks changed nothing"
+    _build_kernels(tmp_path / "kernels", name, tmp_path)
+
+
+def _build_kernels(kernels: Path, name: str, tmp_path: Path) -> None:
+    """The library's nvcc command over `kernels` for the default archs, then the checks every build passes."""
     from kdtree_lab.core.cuda_tools import find_nvcc
     from kdtree_lab.kernels import build
 
     nvcc = find_nvcc()
     if not nvcc:
         pytest.skip("nvcc not found: set CUDA_HOME or put nvcc on PATH (kdtree-lab doctor shows what is found)")
-    shutil.copytree(ROOT / "kernels", tmp_path / "kernels")
-    out = subprocess.run(["git", "apply", "--include=kernels/*", str(patch)], cwd=tmp_path, capture_output=True,
-                         text=True)
-    assert out.returncode == 0, f"{patch.name}: {out.stderr.strip()}"
-    changed = subprocess.run(["diff", "-rq", str(ROOT / "kernels"), str(tmp_path / "kernels")], capture_output=True)
-    assert changed.returncode == 1, f"{patch.name}: its kernels/ hunks changed nothing"
     archs = build.DEFAULT_ARCHS
     lib = tmp_path / "lib.so"
-    proc = subprocess.run(build.nvcc_command(nvcc, archs, lib, tmp_path / "kernels"), capture_output=True,
-                          text=True)
-    assert proc.returncode == 0, f"{patch.name} does not build:\n{proc.stderr[-3000:]}"
+    proc = subprocess.run(build.nvcc_command(nvcc, archs, lib, kernels), capture_output=True, text=True)
+    assert proc.returncode == 0, f"{name} does not build:\n{proc.stderr[-3000:]}"
     report = build.check_library(lib, archs)
-    assert report.ok, f"{patch.name}: {report.problems}"
+    assert report.ok, f"{name}: {report.problems}"

@@ -21,9 +21,8 @@ P=docs/experiments/e4m3-64-vfirst.patch; R=$KDT_PACK_DIR
 mkdir -p $R; mv "$OUT"/*.json $R/
 if [ "${1:-}" = gates ]; then  # the parity and graph half (the sanitizers: gates-sanitize; clean on 2026-12-05)
   git apply $P || exit 1
-  timeout 520 python3 -m pytest -m gpu -q tests/test_gpu.py tests/test_gpu_graphs.py tests/test_gpu_sglang_hook.py \
-    -k "e4m3 or fp8_pool or (sglang_on_the_gpu_grid and fp8)" --junitxml="$R/gates-vfirst64.xml" \
-    -p no:cacheprovider 2>&1 | tail -1
+  gate_tests "$R/gates-vfirst64" tests/test_gpu.py tests/test_gpu_graphs.py tests/test_gpu_sglang_hook.py \
+    -k "e4m3 or fp8_pool or (sglang_on_the_gpu_grid and fp8)"
   pack
   exit 0
 fi

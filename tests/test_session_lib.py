@@ -1,0 +1,60 @@
+"""scripts/session_lib.sh's gate_tests, the piece of every device gate call that runs GPU tests: a per-test log as the
+tests run, the XML at the end, and, when the call's time runs out, an interrupted summary of what ran (pytest gets
+SIGINT, so it still writes both) rather than nothing. Run here on stand-in tests marked `gpu` that need no GPU."""
+
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+STAND_IN = '''
+import time
+import pytest
+
+@pytest.mark.gpu
+def test_quick():
+    pass
+
+@pytest.mark.gpu
+def test_slow():
+    time.sleep(float(__import__("os").environ.get("STAND_IN_SLEEP", "0")))
+
+@pytest.mark.gpu
+def test_after():
+    pass
+'''
+
+
+def _gate(tmp_path, sleep: float, timeout: int) -> tuple[str, str, ET.Element]:
+    (tmp_path / "test_stand_in.py").write_text(STAND_IN)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "GATE_TIMEOUT": str(timeout),
+           "STAND_IN_SLEEP": str(sleep), "OUT": str(tmp_path / "out")}
+    out = subprocess.run(["bash", "-c", f"source {ROOT / 'scripts/session_lib.sh'} && gate_tests "
+                          f"{tmp_path / 'gates-x'} test_stand_in.py"], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout, (tmp_path / "gates-x.log").read_text(), ET.parse(tmp_path / "gates-x.xml").getroot()
+
+
+def _passed(xml: ET.Element) -> list[str]:
+    return [c.get("name") for c in xml.iter("testcase") if len(c) == 0 and c.get("name")]
+
+
+def test_a_gate_that_finishes_reports_every_test(tmp_path):
+    line, log, xml = _gate(tmp_path, sleep=0, timeout=100)
+    assert "rc=0" in line and "3 passed" in line
+    assert "test_stand_in.py::test_slow PASSED" in log and "INTERRUPTED" not in log
+    assert _passed(xml) == ["test_quick", "test_slow", "test_after"]
+
+
+@pytest.mark.slow
+def test_a_gate_past_its_time_says_so_and_keeps_what_ran(tmp_path):
+    line, log, xml = _gate(tmp_path, sleep=60, timeout=8)
+    assert "rc=124" in line and "INTERRUPTED" in line
+    assert "test_stand_in.py::test_quick PASSED" in log and "test_after" not in log
+    assert _passed(xml) == ["test_quick"]
