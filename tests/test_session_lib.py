@@ -58,3 +58,40 @@ def test_a_gate_past_its_time_says_so_and_keeps_what_ran(tmp_path):
     assert "rc=124" in line and "INTERRUPTED" in line
     assert "test_stand_in.py::test_quick PASSED" in log and "test_after" not in log
     assert _passed(xml) == ["test_quick"]
+
+
+@pytest.mark.slow
+def test_a_gate_in_workers_reports_every_test(tmp_path, monkeypatch):
+    pytest.importorskip("xdist")
+    monkeypatch.setenv("GATE_WORKERS", "2")
+    line, log, xml = _gate(tmp_path, sleep=0, timeout=100)
+    assert "rc=0" in line and "3 passed" in line
+    assert "[gw" in log, "the tests did not run in pytest-xdist workers"
+    assert sorted(_passed(xml)) == ["test_after", "test_quick", "test_slow"]
+
+
+@pytest.mark.parametrize("parallel", ["0", "1"])
+def test_the_sanitizers_report_one_line_per_tool_in_order(tmp_path, parallel):
+    """run_sanitizers against a stand-in compute-sanitizer (it names its tool in an ERROR SUMMARY line, racecheck
+    with errors): a log per tool, the summary lines in the tools' order, at once (SANITIZE_PARALLEL=1) or in turn."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "compute-sanitizer"
+    fake.write_text('#!/usr/bin/env bash\ntool=$2\nsleep 0.$((RANDOM % 5))\n'
+                    '[ "$tool" = racecheck ] && { echo "RACECHECK SUMMARY: 2 hazards"; exit 9; }\n'
+                    'echo "$tool ran: $*"; echo "========= ERROR SUMMARY: 0 errors"\n')
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SANITIZE_PARALLEL": parallel,
+           "OUT": str(tmp_path / "out")}
+    tools = "memcheck racecheck synccheck initcheck"
+    out = subprocess.run(["bash", "-c", f"source {ROOT / 'scripts/session_lib.sh'} && "
+                          f"run_sanitizers '{tools}' cuda_sm120 {tmp_path} -x"], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert [ln.split()[0] for ln in lines] == tools.split()
+    assert "racecheck rc=9 RACECHECK SUMMARY: 2 hazards" in lines
+    assert all("rc=0 ========= ERROR SUMMARY: 0 errors" in ln for ln in lines if not ln.startswith("racecheck"))
+    assert "--quick" in (tmp_path / "sanitizer-initcheck-x.log").read_text()
+    assert "--impl cuda_sm120" in (tmp_path / "sanitizer-memcheck-x.log").read_text()
+    assert not list(tmp_path.glob(".sanitizer-*"))

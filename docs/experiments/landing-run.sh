@@ -10,7 +10,9 @@
 #                                                  sizes x 100 replays, calls back to back)
 #   bash docs/experiments/landing-run.sh gates2    the hook against SGLang and the wgmma tests
 #   bash docs/experiments/landing-run.sh gates3    the four sanitizers over every configuration this GPU launches
-# (run_gates, scripts/session_lib.sh; each ~9 minutes). Where all three pass: git apply each patch of STACK in its
+#   GATE_WORKERS=4 bash docs/experiments/landing-run.sh gates12    gates and gates2 in one call, four pytest-xdist
+#                                                  workers (try first); SANITIZE_PARALLEL=1 ... gates3: the tools at once
+# (run_gates, scripts/session_lib.sh; each ~9 minutes serially). Where all three pass: git apply each patch of STACK in its
 # order, commit, move the patches and their run scripts to the results folder, then regenerate the issue-fp8 grid
 # in a call of its own (KDT_E4M3_TIMING=1 python3 -m kdtree_lab bench --preset issue-fp8), scripts/readme_tables.py
 # and the docs ("early refill", "MIN_SPLIT_TOKENS").
@@ -27,6 +29,6 @@ grep -q "constexpr int MIN_SPLIT_TOKENS = 64;" kernels/common/frame.cuh || { ech
 source scripts/device_prologue.sh "bash docs/experiments/landing-run.sh $* (STACK: ${STACK[*]})"
 R=$KDT_PACK_DIR; mkdir -p $R; mv "$OUT"/*.json $R/
 case "${1:-}" in
-  gates|gates2|gates3) run_gates "$1" landing "$R" ;;
-  *) echo "landing-run.sh: expected gates, gates2 or gates3, found '${1:-}'"; exit 2 ;;
+  gates|gates2|gates12|gates3) run_gates "$1" landing "$R" ;;
+  *) echo "landing-run.sh: expected gates, gates2, gates12 or gates3, found '${1:-}'"; exit 2 ;;
 esac

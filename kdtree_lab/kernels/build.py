@@ -189,6 +189,7 @@ def build_library(archs: tuple[str, ...] | list[str] = DEFAULT_ARCHS, out_dir: P
     cmd = nvcc_command(nvcc, archs, lib, debug=debug)
     if lib.exists() and log_path.exists() and not force:
         return BuildResult(lib, archs, True, 0.0, version, cmd, log_path.read_text())
+    partial = lib.with_name(f"{lib.name}.{os.getpid()}.partial")  # nvcc writes here; renamed to lib when whole
     t0 = time.perf_counter()
     from ..core.display import headless
 
@@ -199,14 +200,20 @@ def build_library(archs: tuple[str, ...] | list[str] = DEFAULT_ARCHS, out_dir: P
         from ..core.display import console
 
         with console(stderr=True).status(words):
-            proc = subprocess.run(cmd, capture_output=True, text=True)
+            proc = subprocess.run(nvcc_command(nvcc, archs, partial, debug=debug), capture_output=True, text=True)
     else:  # the line once: in a headless notebook's output, or on the stderr of a command in a log or a pipe
         if progress:
             print(words, flush=True, file=sys.stdout if headless() else sys.stderr)
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        proc = subprocess.run(nvcc_command(nvcc, archs, partial, debug=debug), capture_output=True, text=True)
     if proc.returncode != 0:
+        partial.unlink(missing_ok=True)
         raise BuildError(f"nvcc failed (exit {proc.returncode}) for {', '.join(archs)}:\n{proc.stderr[-4000:]}")
-    log_path.write_text(proc.stderr)
+    # the library and then its log appear by rename, whole: a process that finds both (the cache test above) never
+    # loads a library another process is still writing (pytest -n, parallel sanitizers)
+    os.replace(partial, lib)
+    log_partial = log_path.with_name(f"{log_path.name}.{os.getpid()}")
+    log_partial.write_text(proc.stderr)
+    os.replace(log_partial, log_path)
     return BuildResult(lib, archs, False, time.perf_counter() - t0, version, cmd, proc.stderr)
 
 
