@@ -272,8 +272,8 @@ def test_the_kernel_lab_names_configurations_by_name(lib, monkeypatch):
 
 def test_the_split_rule_counts_the_ctas_of_a_cluster_configuration(lib):
     """kdt_config.cluster (the CTAs that serve one row tile, one thread-block cluster) stays in the ABI: every
-    configuration of the table has 1 since the third form, the one 2-CTA cluster, left (git tag
-    last-with-v1-v3-halves). The split rule counts a cluster's CTAs, so 64-row tiles in 2-CTA clusters get the split
+    configuration of the table has 1 since the third form, the one 2-CTA cluster, left (commit
+    65e9dc4 is the last with it). The split rule counts a cluster's CTAs, so 64-row tiles in 2-CTA clusters get the split
     count of 32-row tiles (one wave), and a plan fixed to such a configuration carries the cluster."""
     assert all(c["cluster"] == 1 for c in lib.configs())
     assert lib.forced(loader.CUDA_IMPLS["cuda_sm120_roles"], "bf16") == launch_plan.Config(

@@ -5,7 +5,7 @@ library's table forced by its kernel name (``kdtree_verify_config_name``); ``tri
 kernel configuration is one entry here plus its kernel header (docs/kernels.md, "Adding a kernel configuration").
 Torch-free, so the CLI can build its choices without importing torch. Configurations that no automatic selection,
 fp8 mapping or notebook comparison uses leave the table and this registry (v1 ``cuda_narrow``, v3 ``cuda_rows32`` and
-the third form ``cuda_sm120_halves`` did: git tag ``last-with-v1-v3-halves``); their results stay in data/results/.
+the third form ``cuda_sm120_halves`` did: commit 65e9dc4, the last with them); their results stay in data/results/.
 """
 
 from __future__ import annotations

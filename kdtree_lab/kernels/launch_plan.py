@@ -119,7 +119,7 @@ E4M3_CONFIGS = frozenset({E4M3_SM120.name, E4M3_SM120_32.name})  # configuration
 # the library's answer over a grid, so a configuration the launcher adds to its choice is added here too.
 # The sm_120 configurations fit any GPU with 99,432 / 86,912 B of shared memory per block, so GPUs with Hopper-sized
 # shared memory but no sm_90a code (B200, compute capability 10.0; an H100 or H200 under a library built without
-# sm_90a) run them (v3 ran there until it left the table: git tag last-with-v1-v3-halves).
+# sm_90a) run them (v3 ran there until it left the table: commit 65e9dc4 is the last with it).
 AUTO_CONFIGS = (
     AutoConfig(Config("verify_wgmma_v5_kernel<64>", 64), smem=231_424, cc=(90, 100), sm90a=True,
                fp8=Config("verify_wgmma_kernel<64,2,true>", 64)),
