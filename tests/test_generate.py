@@ -779,3 +779,10 @@ def test_what_the_first_review_found_is_refused_or_counted_once():
     path[0, 1] = 9.0  # the row's own argmax is 1, the token emitted 2, the reference's 0: one bad token, counted once
     tc = check.compare([[2]], [path], [ref], bound=0.1)
     assert tc.self_mismatches == 1 and tc.unexplained == 1 and tc.bound == 0.1
+
+
+def test_a_cpu_run_names_the_gpu_paths_it_leaves_out():
+    cpu = run.GenerateSpec(device="cpu", paths=("reference", "triton"))
+    [(what, why)] = run.gpu_paths_left_out(cpu)
+    assert "ours, hook, sglang" in what and "device is cpu" in why and "reference, triton" in why
+    assert run.gpu_paths_left_out(run.GenerateSpec(device="cuda", paths=("ours",))) == []

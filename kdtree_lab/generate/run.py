@@ -206,6 +206,15 @@ def _context(spec, drafts, w, w32, pool, ctx, data, dev, result, on_run, say) ->
                 on_run and on_run(row)
 
 
+def gpu_paths_left_out(spec: GenerateSpec) -> list[tuple[str, str]]:
+    """(what, why) of the verify paths a run on a CPU leaves out: ours, the hook and SGLang's kernel run on a CUDA
+    GPU only. Notebook 08 records each as a skip (a skip is never counted as a pass)."""
+    if spec.device.startswith("cuda"):
+        return []
+    return [(f"verify paths {', '.join(GPU_PATHS)} (our kernel, the SGLang hook, SGLang's kernel)",
+             f"they run on a CUDA GPU; this run's device is {spec.device} (paths {', '.join(spec.paths)})")]
+
+
 def rows(result: dict) -> list[dict]:
     """One line per run: the summary table of ``kdtree-lab generate`` and notebook 08."""
     out = []
