@@ -54,7 +54,7 @@ def functions(sass: str) -> dict[str, str]:
         if m:
             cur = m.group(1)
             out[cur] = []
-        elif cur and re.match(r"\s*/\*[0-9a-f]{4}\*/|\s*/\* 0x", line):
+        elif cur and re.match(r"\s*/\*[0-9a-f]{4,}\*/|\s*/\* 0x", line):  # addresses past 0xffff have 5+ digits
             out[cur].append(line.strip())
     return {k: "\n".join(v) + "\n" for k, v in out.items()}
 

@@ -1,0 +1,98 @@
+"""A static census of a kernel's MMA loops in its SASS (no GPU): for each innermost loop that issues tensor-core MMAs
+(a backward branch's range holding HMMA / QMMA / HGMMA and no smaller such loop), its instruction count and the
+classes that matter for a prediction: MMAs, shared and global loads and stores, shuffles, MUFU, barriers and
+mbarrier operations, spills. The counts are static (a branch inside a loop, such as a rescale that is usually
+skipped, counts in full: `FMUL` is listed so it can be subtracted). What docs/performance-history.md's census did by
+hand, for a prediction written before a device call.
+
+    python scripts/sass_census.py LIB --kernel verify_sm120_roles_kernel [--arch sm_90a] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from kdtree_lab.core.cuda_tools import find_cuda_tool  # noqa: E402
+from sass_identity import functions  # noqa: E402
+
+# instruction classes (an opcode's first word, without modifiers) -> the counted name
+CLASSES = {"MMA": ("HMMA", "QMMA", "HGMMA", "IMMA"), "LDSM": ("LDSM",), "LDS": ("LDS",), "STS": ("STS",),
+           "global": ("LDG", "STG", "LDGSTS", "RED", "ATOMG"), "SHFL": ("SHFL",), "MUFU": ("MUFU",),
+           "BAR": ("BAR",), "mbarrier": ("SYNCS",), "spill": ("LDL", "STL"), "FMUL": ("FMUL",), "NOP": ("NOP",)}
+MMA_OPS = CLASSES["MMA"]
+
+
+def instructions(body: str) -> list[tuple[int, str]]:
+    """(address, instruction text without predicate guard) of a function's SASS (sass_identity.functions' form)."""
+    out = []
+    for line in body.splitlines():
+        m = re.match(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;", line.strip())
+        if m:
+            out.append((int(m.group(1), 16), re.sub(r"^@!?U?P\w+\s+", "", m.group(2).strip())))
+    return out
+
+
+def opcode(text: str) -> str:
+    return text.split()[0].split(".")[0] if text else ""
+
+
+def mma_loops(ins: list[tuple[int, str]]) -> list[dict]:
+    """The innermost MMA loops: ranges [target, branch] of backward branches that hold an MMA and no smaller range
+    that does, each with its counts."""
+    ranges = []
+    for addr, text in ins:
+        m = re.search(r"\bBRA\b.*?(0x[0-9a-f]+)", text)
+        if m and int(m.group(1), 16) < addr:
+            lo = int(m.group(1), 16)
+            body = [t for a, t in ins if lo <= a <= addr]
+            if any(opcode(t) in MMA_OPS for t in body):
+                ranges.append((lo, addr, body))
+    inner = [r for r in ranges if not any(o is not r and r[0] <= o[0] and o[1] <= r[1] for o in ranges)]
+    rows = []
+    for lo, hi, body in sorted(inner, key=lambda r: r[0]):
+        ops = [opcode(t) for t in body]
+        row = {"start": hex(lo), "end": hex(hi), "instructions": len(body)}
+        row |= {name: sum(o in names for o in ops) for name, names in CLASSES.items()}
+        rows.append(row)
+    return rows
+
+
+def census(library: Path, kernel: str, arch: str) -> dict[str, list[dict]]:
+    """Per function of the library whose mangled name contains ``kernel``: its innermost MMA loops on ``arch``."""
+    text = subprocess.run([find_cuda_tool("cuobjdump"), "-sass", "-arch", arch.rstrip("a"), str(library)],
+                          capture_output=True, text=True, check=True).stdout
+    return {name: mma_loops(instructions(body)) for name, body in functions(text).items() if kernel in name}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("library", type=Path)
+    ap.add_argument("--kernel", required=True, help="a substring of the kernels' mangled names")
+    ap.add_argument("--arch", default="sm_90a", help="sm_90a (what the H200 runs of every kernel) or sm_120a")
+    ap.add_argument("--json", type=Path, help="also write the census here")
+    a = ap.parse_args(argv)
+    result = census(a.library, a.kernel, a.arch)
+    if not result:
+        print(f"--kernel: no function of {a.library} contains {a.kernel!r}", file=sys.stderr)
+        return 2
+    cols = ["start", "instructions", *CLASSES]
+    for name, rows in result.items():
+        print(f"{name} ({a.arch}): {len(rows)} MMA loop{'s' * (len(rows) != 1)}")
+        print("  " + " ".join(f"{c:>9}" for c in cols))
+        for r in rows:
+            print("  " + " ".join(f"{r[c]:>9}" for c in cols))
+    if a.json:
+        a.json.write_text(json.dumps({"library": str(a.library), "arch": a.arch, "functions": result}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""scripts/sass_identity.py's SASS parser and scripts/sass_census.py's loop census on cuobjdump-shaped text (no GPU,
+no nvcc). The parser once kept only instructions at 4-digit addresses, so a kernel's code past 0xffff (the role
+split's PV loop) was compared by half its encoding; a function's every instruction must come through."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+
+import sass_census  # noqa: E402
+import sass_identity  # noqa: E402
+
+SASS = """
+	code for sm_90a
+		Function : _Z3fooPf
+	.headerflags	@"EF_CUDA_VIRTUAL_SM(EF_CUDA_SM90)"
+        /*fff0*/                   MOV R1, c[0x0][0x28] ;                     /* 0x00000a0000017a02 */
+                                                                              /* 0x000fe40000000f00 */
+        /*10000*/                   HMMA.16816.F32.BF16 R4, R8, R12, R4 ;     /* 0x0000000c0804723c */
+                                                                              /* 0x000fe20000041804 */
+        /*10010*/                   LDSM.16.M88.4 R8, [R2] ;                  /* 0x000000000208783b */
+                                                                              /* 0x000e220000000200 */
+        /*10020*/                   LDL R3, [R1+0x4] ;                        /* 0x0000040001037983 */
+                                                                              /* 0x000ea20000100800 */
+        /*10030*/              @!P0 BRA 0x10000 ;                             /* 0xfffffffc00f08947 */
+                                                                              /* 0x000fea000383ffff */
+        /*10040*/                   EXIT ;                                    /* 0x000000000000794d */
+                                                                              /* 0x000fea0003800000 */
+		Function : _Z3barv
+        /*0000*/                   EXIT ;                                     /* 0x000000000000794d */
+                                                                              /* 0x000fea0003800000 */
+"""
+
+
+def test_every_instruction_of_a_function_comes_through_past_0xffff():
+    fns = sass_identity.functions(SASS)
+    assert set(fns) == {"_Z3fooPf", "_Z3barv"}
+    foo = fns["_Z3fooPf"].splitlines()
+    assert len(foo) == 12  # six instructions, two encoding lines each
+    assert any("/*10030*/" in line and "BRA" in line for line in foo)
+
+
+def test_the_census_finds_the_mma_loop_and_counts_its_classes():
+    ins = sass_census.instructions(sass_identity.functions(SASS)["_Z3fooPf"])
+    assert [a for a, _ in ins] == [0xfff0, 0x10000, 0x10010, 0x10020, 0x10030, 0x10040]
+    [loop] = sass_census.mma_loops(ins)
+    assert loop["start"] == "0x10000" and loop["instructions"] == 4
+    assert (loop["MMA"], loop["LDSM"], loop["spill"], loop["global"]) == (1, 1, 1, 0)
+
+
+def test_an_outer_loop_around_an_inner_mma_loop_is_not_counted_twice():
+    outer = SASS.replace("        /*10040*/                   EXIT ;",
+                         "        /*10040*/                   BRA 0xfff0 ;")
+    loops = sass_census.mma_loops(sass_census.instructions(sass_identity.functions(outer)["_Z3fooPf"]))
+    assert [lp["start"] for lp in loops] == ["0x10000"]
