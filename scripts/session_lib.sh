@@ -83,8 +83,9 @@ gate_tests() {  # STEM PYTEST_ARGS...: the GPU tests named, each result line to 
   timeout -s INT -k 30 ${GATE_TIMEOUT:-520} python3 -m pytest -m gpu -v -p no:cacheprovider "${workers[@]}" \
     --junitxml="$stem.xml" "$@" > "$stem.log" 2>&1
   rc=$?
-  [ $rc = 124 ] && echo "INTERRUPTED past ${GATE_TIMEOUT:-520} s: not every test ran" >> "$stem.log"
-  echo "$(basename "$stem") rc=$rc $(grep -E '(passed|failed|error)' "$stem.log" | tail -1) $(tail -1 "$stem.log")"
+  local cut=""
+  [ $rc = 124 ] && cut="INTERRUPTED past ${GATE_TIMEOUT:-520} s: not every test ran" && echo "$cut" >> "$stem.log"
+  echo "$(basename "$stem") rc=$rc $(grep -E '(passed|failed|error)' "$stem.log" | tail -1) $cut"
 }
 
 run_gates() {

@@ -102,7 +102,9 @@ def test_a_stack_applies_together_and_builds(stack, tmp_path):
     _build_with(patches, tmp_path)
 
 
-def _build_with(patches: list[Path], tmp_path: Path, allowed: list[tuple[str, str]] | None = None) -> None:
+def _build_with(patches: list[Path], tmp_path: Path, allowed: list[tuple[str, str]] = ()) -> None:
+    """The patches' kernels/ hunks in order on a copy of kernels/, the library's nvcc command over it for the default
+    archs, then the checks every build passes (less the allowed problems)."""
     from kdtree_lab.core.cuda_tools import find_nvcc
     from kdtree_lab.kernels import build
 
@@ -114,20 +116,12 @@ def _build_with(patches: list[Path], tmp_path: Path, allowed: list[tuple[str, st
         assert out.returncode == 0, f"{patch.name}: {out.stderr.strip()}"
     changed = subprocess.run(["diff", "-rq", str(ROOT / "kernels"), str(tmp_path / "kernels")], capture_output=True)
     assert changed.returncode == 1, f"{name}: its kernels/ hunks changed nothing"
-    _build_kernels(tmp_path / "kernels", name, tmp_path, allowed or [])
-
-
-def _build_kernels(kernels: Path, name: str, tmp_path: Path, allowed: list[tuple[str, str]] = ()) -> None:
-    """The library's nvcc command over `kernels` for the default archs, then the checks every build passes."""
-    from kdtree_lab.core.cuda_tools import find_nvcc
-    from kdtree_lab.kernels import build
-
     nvcc = find_nvcc()
     if not nvcc:
         pytest.skip("nvcc not found: set CUDA_HOME or put nvcc on PATH (kdtree-lab doctor shows what is found)")
     archs = build.DEFAULT_ARCHS
     lib = tmp_path / "lib.so"
-    proc = subprocess.run(build.nvcc_command(nvcc, archs, lib, kernels), capture_output=True, text=True)
+    proc = subprocess.run(build.nvcc_command(nvcc, archs, lib, tmp_path / "kernels"), capture_output=True, text=True)
     assert proc.returncode == 0, f"{name} does not build:\n{proc.stderr[-3000:]}"
     report = build.check_library(lib, archs)
     problems = _unallowed(list(report.problems), list(allowed), name)

@@ -64,11 +64,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compare", nargs=2, type=Path, metavar=("A", "B"), help="two digest files: exit 1 if they differ")
     a = ap.parse_args(argv)
     if a.compare:
-        problems = compare(*(json.loads(p.read_text()) for p in a.compare))
+        first, second = (json.loads(p.read_text()) for p in a.compare)
+        problems = compare(first, second)
         for line in problems:
             print(line)
-        n = len(json.loads(a.compare[0].read_text())["cases"])
-        print(f"{'DIFFERENT' if problems else 'identical'}: {len(problems)} of {n} cases differ")
+        print(f"{'DIFFERENT' if problems else 'identical'}: {len(problems)} of {len(first['cases'])} cases differ")
         return 1 if problems else 0
     if not a.out:
         ap.error("--out: expected a path for the digests (or --compare A B)")

@@ -190,6 +190,7 @@ def build_library(archs: tuple[str, ...] | list[str] = DEFAULT_ARCHS, out_dir: P
     if lib.exists() and log_path.exists() and not force:
         return BuildResult(lib, archs, True, 0.0, version, cmd, log_path.read_text())
     partial = lib.with_name(f"{lib.name}.{os.getpid()}.partial")  # nvcc writes here; renamed to lib when whole
+    run = nvcc_command(nvcc, archs, partial, debug=debug)  # cmd with the partial file as its output
     t0 = time.perf_counter()
     from ..core.display import headless
 
@@ -200,11 +201,11 @@ def build_library(archs: tuple[str, ...] | list[str] = DEFAULT_ARCHS, out_dir: P
         from ..core.display import console
 
         with console(stderr=True).status(words):
-            proc = subprocess.run(nvcc_command(nvcc, archs, partial, debug=debug), capture_output=True, text=True)
+            proc = subprocess.run(run, capture_output=True, text=True)
     else:  # the line once: in a headless notebook's output, or on the stderr of a command in a log or a pipe
         if progress:
             print(words, flush=True, file=sys.stdout if headless() else sys.stderr)
-        proc = subprocess.run(nvcc_command(nvcc, archs, partial, debug=debug), capture_output=True, text=True)
+        proc = subprocess.run(run, capture_output=True, text=True)
     if proc.returncode != 0:
         partial.unlink(missing_ok=True)
         raise BuildError(f"nvcc failed (exit {proc.returncode}) for {', '.join(archs)}:\n{proc.stderr[-4000:]}")
