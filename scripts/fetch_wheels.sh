@@ -7,9 +7,8 @@
 #
 # The SGLang wheel is rewritten without its Rust server extensions and multimodal generator
 # (scripts/slim_sglang_wheel.py: 39 -> 15 MB). --sglang-state: instead, the wheels scripts/sglang_graph_state.py needs there (SGLang's Triton attention backend
-# imports its server stack: openai, tvm-ffi, ...; the image's transformers 5.17 serves it), with pytest-xdist for the
-# gate calls' workers (GATE_WORKERS, scripts/session_lib.sh), into .whl-sglang/ (add `/.whl-sglang/` to
-# .git/info/exclude); it stays under the 64 MiB a device call carries, so carry it instead of .whl/.
+# imports its server stack: openai, tvm-ffi, ...; the image's transformers 5.17 serves it), into .whl-sglang/ (add
+# `/.whl-sglang/` to .git/info/exclude); it stays under the 64 MiB a device call carries, so carry it instead of .whl/.
 #
 # --flashmla: the sgl-flash-mla 1.0.0 wheel (FlashMLA, the benchmark's Hopper peer: kdtree-lab bench --preset chain)
 # into .whl-flashmla/ (add `/.whl-flashmla/` to .git/info/exclude; 9.9 MB, carried beside .whl-sglang). Install it
@@ -32,7 +31,7 @@ if [ "${1:-}" = "--sglang-state" ]; then
     sglang==0.5.23 pyelftools orjson pybase64 starlette msgspec pydantic pydantic_core annotated_types typing_inspection pyzmq \
     ipython traitlets pexpect ptyprocess prompt_toolkit wcwidth stack_data asttokens executing pure_eval \
     ipython_pygments_lexers matplotlib-inline openai==3.57.0 httpx2 httpcore2 jiter truststore sniffio \
-    partial-json-parser dill loguru gguf compressed-tensors==0.18.0 apache-tvm-ffi==0.1.11 pytest-xdist execnet
+    partial-json-parser dill loguru gguf compressed-tensors==0.18.0 apache-tvm-ffi==0.1.11
   python3 scripts/slim_sglang_wheel.py .whl-sglang/sglang-*.whl
   du -sh .whl-sglang
   exit 0

@@ -14,8 +14,10 @@
 #     gates2: the hook against SGLang and the wgmma tests; gates3: the four sanitizers over every configuration this
 #     GPU launches), results DIR/PART-TAG.xml and .log (gate_tests) or DIR/sanitizer-TOOL-TAG.log, then pack (each
 #     call ~9 minutes)
-#   gate_tests STEM PYTEST_ARGS...: GPU tests with a per-test log and, past GATE_TIMEOUT, an interrupted summary;
-#     GATE_WORKERS=N runs them in N pytest-xdist workers, SANITIZE_PARALLEL=1 the sanitizers' tools at once
+#   gate_tests STEM PYTEST_ARGS...: GPU tests with a per-test log and, past GATE_TIMEOUT, an interrupted summary.
+#     One pytest process: four pytest-xdist workers on one GPU ran each test ~5x slower than alone (2026-12-05,
+#     data/results/h100/2026-12-05-landing-gates/), less than serial throughput. The sanitizers' tools run at once
+#     (SANITIZE_PARALLEL=0 in turn): four took 43 s together
 OUT=${OUT:-/tmp/out}
 
 session_start() {
@@ -46,17 +48,17 @@ write_provenance() {
 }
 
 run_sanitizers() {
-  # SANITIZE_PARALLEL=1: the tools at once, each its own process on the GPU (the tests' library is built before,
-  # and a build appears by rename: kdtree_lab.kernels.build), then the summary lines in the tools' order
+  # The tools at once (SANITIZE_PARALLEL=0: in turn), each its own process on the GPU (the tests' library is built
+  # before, and a build appears by rename: kdtree_lab.kernels.build), then the summary lines in the tools' order
   local tools=$1 impls=$2 dir=$3 suffix=${4:-} tool
   for tool in $tools; do
-    if [ "${SANITIZE_PARALLEL:-0}" = 1 ]; then
+    if [ "${SANITIZE_PARALLEL:-1}" = 1 ]; then
       sanitize_one "$tool" "$impls" "$dir/sanitizer-$tool$suffix.log" > "$dir/.sanitizer-$tool$suffix.line" &
     else
       sanitize_one "$tool" "$impls" "$dir/sanitizer-$tool$suffix.log"
     fi
   done
-  if [ "${SANITIZE_PARALLEL:-0}" = 1 ]; then
+  if [ "${SANITIZE_PARALLEL:-1}" = 1 ]; then
     wait
     for tool in $tools; do cat "$dir/.sanitizer-$tool$suffix.line"; rm -f "$dir/.sanitizer-$tool$suffix.line"; done
   fi
@@ -76,11 +78,8 @@ sanitize_one() {  # TOOL IMPLS LOG: one compute-sanitizer tool over kdtree_lab.c
 gate_tests() {  # STEM PYTEST_ARGS...: the GPU tests named, each result line to STEM.log as it comes, STEM.xml at the end.
   # Past ${GATE_TIMEOUT:-520} s pytest gets SIGINT, not SIGTERM: it stops at the test it is in and still writes its
   # summary and the XML of what ran (marked interrupted), so a call cut short says how far it got.
-  # GATE_WORKERS=N (N > 1): N pytest workers on the one GPU (pytest-xdist, carried in .whl-sglang); the tests are
-  # independent processes' work (their oracles on fresh data, their own graphs and workspaces), no timing
-  local stem=$1 rc workers=(); shift
-  [ "${GATE_WORKERS:-1}" -gt 1 ] && workers=(-n "$GATE_WORKERS")
-  timeout -s INT -k 30 ${GATE_TIMEOUT:-520} python3 -m pytest -m gpu -v -p no:cacheprovider "${workers[@]}" \
+  local stem=$1 rc; shift
+  timeout -s INT -k 30 ${GATE_TIMEOUT:-520} python3 -m pytest -m gpu -v -p no:cacheprovider \
     --junitxml="$stem.xml" "$@" > "$stem.log" 2>&1
   rc=$?
   local cut=""
@@ -92,10 +91,8 @@ run_gates() {
   case "$1" in
     gates) gate_tests "$3/gates-$2" tests/test_gpu.py tests/test_gpu_graphs.py -k "not triton" ;;
     gates2) gate_tests "$3/gates2-$2" tests/test_gpu_sglang_hook.py tests/test_gpu_wgmma.py ;;
-    gates12) gate_tests "$3/gates12-$2" tests/test_gpu.py tests/test_gpu_graphs.py tests/test_gpu_sglang_hook.py \
-               tests/test_gpu_wgmma.py -k "not triton" ;;  # both in one call, where GATE_WORKERS makes them fit
     gates3) SANITIZE_TIMEOUT=120 run_sanitizers "memcheck racecheck synccheck initcheck" all "$3" "-$2" ;;
-    *) echo "run_gates: expected gates, gates2, gates12 or gates3, found '$1'"; return 2 ;;
+    *) echo "run_gates: expected gates, gates2 or gates3, found '$1'"; return 2 ;;
   esac
   pack
 }

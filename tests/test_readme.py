@@ -90,13 +90,18 @@ def test_the_rtx_predictions_follow_the_per_shape_choice(monkeypatch):
         rtx_tables.rtx_prediction_table()
 
 
-def test_results_index_lists_every_folder():
-    index = (RESULTS / "h200" / "README.md").read_text()
+@pytest.mark.parametrize("gpu", ["h100", "h200"])
+def test_results_index_lists_every_folder(gpu):
+    index = (RESULTS / gpu / "README.md").read_text()
     listed = set(re.findall(r"(?m)^\| `([\w.-]+)/` \|", index))
-    folders = {p.name for p in (RESULTS / "h200").iterdir() if p.is_dir()}
+    folders = {p.name for p in (RESULTS / gpu).iterdir() if p.is_dir()}
     assert folders == listed, f"missing from the index: {sorted(folders - listed)}; not on disk: {sorted(listed - folders)}"
     for folder in folders:
-        assert list((RESULTS / "h200" / folder).glob("README.md")) or "provenance" in index, folder
+        assert list((RESULTS / gpu / folder).glob("README.md")) or "provenance" in index, folder
+
+
+def test_every_gpu_results_folder_is_indexed():
+    assert {p.name for p in RESULTS.iterdir() if p.is_dir()} == {"cpu", "h100", "h200"}
 
 
 def _readme_seconds(cell: str) -> float:

@@ -60,16 +60,6 @@ def test_a_gate_past_its_time_says_so_and_keeps_what_ran(tmp_path):
     assert _passed(xml) == ["test_quick"]
 
 
-@pytest.mark.slow
-def test_a_gate_in_workers_reports_every_test(tmp_path, monkeypatch):
-    pytest.importorskip("xdist")
-    monkeypatch.setenv("GATE_WORKERS", "2")
-    line, log, xml = _gate(tmp_path, sleep=0, timeout=100)
-    assert "rc=0" in line and "3 passed" in line
-    assert "[gw" in log, "the tests did not run in pytest-xdist workers"
-    assert sorted(_passed(xml)) == ["test_after", "test_quick", "test_slow"]
-
-
 @pytest.mark.parametrize("parallel", ["0", "1"])
 def test_the_sanitizers_report_one_line_per_tool_in_order(tmp_path, parallel):
     """run_sanitizers against a stand-in compute-sanitizer (it names its tool in an ERROR SUMMARY line, racecheck

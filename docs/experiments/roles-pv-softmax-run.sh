@@ -7,7 +7,7 @@
 #           the GPU grid, cuda_sm120_roles), the patch's, compared (exit status and "identical" line); the smoke
 #           against the fp64 oracle (40 random cases); then main and the patch twice each in alternation at the bf16
 #           headline (B = 1 / 8, L = 200k, N = 16, H = 8) (the build cache holds both libraries, so a switch costs no
-#           build) (~6-7 minutes)
+#           build) (~6-7 minutes; PAIRS=1, one pair: ~5)
 #   call 2: bash docs/experiments/roles-pv-softmax-run.sh sanitize    memcheck, racecheck, synccheck, initcheck over
 #           cuda_sm120_roles with the patch, at once (the hand-offs are new: S_FULL / S_EMPTY, one PV barrier) (~3 min)
 # If both hold and the headline is faster in both pairs: the whole suite's gates (run_gates; its draft block is the
@@ -47,7 +47,7 @@ time_roles() {  # NAME
     --shape 1,200000,16,8,bf16 --shape 8,200000,16,8,bf16 2>&1 | grep -E "^cuda|rror|Killed" | cut -c1-80
   pack
 }
-for i in 1 2; do
+for i in $(seq 1 "${PAIRS:-2}"); do  # PAIRS=1: one pair, where a session has ~5 device-minutes
   kernels_restore; time_roles main-$i
   git apply $P || exit 1; time_roles pvs-$i
 done
