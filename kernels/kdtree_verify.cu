@@ -315,4 +315,25 @@ int kdtree_verify_mma_ceiling(int blocks, int iters, int kind, float* sink, void
   return cudaGetLastError() == cudaSuccess ? KDT_OK : KDT_ERR_LAUNCH;
 }
 
+long long kdtree_verify_phase_clocks(void* dst, size_t bytes, int clear) {
+#if defined(KDT_PHASE_CLOCKS)
+  const size_t size = sizeof(PhaseBuffers);
+  if (cudaDeviceSynchronize() != cudaSuccess) return -KDT_ERR_DEVICE;
+  if (dst != nullptr) {
+    if (bytes < size) return -KDT_ERR_BAD_SHAPE;
+    if (cudaMemcpyFromSymbol(dst, g_phase, size) != cudaSuccess) return -KDT_ERR_DEVICE;
+  }
+  if (clear) {
+    void* addr = nullptr;
+    if (cudaGetSymbolAddress(&addr, g_phase) != cudaSuccess || cudaMemset(addr, 0, size) != cudaSuccess ||
+        cudaDeviceSynchronize() != cudaSuccess)
+      return -KDT_ERR_DEVICE;
+  }
+  return (long long)size;
+#else
+  (void)dst, (void)bytes, (void)clear;
+  return 0;
+#endif
+}
+
 }  // extern "C"

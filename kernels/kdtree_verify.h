@@ -116,6 +116,10 @@ KDT_API int kdtree_verify_abi_version(void);
 // 0: bf16 m16n8k16, 1: f16 m16n8k16 (4,096 FLOP each), 2: e4m3 m16n8k32 (8,192 FLOP each), i.e.
 // blocks * 8 * iters * 8 * FLOP per instruction; one float per warp is written to sink (device, >= blocks * 8 floats).
 KDT_API int kdtree_verify_mma_ceiling(int blocks, int iters, int kind, float* sink, void* stream);
+// Development: the phase clocks of a library built with KDT_PHASE_CLOCKS=1 (kernels/common/phase.cuh, PhaseBuffers).
+// Returns the buffer's size in bytes (0 from every other build) or a negative status; `clear` != 0 zeroes it, `dst`
+// (host memory of `bytes` >= that size) receives a copy; both wait for the device to finish its work first.
+KDT_API long long kdtree_verify_phase_clocks(void* dst, size_t bytes, int clear);
 
 #ifdef __cplusplus
 }

@@ -155,6 +155,23 @@ def test_a_debug_waits_build_names_a_stuck_wait_and_is_its_own_library(built, mo
     assert report.ok, report.problems
 
 
+def test_a_phase_clocks_build_is_its_own_library_and_the_default_has_none(built, monkeypatch):
+    """KDT_PHASE_CLOCKS=1 builds a separate library whose e4m3 forms and combine stamp their phases
+    (kernels/common/phase.cuh); its sm_120a checks pass (no spills); the default library has no stamps, and its
+    kdtree_verify_phase_clocks answers 0 (checked on a CPU: it touches no device)."""
+    from kdtree_lab.kernels import loader
+
+    symbol = b"_ZN3kdt7g_phaseE"
+    assert symbol not in built[0].library.read_bytes()
+    assert loader.open_library(built[0].library).lib.kdtree_verify_phase_clocks(None, 0, 0) == 0
+    monkeypatch.setenv("KDT_PHASE_CLOCKS", "1")
+    phase = build.build_library(("sm_120a",), progress=False)
+    assert phase.library != built[0].library and symbol in phase.library.read_bytes()
+    assert "-DKDT_PHASE_CLOCKS" in phase.command
+    report = build.check_library(phase.library, ("sm_120a",))
+    assert report.ok, report.problems
+
+
 def test_the_resource_table_says_a_hopper_kernel_has_no_sm_120a_body():
     """sm_120a's cubin holds the wgmma kernels as empty stubs (4 registers): their rows say so, sm_90a's do not."""
     cfgs = [{"kernel": "verify_wgmma_v5_kernel<64>", "arch": 90}, {"kernel": "verify_sm120_kernel<32,2>", "arch": 0}]

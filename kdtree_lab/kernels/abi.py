@@ -52,6 +52,8 @@ def declare(lib: ctypes.CDLL) -> None:
     lib.kdtree_verify_set_fp8_math.argtypes = [c_int]
     lib.kdtree_verify_mma_ceiling.restype = c_int
     lib.kdtree_verify_mma_ceiling.argtypes = [c_int, c_int, c_int, c_void, c_void]
+    lib.kdtree_verify_phase_clocks.restype = ctypes.c_longlong
+    lib.kdtree_verify_phase_clocks.argtypes = [c_void, ctypes.c_size_t, c_int]
     lib.kdtree_verify_attn_flash_paged_cg.restype = c_int
     lib.kdtree_verify_attn_flash_paged_cg.argtypes = [
         c_void, c_i64, c_i64,  # q

@@ -35,6 +35,7 @@ REQUIRED_SYMBOLS = (
     "kdtree_verify_config",
     "kdtree_verify_select_config",
     "kdtree_verify_strerror",
+    "kdtree_verify_phase_clocks",
     "kdtree_verify_abi_version",
     "kdtree_verify_force_config",
     "kdtree_verify_config_name",
@@ -121,7 +122,8 @@ def _gencode(arch: str) -> list[str]:
 def nvcc_command(nvcc: str, archs: tuple[str, ...] | list[str], out: Path, kernels: Path = KERNELS,
                  debug: tuple[str, ...] = ()) -> list[str]:
     """The library's nvcc command: kernels/kdtree_verify.cu of the tree ``kernels`` (default this one's) for ``archs``
-    into the shared library ``out``, with ``debug`` defines (-DKDT_DEBUG_WAITS, -DKDT_E4M3_TIMING_PROXY)."""
+    into the shared library ``out``, with ``debug`` defines (-DKDT_DEBUG_WAITS, -DKDT_E4M3_TIMING_PROXY,
+    -DKDT_PHASE_CLOCKS)."""
     # the launcher may choose the wgmma kernel automatically only when its sm_90a code is in the library
     defines = (["-DKDT_SM90A_BUILT"] if "sm_90a" in archs else []) + list(debug)
     return [nvcc, *NVCC_FLAGS, *defines, *[x for a in archs for x in _gencode(a)], "-o", str(out),
@@ -146,6 +148,19 @@ def e4m3_timing_proxy() -> bool:
     sm_120a issues, one MMA of one MMA's cost per e4m3 MMA, instead of its emulation (docs/performance.md, "e4m3
     tensor cores on sm_120"). Its own library file; parity refuses to run on it."""
     return os.environ.get("KDT_E4M3_TIMING") == "1"
+
+
+def phase_clocks() -> bool:
+    """KDT_PHASE_CLOCKS=1 in the environment: build the phase library, whose sm_120 e4m3 forms and combine stamp
+    each warp's progress through its CTA's work (kernels/common/phase.cuh; kdtree_lab.checks.phase_clocks reads it).
+    Its own library file; its times are its own (each stamp is two stores)."""
+    return os.environ.get("KDT_PHASE_CLOCKS") == "1"
+
+
+def debug_defines() -> tuple[str, ...]:
+    """The defines the environment's development switches add to the library's build (its own cached file)."""
+    return ((("-DKDT_DEBUG_WAITS",) if debug_waits() else ()) + (("-DKDT_E4M3_TIMING_PROXY",)
+            if e4m3_timing_proxy() else ()) + (("-DKDT_PHASE_CLOCKS",) if phase_clocks() else ()))
 
 
 # Configurations whose arithmetic an arch lacks and the library emulates there (kernels/common/ptx.cuh, mma_e4m3):
@@ -179,8 +194,7 @@ def build_library(archs: tuple[str, ...] | list[str] = DEFAULT_ARCHS, out_dir: P
     for path in kernel_sources():
         h.update(str(path.relative_to(KERNELS)).encode())
         h.update(path.read_bytes())
-    debug = (("-DKDT_DEBUG_WAITS",) if debug_waits() else ()) + (("-DKDT_E4M3_TIMING_PROXY",)
-                                                                  if e4m3_timing_proxy() else ())
+    debug = debug_defines()
     h.update(" ".join(NVCC_FLAGS + debug + archs + (version,)).encode())
     digest = h.hexdigest()[:16]
     out_dir.mkdir(parents=True, exist_ok=True)

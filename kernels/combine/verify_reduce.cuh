@@ -22,6 +22,7 @@ constexpr int reduce_warps(int splits) { return splits <= 8 ? 1 : (splits <= 32 
 template <int W>
 __global__ void __launch_bounds__(128, 1) verify_reduce_kernel(Params p) {
   constexpr int UNITS = 4 / W;
+  phase_mark(1, PH_ENTRY);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int unit = warp / W, wi = warp % W;
   const int u = blockIdx.x * UNITS + unit;
@@ -29,7 +30,9 @@ __global__ void __launch_bounds__(128, 1) verify_reduce_kernel(Params p) {
   const int64_t tok0 = load_qo(p, b);
   const int n_b = max(0, min((int)(load_qo(p, b + 1) - tok0), p.N));
   const bool valid = r < n_b * p.H;  // uniform over a unit's warps
+  phase_mark(1, PH_WORK);
   pdl_wait();
+  phase_mark(1, PH_PROLOGUE);
   const int S = p.nsplit + 1;
   const int64_t part0 = (int64_t)b * S * p.R + r;
   const int col = quarter * 128 + lane * 4;
@@ -88,6 +91,7 @@ __global__ void __launch_bounds__(128, 1) verify_reduce_kernel(Params p) {
       }
     }
   }
+  phase_mark(1, PH_LOOP);
   if constexpr (W > 1) {
     __shared__ float4 sums[4][32];
     sums[warp][lane] = acc;
@@ -112,6 +116,7 @@ __global__ void __launch_bounds__(128, 1) verify_reduce_kernel(Params p) {
     dst[2] = __ushort_as_bfloat16((unsigned short)(hi & 0xffffu));
     dst[3] = __ushort_as_bfloat16((unsigned short)(hi >> 16));
   }
+  phase_mark(1, PH_DONE);
 }
 
 }  // namespace kdt

@@ -12,6 +12,7 @@
 
 #include "../kdtree_verify.h"
 #include "layout.cuh"
+#include "phase.cuh"
 #include "ptx.cuh"
 
 namespace kdt {

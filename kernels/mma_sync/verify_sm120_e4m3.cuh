@@ -102,6 +102,7 @@ __device__ __forceinline__ void e4m3_qk(const E4m3Ctx& c) {
   }
 #pragma unroll 1
   for (int j = 0; j < 18; ++j) term(j, true);
+  phase_mark(0, PH_PROLOGUE);
 
   // K fragments (common/layout.cuh, e4m3::k_frag_base): two bases by the parity of the 32-dim step, the rest
   // immediates (64 (j >> 1), and 16 rows for the second 16-key half)
@@ -141,6 +142,7 @@ __device__ __forceinline__ void e4m3_qk(const E4m3Ctx& c) {
 
   float sc[4][4], x[4][4];
   mbar_wait(full(0), parity(0));
+  phase_mark(0, PH_FIRST);
   qk_mma(c.base + kslot(0) * C::TILE, sc);
   for (int t = 0; t < c.ntiles; ++t) {
     const bool more = t + 1 < c.ntiles;
@@ -160,8 +162,11 @@ __device__ __forceinline__ void e4m3_qk(const E4m3Ctx& c) {
     pack_p_e4m3(y[0], y[1], pk[0][0], pk[0][1]);  // keys 0-15, then 16-31 (e4m3_rows.cuh)
     pack_p_e4m3(y[2], y[3], pk[0][2], pk[0][3]);
     publish_p<C, 1>(c, t, q, lane, pk, alpha, __any_sync(0xffffffffu, moved));
+    if (t == 0) phase_mark(0, PH_TILE0);
   }
+  phase_mark(0, PH_LOOP);
   publish_row_stats(c, m_ref, l_part, q, lane);
+  phase_mark(0, PH_DONE);
 }
 
 // The PV group of a prefix split (warps 4..11): loads the ring with e4m3 tiles, multiplies P V on e4m3 tensor cores
@@ -193,6 +198,7 @@ __device__ __forceinline__ void e4m3_pv(const E4m3Ctx& c) {
   };
   for (int t = 0; t < c.depth && t < c.ntiles; ++t) load_tile(t, fetch(t));
   int64_t pending = fetch(c.depth);
+  phase_mark(0, PH_PROLOGUE);
 
   // V fragments: matrix mi is keys 8 mi + (lane & 7), chunk 4 pw + cc at 4 pw + (cc ^ s), s = (lane >> 1) & 3
   const int s = e4m3::lane_swizzle(lane);
@@ -235,10 +241,13 @@ __device__ __forceinline__ void e4m3_pv(const E4m3Ctx& c) {
       }
     }
     if (t + 2 < c.ntiles) mbar_arrive(c.p_empty(t));  // P buffer b may take P(t + 2)
+    if (t == 0) phase_mark(0, PH_TILE0);
   }
   cp_async_wait<0>();
+  phase_mark(0, PH_LOOP);
 
   write_partial_rows_e4m3<C, 4, 1>(c, acc, pw, lane);  // e4m3_rows.cuh
+  phase_mark(0, PH_DONE);
 }
 
 template <int BM>
@@ -246,13 +255,17 @@ __global__ void __launch_bounds__(CfgRoles::THREADS, 1) verify_sm120_e4m3_kernel
   using C = CfgRoles;
   static_assert(BM == C::BM && BM == CfgE4m3::BM, "64-row tiles");
   extern __shared__ __align__(128) unsigned char smem[];
+  phase_mark(0, PH_ENTRY);
   Work w;
   if (!setup_work<BM, C::THREADS>(p, CfgE4m3::BN, w)) return;
+  phase_mark(0, PH_WORK);
   const uint32_t base = smem_u32(smem);
   if (w.draft) {  // the draft block: the second generation's bf16 path, its layout and 16-key tiles
     const RolesCtx c{p, w, base, base + C::O_MBAR, (w.kend - w.kbeg + C::BN - 1) / C::BN, C::DRAFT_PAIRS};
+    phase_meta(c.ntiles, true);
     if (threadIdx.x == 0) init_role_mbarriers<C>(c.mbar);
     __syncthreads();
+    phase_mark(0, PH_READY);
     if (threadIdx.x >= C::QK_THREADS) {
       regs_dec<C::PV_REGS>();
       roles_pv(c);
@@ -260,12 +273,15 @@ __global__ void __launch_bounds__(CfgRoles::THREADS, 1) verify_sm120_e4m3_kernel
       regs_inc<C::QK_REGS>();
       roles_qk<true>(c);
     }
+    phase_mark(0, PH_DONE);
     return;
   }
   using E = CfgE4m3;
   const E4m3Ctx c{p, w, base, base + E::O_MBAR, (w.kend - w.kbeg + E::BN - 1) / E::BN, E::SLOTS};
+  phase_meta(c.ntiles, false);
   if (threadIdx.x == 0) init_role_mbarriers<E>(c.mbar);
   __syncthreads();
+  phase_mark(0, PH_READY);
   if (threadIdx.x >= E::QK_THREADS) {
     regs_dec<E::PV_REGS>();
     e4m3_pv(c);

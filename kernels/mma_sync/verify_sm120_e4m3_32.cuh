@@ -73,6 +73,7 @@ __device__ __forceinline__ void e4m3x32_qk(const E4m3x32Ctx& c) {
     for (int half = 0; half < 2; ++half)
 #pragma unroll
       for (int h = 0; h < 2; ++h) qr.terms(j, half, h, qf[j][2 * half + h], ql[j][2 * half + h]);
+  phase_mark(0, PH_PROLOGUE);
 
   // K fragments of this warp's 16 keys (common/layout.cuh, e4m3::k_frag_base, + 16 rows for the second half)
   const uint32_t kofs[2] = {e4m3::k_frag_base(lane, 0) + 16 * C::ROW8 * kh, e4m3::k_frag_base(lane, 1) + 16 * C::ROW8 * kh};
@@ -111,6 +112,7 @@ __device__ __forceinline__ void e4m3x32_qk(const E4m3x32Ctx& c) {
   };
 
   mbar_wait(c.full(0), c.full_parity(0));
+  phase_mark(0, PH_FIRST);
   qk_mma(c.base + c.kslot(0) * C::TILE);
   for (int t = 0; t < c.ntiles; ++t) {
     const bool more = t + 1 < c.ntiles;
@@ -154,8 +156,11 @@ __device__ __forceinline__ void e4m3x32_qk(const E4m3x32Ctx& c) {
                  "r"(pk0), "r"(pk1) : "memory");
     if (kh == 0) publish_rescale(c, b, mq, lane, alpha, any_moved);
     mbar_arrive(c.p_full(t));
+    if (t == 0) phase_mark(0, PH_TILE0);
   }
+  phase_mark(0, PH_LOOP);
   publish_row_stats(c, m_ref, l_part, mq, lane, kh);  // the reference maxima (the same in both halves), each half's sums
+  phase_mark(0, PH_DONE);
 }
 
 // The PV group of a prefix split (warps 4..7): loads the ring, multiplies P V into output columns 128 pw .. + 127
@@ -185,6 +190,7 @@ __device__ __forceinline__ void e4m3x32_pv(const E4m3x32Ctx& c) {
   };
   for (int t = 0; t < c.depth && t < c.ntiles; ++t) load_tile(t, fetch(t));
   int64_t pending = fetch(c.depth);
+  phase_mark(0, PH_PROLOGUE);
 
   // V fragments: matrix mi is keys 8 mi + (lane & 7), chunk 8 pw + cc at 8 pw + (cc ^ s), s = (lane >> 1) & 3
   const int s = e4m3::lane_swizzle(lane);
@@ -198,6 +204,7 @@ __device__ __forceinline__ void e4m3x32_pv(const E4m3x32Ctx& c) {
   for (int t = 0; t < c.ntiles; ++t) {
     const int b = t & 1;
     acquire_p(c, t, acc, lane);
+    if (t == 0) phase_mark(0, PH_FIRST);
     mbar_wait(c.full(t), c.full_parity(t));  // the tile's V (complete: the QK group waited on it)
     const uint32_t vt = c.base + c.kslot(t) * C::TILE + vrow;
     uint32_t vb[8][4];  // [chunk cc] the B fragments of its even columns (0, 1) and odd columns (2, 3)
@@ -227,25 +234,34 @@ __device__ __forceinline__ void e4m3x32_pv(const E4m3x32Ctx& c) {
         mma_e4m3(acc[m][2 * cc], pm[m], vb[cc][0], vb[cc][1]);
         mma_e4m3(acc[m][2 * cc + 1], pm[m], vb[cc][2], vb[cc][3]);
       }
+    if (t == 0) phase_mark(0, PH_TILE0);
   }
   cp_async_wait<0>();
+  phase_mark(0, PH_LOOP);
 
   write_partial_rows_e4m3<C, 8, 2>(c, acc, pw, lane);  // e4m3_rows.cuh
+  phase_mark(0, PH_DONE);
 }
 
 __global__ void __launch_bounds__(CfgE4m3x32::THREADS, 1) verify_sm120_e4m3_32_kernel(Params p) {
   using C = CfgE4m3x32;
   extern __shared__ __align__(128) unsigned char smem[];
+  phase_mark(0, PH_ENTRY);
   Work w;
   if (!setup_work<C::BM, C::THREADS>(p, C::BN, w)) return;
+  phase_mark(0, PH_WORK);
   if (w.draft) {  // the draft block: the first kernel's exact bf16 path, its layout and 32-key steps
+    phase_meta(0, true);
     sm120_cta<C::BM, 2, false>(p, w, smem);
+    phase_mark(0, PH_DONE);
     return;
   }
   const uint32_t base = smem_u32(smem);
   const E4m3x32Ctx c{p, w, base, base + C::O_MBAR, (w.kend - w.kbeg + C::BN - 1) / C::BN, C::SLOTS};
+  phase_meta(c.ntiles, false);
   if (threadIdx.x == 0) init_role_mbarriers<C>(c.mbar);
   __syncthreads();
+  phase_mark(0, PH_READY);
   if (threadIdx.x >= C::QK_THREADS)
     e4m3x32_pv(c);
   else

@@ -1,0 +1,240 @@
+"""Where a short call's time goes inside its CTAs (issue 52, the fixed cost): the phase clocks of a library built
+with ``KDT_PHASE_CLOCKS=1`` (``kernels/common/phase.cuh``). Lane 0 of each warp of the sm_120 e4m3 forms and of the
+combine stamps its SM's cycle counter and the global nanosecond timer at named points (``MARKS``); this module
+reads the stamps of one call and splits the call: per role (QK warps, PV warps, the draft block's CTA) how long
+after its CTA's entry each point is reached, how far apart the CTAs start, and when the combine starts and ends
+against the split kernel. ``kdtree_lab.checks.call_anatomy`` splits a call between its kernels; this splits a
+kernel. A phase library's times are its own (each stamp is a branch and two stores): read the split, and take the
+call's time from the normal library.
+
+    KDT_PHASE_CLOCKS=1 KDT_E4M3_TIMING=1 python3 -m kdtree_lab.checks.phase_clocks --impl cuda_sm120_e4m3_32 \\
+        --shape 1,128,4,8 --shape 1,4096,4,8 --out phase.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+# kernels/common/phase.cuh (tests/test_phase_clocks.py holds the two to the same values)
+MARKS = ("entry", "work", "ready", "prologue", "first", "tile0", "loop", "done")
+PHASE_CTAS, PHASE_WARPS, PHASE_KERNELS = 2048, 16, 2
+QK_WARPS = 4  # both e4m3 forms: warps 0-3 are the QK group, the rest the PV group
+SPLIT, COMBINE = 0, 1
+
+
+def buffer_bytes() -> int:
+    """The size of ``PhaseBuffers``: a (cycles, ns) pair of uint64 per kernel, CTA, warp and mark, then 4 int32 a CTA."""
+    return PHASE_KERNELS * PHASE_CTAS * PHASE_WARPS * len(MARKS) * 16 + PHASE_CTAS * 4 * 4
+
+
+@dataclass(frozen=True)
+class Stamps:
+    """One call's phase clocks. ``stamps`` [kernel, cta, warp, mark, 2] uint64: (SM cycles, global ns), 0 where the
+    point was not reached; ``meta`` [cta, 4] int32 of the split kernel's CTAs: SM, tiles, draft block, written."""
+
+    stamps: np.ndarray
+    meta: np.ndarray
+
+
+def decode(raw: np.ndarray) -> Stamps:
+    """``raw`` (uint8, ``buffer_bytes()`` long, as ``kdtree_verify_phase_clocks`` copies it) as :class:`Stamps`."""
+    if raw.dtype != np.uint8 or raw.size != buffer_bytes():
+        raise ValueError(f"phase clocks: expected {buffer_bytes()} bytes of uint8, found {raw.size} of {raw.dtype}")
+    n = PHASE_KERNELS * PHASE_CTAS * PHASE_WARPS * len(MARKS) * 16
+    stamps = raw[:n].view(np.uint64).reshape(PHASE_KERNELS, PHASE_CTAS, PHASE_WARPS, len(MARKS), 2)
+    meta = raw[n:].view(np.int32).reshape(PHASE_CTAS, 4)
+    return Stamps(stamps, meta)
+
+
+def _call(lib, dst, size: int, clear: bool) -> int:
+    got = lib.kdtree_verify_phase_clocks(dst, size, int(clear))
+    if got == 0:
+        raise RuntimeError("phase clocks: the library was not built with KDT_PHASE_CLOCKS=1 (set it in the "
+                           "environment before the first kernel call: kdtree_lab.kernels.build.phase_clocks)")
+    if got < 0:
+        why = lib.kdtree_verify_strerror(-got)
+        raise RuntimeError(f"phase clocks: kdtree_verify_phase_clocks failed: {why.decode() if why else -got}")
+    if got != buffer_bytes():
+        raise RuntimeError(f"phase clocks: the library's buffer is {got} B, this module reads {buffer_bytes()} B "
+                           "(kernels/common/phase.cuh and MARKS here disagree)")
+    return got
+
+
+def clear(lib) -> None:
+    """Zero the stamps (after the device's work so far)."""
+    _call(lib, None, 0, True)
+
+
+def read(lib, then_clear: bool = True) -> Stamps:
+    """The stamps of everything launched since the last clear (waits for the device), then zeroed again."""
+    raw = np.zeros(buffer_bytes(), np.uint8)
+    _call(lib, raw.ctypes.data, raw.size, then_clear)
+    return decode(raw)
+
+
+def _median(xs: list[float]) -> float | None:
+    return round(statistics.median(xs), 3) if xs else None
+
+
+def summarize(s: Stamps, grid: tuple[int, int, int], qk_warps: int = QK_WARPS) -> dict[str, float | int | None]:
+    """One call's split as a flat dict (times in us). ``grid`` the split kernel's (x, y, z) = (row tiles, nsplit + 1,
+    bs). Per prefix CTA and role (``qk``: warps < ``qk_warps``, ``pv``: the rest) the time from the CTA's first entry
+    stamp to the role's last warp reaching each mark (cycles at the SM clock the stamps give); their median and
+    max over prefix CTAs (``prefix.<role>.<mark>.median_us`` / ``.max_us``), the draft block's (``draft.<mark>_us``,
+    all its warps), the CTAs' entry spread and the kernels' spans on the global timer (from the split kernel's first
+    entry): ``split.end_us`` (last stamp), ``combine.entry_us``, ``combine.wait_done_us``, ``combine.end_us``. Raises
+    ValueError where no split-kernel CTA stamped its entry."""
+    gx, gy, gz = grid
+    st, meta = s.stamps, s.meta
+    ncta = min(gx * gy * gz, PHASE_CTAS)
+    entry_ns = st[SPLIT, :ncta, :, MARKS.index("entry"), 1]
+    ctas = [c for c in range(ncta) if entry_ns[c].any()]
+    if not ctas:
+        raise ValueError("phase clocks: no CTA of the split kernel stamped its entry (was the phase library run?)")
+    # the SM clock: cycles against ns over each CTA's own stamps (the global timer ticks coarser than a cycle)
+    rates = []
+    for c in ctas:
+        live = st[SPLIT, c][st[SPLIT, c, :, :, 1] > 0]
+        dn, dc = float(live[:, 1].max() - live[:, 1].min()), float(live[:, 0].max() - live[:, 0].min())
+        if dn >= 2000 and dc > 0:
+            rates.append(dc / dn)
+    ghz = statistics.median(rates) if rates else None
+    out: dict[str, float | int | None] = {"sm_clock_ghz": round(ghz, 4) if ghz else None, "ctas": len(ctas)}
+    t0_ns = min(int(entry_ns[c][entry_ns[c] > 0].min()) for c in ctas)
+
+    def since_entry_us(c: int, warps: range, mark: str) -> float | None:
+        """The role's last warp at ``mark``, from the CTA's first entry, in us (None: no warp reached it)."""
+        cyc = st[SPLIT, c, :, :, 0]
+        c0 = int(cyc[:, 0][cyc[:, 0] > 0].min())
+        at = [int(cyc[w, MARKS.index(mark)]) for w in warps if w < PHASE_WARPS and cyc[w, MARKS.index(mark)] > 0]
+        if not at or not ghz:
+            return None
+        return (max(at) - c0) / ghz / 1000.0
+
+    prefix = [c for c in ctas if meta[c, 3] and not meta[c, 2]]
+    draft = [c for c in ctas if meta[c, 3] and meta[c, 2]]
+    out["prefix.ctas"], out["draft.ctas"] = len(prefix), len(draft)
+    out["empty.ctas"] = len(ctas) - len(prefix) - len(draft)  # past the rows or an empty split: entry, then exit
+    out["prefix.tiles.median"] = _median([float(meta[c, 1]) for c in prefix])
+    roles = {"qk": range(qk_warps), "pv": range(qk_warps, PHASE_WARPS)}
+    for role, warps in roles.items():
+        for mark in MARKS[1:]:
+            xs = [x for c in prefix if (x := since_entry_us(c, warps, mark)) is not None]
+            out[f"prefix.{role}.{mark}.median_us"] = _median(xs)
+            out[f"prefix.{role}.{mark}.max_us"] = round(max(xs), 3) if xs else None
+    for mark in ("work", "ready", "done"):
+        xs = [x for c in draft if (x := since_entry_us(c, range(PHASE_WARPS), mark)) is not None]
+        out[f"draft.{mark}_us"] = round(max(xs), 3) if xs else None
+    firsts = [int(entry_ns[c][entry_ns[c] > 0].min()) for c in ctas]
+    out["split.entry_spread_us"] = round((max(firsts) - t0_ns) / 1000.0, 3)
+    split_ns = st[SPLIT, :ncta, :, :, 1]
+    out["split.end_us"] = round((int(split_ns.max()) - t0_ns) / 1000.0, 3)
+    last = max(ctas, key=lambda c: int(split_ns[c].max()))
+    out["split.last_cta"], out["split.last_cta_split"] = last, (last // gx) % gy
+    out["split.last_cta_draft"] = int(meta[last, 2])
+    comb = st[COMBINE, :, :, :, 1]
+    for key, mark, pick in (("combine.entry_us", "entry", min), ("combine.wait_done_us", "prologue", max),
+                            ("combine.end_us", "done", max)):
+        v = comb[:, :, MARKS.index(mark)]
+        v = v[v > 0]
+        out[key] = round((int(pick(v)) - t0_ns) / 1000.0, 3) if v.size else None
+    return out
+
+
+def median_summary(runs: list[dict]) -> dict:
+    """Each key's median over repeated calls' summaries (None where no call had it)."""
+    keys = list(dict.fromkeys(k for r in runs for k in r))
+    out = {}
+    for k in keys:
+        xs = [r[k] for r in runs if isinstance(r.get(k), (int, float))]
+        out[k] = round(statistics.median(xs), 3) if xs else None
+    return out
+
+
+def table(summary: dict) -> str:
+    """The split as a few readable lines: per mark the prefix CTAs' QK and PV times (median / max us)."""
+    lines = [f"{'mark':<9} {'QK median':>10} {'QK max':>8} {'PV median':>10} {'PV max':>8}"]
+    for mark in MARKS[1:]:
+        cells = [summary.get(f"prefix.{r}.{mark}.{s}_us") for r in ("qk", "pv") for s in ("median", "max")]
+        lines.append(f"{mark:<9} " + " ".join(f"{'-' if v is None else f'{v:.2f}':>{w}}"
+                                              for v, w in zip(cells, (10, 8, 10, 8))))
+    lines.append(f"draft block done {summary.get('draft.done_us')} us; CTAs start over "
+                 f"{summary.get('split.entry_spread_us')} us; split kernel ends {summary.get('split.end_us')} us; "
+                 f"combine {summary.get('combine.entry_us')} -> {summary.get('combine.wait_done_us')} -> "
+                 f"{summary.get('combine.end_us')} us; SM {summary.get('sm_clock_ghz')} GHz")
+    return "\n".join(lines)
+
+
+def measure(impl: str, shape, nsplit: int = 0, repeats: int = 5, warmup: int = 3) -> dict:
+    """``repeats`` eager calls of ``impl`` at ``shape`` (a ``roofline.Shape``) after ``warmup``, each read and
+    summarised; returns the shape, the grid, each call's summary and their median."""
+    import torch
+
+    from ..kernels import loader
+    from ..kernels.attention import VerifyAttention, batch_args
+    from .bench import shape_batches
+
+    batch = shape_batches(shape, 1)[0]
+    attn = VerifyAttention(shape.batch, shape.draft, shape.heads, shape.kv, impl=impl, nsplit=nsplit)
+    cfg, ns = attn.config(shape.batch), attn.nsplit(shape.batch)
+    rows = shape.draft * shape.heads
+    grid = (-(-rows // cfg.block_m) * cfg.cluster, ns + 1, shape.batch)
+    lib = loader.library().lib
+    args = batch_args(batch)
+    for _ in range(warmup):
+        attn.run(*args)
+    torch.cuda.synchronize()
+    clear(lib)
+    runs = []
+    for _ in range(repeats):
+        attn.run(*args)
+        runs.append(summarize(read(lib), grid))
+    return {"impl": impl, "kernel": cfg.name, "shape": vars(shape), "nsplit": ns, "grid": list(grid), "runs": runs,
+            "median": median_summary(runs)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--impl", default="cuda_sm120_e4m3_32", help="an IMPLS name: one of the two e4m3 forms")
+    ap.add_argument("--shape", action="append", default=[], help="B,L,N,H (fp8 pool, tree mask); repeatable")
+    ap.add_argument("--nsplit", type=int, default=0, help="0: the automatic split count")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--out", type=Path, required=True)
+    a = ap.parse_args(argv)
+    if os.environ.get("KDT_PHASE_CLOCKS") != "1":
+        print("phase_clocks: KDT_PHASE_CLOCKS: expected 1 in the environment (the phase library), found "
+              f"{os.environ.get('KDT_PHASE_CLOCKS')!r}", file=sys.stderr)
+        return 2
+    from .roofline import Shape
+
+    shapes = []
+    for text in a.shape or ["1,128,4,8", "1,4096,4,8"]:
+        try:
+            b, length, n, h = (int(x) for x in text.split(","))
+        except ValueError:
+            print(f"phase_clocks: --shape: expected B,L,N,H (four integers), found {text!r}", file=sys.stderr)
+            return 2
+        shapes.append(Shape(b, length, n, h, kv="fp8"))
+    results = []
+    for shape in shapes:
+        r = measure(a.impl, shape, a.nsplit, a.repeats)
+        results.append(r)
+        print(f"== {a.impl} ({r['kernel']}) B={shape.batch} L={shape.prefix} N={shape.draft} H={shape.heads} "
+              f"nsplit={r['nsplit']} grid={tuple(r['grid'])}, median of {a.repeats} calls", flush=True)
+        print(table(r["median"]), flush=True)
+    tmp = a.out.with_name(a.out.name + ".partial")  # the device call's provenance.json says what ran where
+    tmp.write_text(json.dumps({"command": " ".join(sys.argv), "marks": MARKS, "results": results}, indent=1))
+    tmp.replace(a.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

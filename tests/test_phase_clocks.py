@@ -1,0 +1,119 @@
+"""The phase clocks (kernels/common/phase.cuh, kdtree_lab.checks.phase_clocks) without a GPU: the Python reader holds
+the header's layout, splits a synthetic call as documented, and refuses a library or an environment without them."""
+
+import re
+
+import numpy as np
+import pytest
+
+from kdtree_lab.checks import phase_clocks as pc
+from kdtree_lab.core.paths import KERNELS
+
+HEADER = (KERNELS / "common" / "phase.cuh").read_text()
+
+
+def test_the_reader_holds_the_headers_marks_and_sizes():
+    enum = HEADER.split("enum PhaseMark : int {", 1)[1].split("};", 1)[0]
+    names = re.findall(r"(?m)^\s*PH_(\w+)", enum)
+    assert names[-1] == "MARKS" and [n.lower() for n in names[:-1]] == list(pc.MARKS)
+    sizes = dict(re.findall(r"(PHASE_\w+) = (\d+)", HEADER))
+    assert (int(sizes["PHASE_CTAS"]), int(sizes["PHASE_WARPS"]), int(sizes["PHASE_KERNELS"])) == \
+        (pc.PHASE_CTAS, pc.PHASE_WARPS, pc.PHASE_KERNELS)
+    assert "stamp[PHASE_KERNELS][PHASE_CTAS][PHASE_WARPS][PH_MARKS]" in HEADER and "meta[PHASE_CTAS][4]" in HEADER
+
+
+GHZ = 2.0  # the synthetic SM clock: cycles = 2 x ns
+
+
+def _stamp(s, kernel, cta, warps, mark, ns):
+    for w in warps:
+        s.stamps[kernel, cta, w, pc.MARKS.index(mark)] = (int(ns * GHZ) + 7, ns)  # cycles offset per SM: cancels
+
+
+def _synthetic():
+    """Grid (1, 3, 1): split 0 a prefix CTA of 8 warps (4 tiles), split 1 empty, split 2 the draft block; a combine
+    CTA of 4 warps. Times in ns from t0 = 10,000."""
+    s = pc.decode(np.zeros(pc.buffer_bytes(), np.uint8))
+    t0 = 10_000
+    _stamp(s, 0, 0, range(8), "entry", t0)
+    _stamp(s, 0, 0, range(8), "work", t0 + 800)
+    _stamp(s, 0, 0, range(8), "ready", t0 + 900)
+    _stamp(s, 0, 0, range(4), "prologue", t0 + 2500)
+    _stamp(s, 0, 0, [3], "prologue", t0 + 2600)  # the QK group's last warp decides its time
+    _stamp(s, 0, 0, range(4, 8), "prologue", t0 + 1100)
+    _stamp(s, 0, 0, range(4), "first", t0 + 2700)
+    _stamp(s, 0, 0, range(4, 8), "first", t0 + 3900)
+    _stamp(s, 0, 0, range(8), "loop", t0 + 7000)
+    _stamp(s, 0, 0, range(8), "done", t0 + 8000)
+    s.meta[0] = (5, 4, 0, 1)
+    _stamp(s, 0, 1, range(8), "entry", t0 + 300)  # empty split: entry only
+    _stamp(s, 0, 2, range(8), "entry", t0 + 100)
+    _stamp(s, 0, 2, range(8), "work", t0 + 900)
+    _stamp(s, 0, 2, range(8), "done", t0 + 9100)
+    s.meta[2] = (7, 1, 1, 1)
+    _stamp(s, 1, 0, range(4), "entry", t0 + 4000)
+    _stamp(s, 1, 0, range(4), "prologue", t0 + 9300)
+    _stamp(s, 1, 0, range(4), "done", t0 + 10_500)
+    return s
+
+
+def test_a_synthetic_call_splits_as_documented():
+    out = pc.summarize(_synthetic(), (1, 3, 1))
+    assert out["sm_clock_ghz"] == pytest.approx(GHZ)
+    assert (out["ctas"], out["prefix.ctas"], out["draft.ctas"], out["empty.ctas"]) == (3, 1, 1, 1)
+    assert out["prefix.tiles.median"] == 4
+    assert out["prefix.qk.prologue.median_us"] == pytest.approx(2.6)
+    assert out["prefix.pv.prologue.median_us"] == pytest.approx(1.1)
+    assert out["prefix.pv.first.max_us"] == pytest.approx(3.9)
+    assert out["prefix.qk.loop.median_us"] == pytest.approx(7.0)
+    assert out["prefix.qk.tile0.median_us"] is None  # never stamped
+    assert out["draft.done_us"] == pytest.approx(9.0)  # from the draft CTA's own entry (t0 + 100)
+    assert out["split.entry_spread_us"] == pytest.approx(0.3)
+    assert out["split.end_us"] == pytest.approx(9.1)
+    assert (out["split.last_cta"], out["split.last_cta_split"], out["split.last_cta_draft"]) == (2, 2, 1)
+    assert out["combine.entry_us"] == pytest.approx(4.0)
+    assert out["combine.wait_done_us"] == pytest.approx(9.3)
+    assert out["combine.end_us"] == pytest.approx(10.5)
+    text = pc.table(out)
+    assert "prologue" in text and "2.60" in text and "SM 2.0 GHz" in text
+
+
+def test_repeated_calls_take_each_keys_median():
+    runs = [{"a": 1.0, "b": None}, {"a": 3.0, "b": 2.0}, {"a": 2.0}]
+    assert pc.median_summary(runs) == {"a": 2.0, "b": 2.0}
+
+
+def test_a_call_without_stamps_is_refused():
+    s = pc.decode(np.zeros(pc.buffer_bytes(), np.uint8))
+    with pytest.raises(ValueError, match="no CTA of the split kernel"):
+        pc.summarize(s, (1, 3, 1))
+    with pytest.raises(ValueError, match="expected"):
+        pc.decode(np.zeros(10, np.uint8))
+
+
+class _Lib:
+    def __init__(self, size):
+        self.size = size
+
+    def kdtree_verify_phase_clocks(self, dst, nbytes, clear):
+        return self.size
+
+    def kdtree_verify_strerror(self, code):
+        return b"device query failed"
+
+
+@pytest.mark.parametrize("size, match", [(0, "KDT_PHASE_CLOCKS=1"), (-8, "device query failed"),
+                                         (12, "disagree")])
+def test_a_library_without_the_clocks_is_named_in_one_line(size, match):
+    with pytest.raises(RuntimeError, match=match):
+        pc.read(_Lib(size))
+
+
+def test_the_command_needs_the_phase_library(monkeypatch, capsys, tmp_path):
+    monkeypatch.delenv("KDT_PHASE_CLOCKS", raising=False)
+    assert pc.main(["--out", str(tmp_path / "x.json")]) == 2
+    assert "KDT_PHASE_CLOCKS: expected 1" in capsys.readouterr().err
+    monkeypatch.setenv("KDT_PHASE_CLOCKS", "1")
+    assert pc.main(["--out", str(tmp_path / "x.json"), "--shape", "1,128,4"]) == 2
+    assert "--shape: expected B,L,N,H" in capsys.readouterr().err
+    assert not (tmp_path / "x.json").exists()
