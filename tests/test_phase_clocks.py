@@ -1,6 +1,7 @@
 """The phase clocks (kernels/common/phase.cuh, kdtree_lab.checks.phase_clocks) without a GPU: the Python reader holds
 the header's layout, splits a synthetic call as documented, and refuses a library or an environment without them."""
 
+import json
 import re
 
 import numpy as np
@@ -60,6 +61,9 @@ def _synthetic():
 def test_a_synthetic_call_splits_as_documented():
     out = pc.summarize(_synthetic(), (1, 3, 1))
     assert out["sm_clock_ghz"] == pytest.approx(GHZ)
+    assert (out["clock_ctas"], out["timer_step_ns"]) == (2, 100)  # the empty CTA spans nothing
+    assert out["prefix.qk.prologue.median_timer_us"] == pytest.approx(2.6)
+    assert pc.summarize(_synthetic(), (1, 3, 1), ghz=1.0)["prefix.qk.prologue.median_us"] == pytest.approx(5.2)
     assert (out["ctas"], out["prefix.ctas"], out["draft.ctas"], out["empty.ctas"]) == (3, 1, 1, 1)
     assert out["prefix.tiles.median"] == 4
     assert out["prefix.qk.prologue.median_us"] == pytest.approx(2.6)
@@ -75,7 +79,7 @@ def test_a_synthetic_call_splits_as_documented():
     assert out["combine.wait_done_us"] == pytest.approx(9.3)
     assert out["combine.end_us"] == pytest.approx(10.5)
     text = pc.table(out)
-    assert "prologue" in text and "2.60" in text and "SM 2.0 GHz" in text
+    assert "prologue" in text and "2.60" in text and "SM clock 2.0 GHz over 2 CTAs" in text
 
 
 def test_repeated_calls_take_each_keys_median():
@@ -117,3 +121,36 @@ def test_the_command_needs_the_phase_library(monkeypatch, capsys, tmp_path):
     assert pc.main(["--out", str(tmp_path / "x.json"), "--shape", "1,128,4"]) == 2
     assert "--shape: expected B,L,N,H" in capsys.readouterr().err
     assert not (tmp_path / "x.json").exists()
+
+
+def test_each_shape_is_written_as_it_ends_and_a_failed_one_is_recorded(monkeypatch, tmp_path, capsys):
+    """A shape that raises is recorded with its error and the others still run; the file is whole after each."""
+    def fake(impl, shape, nsplit, repeats):
+        if shape.prefix == 4096:
+            raise ValueError("phase clocks: no CTA of the split kernel stamped its entry")
+        return {"impl": impl, "kernel": "k", "shape": vars(shape), "nsplit": 1, "grid": [1, 2, 1],
+                "median": pc.summarize(_synthetic(), (1, 3, 1))}
+
+    monkeypatch.setenv("KDT_PHASE_CLOCKS", "1")
+    monkeypatch.setattr(pc, "measure", fake)
+    out = tmp_path / "phase.json"
+    assert pc.main(["--shape", "1,128,4,8", "--shape", "1,4096,4,8", "--out", str(out)]) == 1
+    data = json.loads(out.read_text())
+    assert data["complete"] and [("error" in r) for r in data["results"]] == [False, True]
+    assert "no CTA of the split kernel" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("path, role", [("mma_sync/verify_sm120_e4m3.cuh", "e4m3_qk"),
+                                        ("mma_sync/verify_sm120_e4m3.cuh", "e4m3_pv"),
+                                        ("mma_sync/verify_sm120_e4m3_32.cuh", "e4m3x32_qk"),
+                                        ("mma_sync/verify_sm120_e4m3_32.cuh", "e4m3x32_pv")])
+def test_every_role_of_both_e4m3_forms_stamps_each_of_its_marks_once(path, role):
+    """Each role function stamps prologue, first, tile0, loop and done once each (the kernel stamps the rest): a
+    mark missing in one form would leave its column empty in a device call."""
+    src = (KERNELS / path).read_text()
+    body = src.split(f"void {role}(", 1)[1].split("\n}\n", 1)[0]
+    for mark in ("PROLOGUE", "FIRST", "TILE0", "LOOP", "DONE"):
+        assert body.count(f"phase_mark(0, PH_{mark});") == 1, (role, mark)
+    kernel = src.split("__global__", 1)[1]
+    for mark in ("ENTRY", "WORK", "READY"):
+        assert f"phase_mark(0, PH_{mark});" in kernel, mark

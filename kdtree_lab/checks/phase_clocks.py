@@ -84,12 +84,40 @@ def _median(xs: list[float]) -> float | None:
     return round(statistics.median(xs), 3) if xs else None
 
 
-def summarize(s: Stamps, grid: tuple[int, int, int], qk_warps: int = QK_WARPS) -> dict[str, float | int | None]:
+def _live_ctas(s: Stamps, ncta: int) -> list[int]:
+    return [c for c in range(min(ncta, PHASE_CTAS)) if s.stamps[SPLIT, c, :, 0, 1].any()]
+
+
+def sm_clock(calls: list[Stamps], ncta: int, min_span_ns: int = 2000) -> dict[str, float | int | None]:
+    """The SM clock the cycle stamps run at, pooled over every CTA of ``calls`` whose stamps span at least
+    ``min_span_ns`` on the global timer: sum of cycle spans / sum of ns spans (GHz), how many CTAs gave it, and the
+    global timer's smallest step seen (ns): PTX leaves its resolution open, and at a few microseconds a CTA a coarse
+    timer would mislead a per-call estimate."""
+    dc = dn = 0.0
+    used, steps = 0, []
+    for s in calls:
+        for c in _live_ctas(s, ncta):
+            live = s.stamps[SPLIT, c][s.stamps[SPLIT, c, :, :, 1] > 0]
+            span_ns = float(live[:, 1].max() - live[:, 1].min())
+            ns = np.unique(live[:, 1])
+            if ns.size > 1:
+                steps.append(int(np.diff(ns).min()))
+            if span_ns >= min_span_ns:
+                dc += float(live[:, 0].max() - live[:, 0].min())
+                dn += span_ns
+                used += 1
+    return {"sm_clock_ghz": round(dc / dn, 4) if dn else None, "clock_ctas": used,
+            "timer_step_ns": min(steps) if steps else None}
+
+
+def summarize(s: Stamps, grid: tuple[int, int, int], ghz: float | None = None,
+              qk_warps: int = QK_WARPS) -> dict[str, float | int | None]:
     """One call's split as a flat dict (times in us). ``grid`` the split kernel's (x, y, z) = (row tiles, nsplit + 1,
-    bs). Per prefix CTA and role (``qk``: warps < ``qk_warps``, ``pv``: the rest) the time from the CTA's first entry
-    stamp to the role's last warp reaching each mark (cycles at the SM clock the stamps give); their median and
-    max over prefix CTAs (``prefix.<role>.<mark>.median_us`` / ``.max_us``), the draft block's (``draft.<mark>_us``,
-    all its warps), the CTAs' entry spread and the kernels' spans on the global timer (from the split kernel's first
+    bs); ``ghz`` the SM clock (``sm_clock`` over several calls; default: this call's own). Per prefix CTA and role
+    (``qk``: warps < ``qk_warps``, ``pv``: the rest) the time from the CTA's first entry stamp to the role's last
+    warp reaching each mark, in cycles at ``ghz``; their median and max over prefix CTAs
+    (``prefix.<role>.<mark>.median_us`` / ``.max_us``; the same on the global timer: ``.median_timer_us``), the
+    draft block's (``draft.<mark>_us``, all its warps), the CTAs' entry spread and the kernels' spans on the global timer (from the split kernel's first
     entry): ``split.end_us`` (last stamp), ``combine.entry_us``, ``combine.wait_done_us``, ``combine.end_us``. Raises
     ValueError where no split-kernel CTA stamped its entry."""
     gx, gy, gz = grid
@@ -99,25 +127,20 @@ def summarize(s: Stamps, grid: tuple[int, int, int], qk_warps: int = QK_WARPS) -
     ctas = [c for c in range(ncta) if entry_ns[c].any()]
     if not ctas:
         raise ValueError("phase clocks: no CTA of the split kernel stamped its entry (was the phase library run?)")
-    # the SM clock: cycles against ns over each CTA's own stamps (the global timer ticks coarser than a cycle)
-    rates = []
-    for c in ctas:
-        live = st[SPLIT, c][st[SPLIT, c, :, :, 1] > 0]
-        dn, dc = float(live[:, 1].max() - live[:, 1].min()), float(live[:, 0].max() - live[:, 0].min())
-        if dn >= 2000 and dc > 0:
-            rates.append(dc / dn)
-    ghz = statistics.median(rates) if rates else None
-    out: dict[str, float | int | None] = {"sm_clock_ghz": round(ghz, 4) if ghz else None, "ctas": len(ctas)}
+    clock = sm_clock([s], ncta) if ghz is None else {"sm_clock_ghz": ghz}
+    ghz = clock["sm_clock_ghz"]
+    out: dict[str, float | int | None] = {**clock, "ctas": len(ctas)}
     t0_ns = min(int(entry_ns[c][entry_ns[c] > 0].min()) for c in ctas)
 
-    def since_entry_us(c: int, warps: range, mark: str) -> float | None:
-        """The role's last warp at ``mark``, from the CTA's first entry, in us (None: no warp reached it)."""
-        cyc = st[SPLIT, c, :, :, 0]
-        c0 = int(cyc[:, 0][cyc[:, 0] > 0].min())
-        at = [int(cyc[w, MARKS.index(mark)]) for w in warps if w < PHASE_WARPS and cyc[w, MARKS.index(mark)] > 0]
-        if not at or not ghz:
+    def since_entry_us(c: int, warps: range, mark: str, timer: bool = False) -> float | None:
+        """The role's last warp at ``mark``, from the CTA's first entry, in us (None: no warp reached it): in cycles
+        at ``ghz``, or with ``timer`` on the global timer."""
+        v = st[SPLIT, c, :, :, 1 if timer else 0]
+        v0 = int(v[:, 0][v[:, 0] > 0].min())
+        at = [int(v[w, MARKS.index(mark)]) for w in warps if w < PHASE_WARPS and v[w, MARKS.index(mark)] > 0]
+        if not at or not (ghz or timer):
             return None
-        return (max(at) - c0) / ghz / 1000.0
+        return (max(at) - v0) / (1.0 if timer else ghz) / 1000.0
 
     prefix = [c for c in ctas if meta[c, 3] and not meta[c, 2]]
     draft = [c for c in ctas if meta[c, 3] and meta[c, 2]]
@@ -130,6 +153,8 @@ def summarize(s: Stamps, grid: tuple[int, int, int], qk_warps: int = QK_WARPS) -
             xs = [x for c in prefix if (x := since_entry_us(c, warps, mark)) is not None]
             out[f"prefix.{role}.{mark}.median_us"] = _median(xs)
             out[f"prefix.{role}.{mark}.max_us"] = round(max(xs), 3) if xs else None
+            ts = [x for c in prefix if (x := since_entry_us(c, warps, mark, timer=True)) is not None]
+            out[f"prefix.{role}.{mark}.median_timer_us"] = _median(ts)
     for mark in ("work", "ready", "done"):
         xs = [x for c in draft if (x := since_entry_us(c, range(PHASE_WARPS), mark)) is not None]
         out[f"draft.{mark}_us"] = round(max(xs), 3) if xs else None
@@ -166,16 +191,19 @@ def table(summary: dict) -> str:
         cells = [summary.get(f"prefix.{r}.{mark}.{s}_us") for r in ("qk", "pv") for s in ("median", "max")]
         lines.append(f"{mark:<9} " + " ".join(f"{'-' if v is None else f'{v:.2f}':>{w}}"
                                               for v, w in zip(cells, (10, 8, 10, 8))))
+    lines.append(f"SM clock {summary.get('sm_clock_ghz')} GHz over {summary.get('clock_ctas')} CTAs, global timer "
+                 f"step {summary.get('timer_step_ns')} ns")
     lines.append(f"draft block done {summary.get('draft.done_us')} us; CTAs start over "
                  f"{summary.get('split.entry_spread_us')} us; split kernel ends {summary.get('split.end_us')} us; "
                  f"combine {summary.get('combine.entry_us')} -> {summary.get('combine.wait_done_us')} -> "
-                 f"{summary.get('combine.end_us')} us; SM {summary.get('sm_clock_ghz')} GHz")
+                 f"{summary.get('combine.end_us')} us")
     return "\n".join(lines)
 
 
 def measure(impl: str, shape, nsplit: int = 0, repeats: int = 5, warmup: int = 3) -> dict:
-    """``repeats`` eager calls of ``impl`` at ``shape`` (a ``roofline.Shape``) after ``warmup``, each read and
-    summarised; returns the shape, the grid, each call's summary and their median."""
+    """``repeats`` replays of one call of ``impl`` at ``shape`` (a ``roofline.Shape``) captured in a CUDA graph, as
+    SGLang runs verify (after ``warmup`` eager calls), each read; the SM clock pooled over all of them; returns the
+    shape, the grid, each replay's summary and their median."""
     import torch
 
     from ..kernels import loader
@@ -189,16 +217,29 @@ def measure(impl: str, shape, nsplit: int = 0, repeats: int = 5, warmup: int = 3
     grid = (-(-rows // cfg.block_m) * cfg.cluster, ns + 1, shape.batch)
     lib = loader.library().lib
     args = batch_args(batch)
-    for _ in range(warmup):
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(warmup):
+            attn.run(*args)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
         attn.run(*args)
-    torch.cuda.synchronize()
     clear(lib)
-    runs = []
+    calls = []
     for _ in range(repeats):
-        attn.run(*args)
-        runs.append(summarize(read(lib), grid))
-    return {"impl": impl, "kernel": cfg.name, "shape": vars(shape), "nsplit": ns, "grid": list(grid), "runs": runs,
-            "median": median_summary(runs)}
+        graph.replay()
+        calls.append(read(lib))
+    clock = sm_clock(calls, grid[0] * grid[1] * grid[2])
+    runs = [summarize(c, grid, clock["sm_clock_ghz"]) | {k: v for k, v in clock.items() if k != "sm_clock_ghz"}
+            for c in calls]
+    try:
+        nvml_mhz = torch.cuda.clock_rate()  # the SM clock NVML reports now, beside the stamps' own
+    except Exception:  # noqa: BLE001 (no NVML in this environment)
+        nvml_mhz = None
+    return {"impl": impl, "kernel": cfg.name, "shape": vars(shape), "nsplit": ns, "grid": list(grid),
+            "launch": "graph replay", "nvml_sm_mhz": nvml_mhz, "runs": runs, "median": median_summary(runs)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -223,17 +264,27 @@ def main(argv: list[str] | None = None) -> int:
             print(f"phase_clocks: --shape: expected B,L,N,H (four integers), found {text!r}", file=sys.stderr)
             return 2
         shapes.append(Shape(b, length, n, h, kv="fp8"))
-    results = []
+    results: list[dict] = []
+    failed = 0
     for shape in shapes:
-        r = measure(a.impl, shape, a.nsplit, a.repeats)
-        results.append(r)
-        print(f"== {a.impl} ({r['kernel']}) B={shape.batch} L={shape.prefix} N={shape.draft} H={shape.heads} "
-              f"nsplit={r['nsplit']} grid={tuple(r['grid'])}, median of {a.repeats} calls", flush=True)
-        print(table(r["median"]), flush=True)
-    tmp = a.out.with_name(a.out.name + ".partial")  # the device call's provenance.json says what ran where
-    tmp.write_text(json.dumps({"command": " ".join(sys.argv), "marks": MARKS, "results": results}, indent=1))
-    tmp.replace(a.out)
-    return 0
+        try:
+            r = measure(a.impl, shape, a.nsplit, a.repeats)
+        except Exception as e:  # noqa: BLE001 (recorded with the shape; the other shapes still run)
+            failed += 1
+            results.append({"impl": a.impl, "shape": vars(shape), "error": f"{type(e).__name__}: {e}"})
+            print(f"== {a.impl} B={shape.batch} L={shape.prefix} N={shape.draft} H={shape.heads}: {results[-1]['error']}",
+                  flush=True)
+        else:
+            results.append(r)
+            print(f"== {a.impl} ({r['kernel']}) B={shape.batch} L={shape.prefix} N={shape.draft} H={shape.heads} "
+                  f"nsplit={r['nsplit']} grid={tuple(r['grid'])}, median of {a.repeats} graph replays", flush=True)
+            print(table(r["median"]), flush=True)
+        # after each shape, whole (a call cut off later keeps these); the device call's provenance.json says where
+        tmp = a.out.with_name(a.out.name + ".partial")
+        tmp.write_text(json.dumps({"command": " ".join(sys.argv), "marks": MARKS, "results": results,
+                                   "complete": len(results) == len(shapes)}, indent=1))
+        tmp.replace(a.out)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -16,7 +16,9 @@ enum PhaseMark : int {
   PH_READY,      // the CTA's mbarriers initialised and its first barrier passed
   PH_PROLOGUE,   // QK warp: Q in registers; PV warp: the first ring tiles issued; combine: griddepcontrol.wait left
   PH_FIRST,      // QK warp: tile 0's keys arrived; PV warp: P(0) acquired
-  PH_TILE0,      // QK warp: P(0) published; PV warp: tile 0's MMAs issued
+  PH_TILE0,      // QK warp: P(0) published, which in its pipelined loop comes after tile 1's keys arrived and tile
+                 // 1's MMAs were issued (tile0 - first is not one tile's cost); PV warp: tile 0's MMAs issued, after
+                 // its V fragments and the refill of tile 0's slot
   PH_LOOP,       // the tile loop left (PV warp: and its copies complete)
   PH_DONE,       // the warp's last write issued: row statistics (QK), partial rows (PV, draft block), output (combine)
   PH_MARKS

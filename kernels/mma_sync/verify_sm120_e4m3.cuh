@@ -212,6 +212,7 @@ __device__ __forceinline__ void e4m3_pv(const E4m3Ctx& c) {
   for (int t = 0; t < c.ntiles; ++t) {
     const int b = t & 1;
     acquire_p(c, t, acc, lane);
+    if (t == 0) phase_mark(0, PH_FIRST);
     mbar_wait(c.full(t), c.full_parity(t));  // the tile's V (complete: the QK group waited on it)
     // all of this warp's V fragments of the tile first (16 registers), so the slot is refilled before the MMAs
     // rather than after them: the refill then has the whole PV step of lead (the QK warps waited on late refills)
