@@ -142,34 +142,31 @@ def test_kernel_names_read_back_as_the_configuration_table_names_them():
     assert _short("_ZN3kdt15mma_peak_kernelEiPf") == "mma_peak_kernel"  # demangled, as build prints it
 
 
-def test_a_debug_waits_build_names_a_stuck_wait_and_is_its_own_library(built, monkeypatch):
-    """KDT_DEBUG_WAITS=1 builds a separate library (its own hash) whose mbarrier waits print the stuck barrier and
-    trap after 2 s; the default build has none of it; its checks still pass (the printf's stack frame allowed)."""
-    message = b"mbarrier wait stuck 2 s"
-    assert message not in built[0].library.read_bytes()
-    monkeypatch.setenv("KDT_DEBUG_WAITS", "1")
-    debug = build.build_library(("sm_120a",), progress=False)
-    assert debug.library != built[0].library and message in debug.library.read_bytes()
-    assert "-DKDT_DEBUG_WAITS" in debug.command
-    report = build.check_library(debug.library, ("sm_120a",))
+# (switch, what only its library holds): KDT_DEBUG_WAITS=1, whose mbarrier waits print the stuck barrier and trap
+# after 2 s (its checks pass with the printf's stack frame allowed); KDT_PHASE_CLOCKS=1, whose e4m3 forms and combine
+# stamp their phases (kernels/common/phase.cuh; its sm_120a checks pass: no spills)
+DEV_BUILDS = [("KDT_DEBUG_WAITS", b"mbarrier wait stuck 2 s"), ("KDT_PHASE_CLOCKS", b"_ZN3kdt7g_phaseE")]
+
+
+@pytest.mark.parametrize("switch, marker", DEV_BUILDS, ids=[s for s, _ in DEV_BUILDS])
+def test_a_development_build_is_its_own_library_and_the_default_has_none_of_it(built, monkeypatch, switch, marker):
+    """SWITCH=1 builds a separate library (its own hash) holding what the default build has none of; the build's
+    command carries -DSWITCH; its checks pass."""
+    assert marker not in built[0].library.read_bytes()
+    monkeypatch.setenv(switch, "1")
+    dev = build.build_library(("sm_120a",), progress=False)
+    assert dev.library != built[0].library and marker in dev.library.read_bytes()
+    assert f"-D{switch}" in dev.command
+    report = build.check_library(dev.library, ("sm_120a",))
     assert report.ok, report.problems
 
 
-def test_a_phase_clocks_build_is_its_own_library_and_the_default_has_none(built, monkeypatch):
-    """KDT_PHASE_CLOCKS=1 builds a separate library whose e4m3 forms and combine stamp their phases
-    (kernels/common/phase.cuh); its sm_120a checks pass (no spills); the default library has no stamps, and its
-    kdtree_verify_phase_clocks answers 0 (checked on a CPU: it touches no device)."""
+def test_the_default_librarys_phase_clocks_answer_none(built):
+    """The default library's kdtree_verify_phase_clocks answers 0, no buffer (checked on a CPU: it touches no
+    device)."""
     from kdtree_lab.kernels import loader
 
-    symbol = b"_ZN3kdt7g_phaseE"
-    assert symbol not in built[0].library.read_bytes()
     assert loader.open_library(built[0].library).lib.kdtree_verify_phase_clocks(None, 0, 0) == 0
-    monkeypatch.setenv("KDT_PHASE_CLOCKS", "1")
-    phase = build.build_library(("sm_120a",), progress=False)
-    assert phase.library != built[0].library and symbol in phase.library.read_bytes()
-    assert "-DKDT_PHASE_CLOCKS" in phase.command
-    report = build.check_library(phase.library, ("sm_120a",))
-    assert report.ok, report.problems
 
 
 def test_the_resource_table_says_a_hopper_kernel_has_no_sm_120a_body():

@@ -30,9 +30,12 @@ QK_WARPS = 4  # both e4m3 forms: warps 0-3 are the QK group, the rest the PV gro
 SPLIT, COMBINE = 0, 1
 
 
+STAMP_BYTES = PHASE_KERNELS * PHASE_CTAS * PHASE_WARPS * len(MARKS) * 16  # a (cycles, ns) pair of uint64 each
+
+
 def buffer_bytes() -> int:
     """The size of ``PhaseBuffers``: a (cycles, ns) pair of uint64 per kernel, CTA, warp and mark, then 4 int32 a CTA."""
-    return PHASE_KERNELS * PHASE_CTAS * PHASE_WARPS * len(MARKS) * 16 + PHASE_CTAS * 4 * 4
+    return STAMP_BYTES + PHASE_CTAS * 4 * 4
 
 
 @dataclass(frozen=True)
@@ -48,9 +51,8 @@ def decode(raw: np.ndarray) -> Stamps:
     """``raw`` (uint8, ``buffer_bytes()`` long, as ``kdtree_verify_phase_clocks`` copies it) as :class:`Stamps`."""
     if raw.dtype != np.uint8 or raw.size != buffer_bytes():
         raise ValueError(f"phase clocks: expected {buffer_bytes()} bytes of uint8, found {raw.size} of {raw.dtype}")
-    n = PHASE_KERNELS * PHASE_CTAS * PHASE_WARPS * len(MARKS) * 16
-    stamps = raw[:n].view(np.uint64).reshape(PHASE_KERNELS, PHASE_CTAS, PHASE_WARPS, len(MARKS), 2)
-    meta = raw[n:].view(np.int32).reshape(PHASE_CTAS, 4)
+    stamps = raw[:STAMP_BYTES].view(np.uint64).reshape(PHASE_KERNELS, PHASE_CTAS, PHASE_WARPS, len(MARKS), 2)
+    meta = raw[STAMP_BYTES:].view(np.int32).reshape(PHASE_CTAS, 4)
     return Stamps(stamps, meta)
 
 
@@ -85,7 +87,8 @@ def _median(xs: list[float]) -> float | None:
 
 
 def _live_ctas(s: Stamps, ncta: int) -> list[int]:
-    return [c for c in range(min(ncta, PHASE_CTAS)) if s.stamps[SPLIT, c, :, 0, 1].any()]
+    """The split kernel's CTAs (of the first ``ncta``) that stamped their entry."""
+    return [c for c in range(min(ncta, PHASE_CTAS)) if s.stamps[SPLIT, c, :, MARKS.index("entry"), 1].any()]
 
 
 def sm_clock(calls: list[Stamps], ncta: int, min_span_ns: int = 2000) -> dict[str, float | int | None]:
@@ -124,13 +127,14 @@ def summarize(s: Stamps, grid: tuple[int, int, int], ghz: float | None = None,
     st, meta = s.stamps, s.meta
     ncta = min(gx * gy * gz, PHASE_CTAS)
     entry_ns = st[SPLIT, :ncta, :, MARKS.index("entry"), 1]
-    ctas = [c for c in range(ncta) if entry_ns[c].any()]
+    ctas = _live_ctas(s, ncta)
     if not ctas:
         raise ValueError("phase clocks: no CTA of the split kernel stamped its entry (was the phase library run?)")
     clock = sm_clock([s], ncta) if ghz is None else {"sm_clock_ghz": ghz}
     ghz = clock["sm_clock_ghz"]
     out: dict[str, float | int | None] = {**clock, "ctas": len(ctas)}
-    t0_ns = min(int(entry_ns[c][entry_ns[c] > 0].min()) for c in ctas)
+    first_ns = [int(entry_ns[c][entry_ns[c] > 0].min()) for c in ctas]  # each CTA's first entry stamp
+    t0_ns = min(first_ns)
 
     def since_entry_us(c: int, warps: range, mark: str, timer: bool = False) -> float | None:
         """The role's last warp at ``mark``, from the CTA's first entry, in us (None: no warp reached it): in cycles
@@ -158,8 +162,7 @@ def summarize(s: Stamps, grid: tuple[int, int, int], ghz: float | None = None,
     for mark in ("work", "ready", "done"):
         xs = [x for c in draft if (x := since_entry_us(c, range(PHASE_WARPS), mark)) is not None]
         out[f"draft.{mark}_us"] = round(max(xs), 3) if xs else None
-    firsts = [int(entry_ns[c][entry_ns[c] > 0].min()) for c in ctas]
-    out["split.entry_spread_us"] = round((max(firsts) - t0_ns) / 1000.0, 3)
+    out["split.entry_spread_us"] = round((max(first_ns) - t0_ns) / 1000.0, 3)
     split_ns = st[SPLIT, :ncta, :, :, 1]
     out["split.end_us"] = round((int(split_ns.max()) - t0_ns) / 1000.0, 3)
     last = max(ctas, key=lambda c: int(split_ns[c].max()))
