@@ -122,6 +122,19 @@ def test_hopper_fp8_preset_times_the_default_over_both_pools():
         bench_presets.preset("hopper")
 
 
+def test_card_floor_preset_times_the_sm120_forms_over_both_pools_targets_first():
+    items = bench_presets.preset("card-floor")
+    keys = [(s.batch, s.prefix, s.draft, s.heads) for s, _ in items]
+    assert len(items) == 48 and all(keys.count(k) == 2 for k in keys)  # the 24 TP8 / TP4 rows at L >= 32k, twice
+    assert min(s.prefix for s, _ in items) == 32_768 and {s.heads for s, _ in items} == {8, 16}
+    assert keys[::2][:6] == list(bench_presets.CARD_FLOOR_FIRST)  # issue 52's shapes first: a run cut short keeps them
+    for s, impls in items:
+        if s.kv == "bf16":
+            assert impls == ["cuda_sm120", "cuda_sm120_roles"]
+        else:  # the 32-row e4m3 form only where it can be chosen (32 rows and fewer)
+            assert impls == ["cuda_sm120_e4m3", *(["cuda_sm120_e4m3_32"] if s.draft * s.heads <= 32 else [])]
+
+
 def test_fp8_speedups_pair_rows_over_both_pools_and_summary_keeps_them_apart():
     rows = [{"impl": "cuda_sm120", "B": 1, "L": 200_000, "N": 4, "H": 8, "ms": 0.09, "bound": "memory",
              "of_roofline": 0.5},

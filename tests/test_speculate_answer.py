@@ -99,7 +99,9 @@ def test_committed_fp8_pool_rows_are_used_where_an_issue_grid_holds_them(monkeyp
             "ceilings": grid.ceilings, "rows": rows}
     path = bench_results.RESULTS / "h200" / "2099-01-01-e4m3" / "bench-issue.json"  # a run as if committed
     real = bench_results._issue_grids
-    monkeypatch.setattr(bench_results, "_issue_grids", lambda: [(data["provenance"]["date_utc"], path, data), *real()])
+    monkeypatch.setattr(bench_results, "_issue_grids",
+                        lambda presets=bench_results.ISSUE_PRESETS: [(data["provenance"]["date_utc"], path, data),
+                                                                     *real(presets)])
     new = kt.table("ours-fp8", GPU)
     assert "2099-01-01-e4m3" in new.label
     shapes = [(r["B"], r["L"], r["N"], r["H"]) for r in grid.rows]

@@ -49,6 +49,23 @@ def test_the_newest_committed_grid_of_an_implementation_wins(tmp_path, monkeypat
         kt.committed_grid("cuda_sm120_roles")  # no run here holds its rows
 
 
+def test_a_grid_of_another_preset_is_found_only_where_asked_for(tmp_path, monkeypatch):
+    from kdtree_lab.checks import bench_results
+
+    monkeypatch.setattr(bench_results, "RESULTS", tmp_path)
+    monkeypatch.setattr(bench_results, "ROOT", tmp_path)
+    _grid_file(tmp_path / "h200" / "2026-11-29-issue", "2026-11-29T10:00:00+00:00", 1.0)
+    folder = tmp_path / "h200" / "2026-12-01-card"
+    _grid_file(folder, "2026-12-01T10:00:00+00:00", 0.5)
+    data = json.loads((folder / "bench-issue.json").read_text())
+    (folder / "bench-issue.json").write_text(json.dumps(dict(data, preset="card-floor")))  # a newer card-floor run
+    assert bench_results.committed_grid("cuda").rows[0]["ms"] == 1.0  # the issue grids' tables keep their grid
+    grid = bench_results.committed_grid("cuda", presets=("card-floor",))
+    assert grid.rows[0]["ms"] == 0.5 and grid.source == "h200/2026-12-01-card/bench-issue.json"
+    with pytest.raises(LookupError, match="no committed card-floor grid"):
+        bench_results.committed_grid("cuda", "fp8", presets=("card-floor",))
+
+
 def test_committed_tables_are_the_current_defaults_and_say_how_they_were_made(rtx):
     h200 = kt.tables("h200")
     assert h200["ours"].impl == "cuda" and not h200["ours"].predicted

@@ -1,4 +1,5 @@
-"""The benchmark's named shape grids (quick, issue, fp8) and the implementations each shape is timed with."""
+"""The benchmark's named shape grids (quick, issue, fp8, card-floor, ...) and the implementations each shape is timed
+with."""
 
 from __future__ import annotations
 
@@ -29,7 +30,14 @@ TP8_TP4_ROWS = tuple((b, length, n, h) for h in (8, 16) for n in (4, 16, 64) for
 # b12x's dense MLA beside ours (issue 51): chains of 1-8 causal rows, B 1 and 8, L 4k-200k, H 8 / 16, both pools
 B12X_ROWS = tuple((b, length, n, h) for n in (4, 8, 1) for h in (8, 16) for b in (1, 8)
                   for length in (200_000, 32_768, 4096))  # chains of 4 and 8 first: what a run cut short keeps
-PRESETS = ("quick", "issue", "issue-fp8", "hopper-fp8", "fp8", "chain", "b12x")  # the names preset() knows
+# issue 52's targets (the sm_120 forms toward the card's floor): the TP8 / TP4 rows at long prefixes over both pools,
+# the shapes its targets name first (the headline at B 1 and 8, the 32-row chains at B 1 and 8), so a run cut short
+# keeps them
+CARD_FLOOR_FIRST = ((1, 200_000, 16, 8), (8, 200_000, 16, 8), (1, 200_000, 4, 8), (8, 200_000, 4, 8),
+                    (1, 32_768, 4, 8), (8, 32_768, 4, 8))
+CARD_FLOOR_ROWS = CARD_FLOOR_FIRST + tuple(k for k in TP8_TP4_ROWS if k[1] >= 32_768 and k not in CARD_FLOOR_FIRST)
+SM120_BF16 = ("cuda_sm120", "cuda_sm120_roles")  # what a 99 KB card runs over a bf16 pool (by rows), both forced
+PRESETS = ("quick", "issue", "issue-fp8", "hopper-fp8", "fp8", "chain", "b12x", "card-floor")  # what preset() knows
 
 
 def preset(name: str) -> list[tuple[Shape, list[str]]]:
@@ -39,7 +47,8 @@ def preset(name: str) -> list[tuple[Shape, list[str]]]:
 
     quick: the headline (B=1, L=200k, H=8, N=16), the reference deployment (B=8), batch 48, and memory- and
     compute-bound corners. issue: the full grid H {8,16,64,128} x N {4,16,64} x B {1,8,48} x L {4k,32k,200k}
-    (our kernels; SGLang where its time stays under a few seconds per call)."""
+    (our kernels; SGLang where its time stays under a few seconds per call). card-floor: issue 52's targets, the
+    TP8 / TP4 rows at L >= 32k over both pools, the sm_120 forms only."""
     if name == "quick":
         out = [(Shape(1, 200_000, 16, 8), ALL_IMPLS), (Shape(8, 200_000, 16, 8), ALL_IMPLS),
                (Shape(48, 32_768, 16, 8), ALL_IMPLS)]
@@ -83,6 +92,13 @@ def preset(name: str) -> list[tuple[Shape, list[str]]]:
             fp8 = ["cuda_sm120_e4m3", *(["cuda_sm120_e4m3_32"] if n * h <= 32 else [])]
             for kv, ours in (("bf16", sm120), ("fp8", fp8)):
                 out.append((Shape(b, length, n, h, mask=mask, kv=kv), ["cuda", *ours, "b12x", "b12x_p64"]))
+        return out
+    if name == "card-floor":  # issue 52: both pools in one run, every sm_120 form a card may run for the shape (the
+        # e4m3 forms to be timed on the timing library, KDT_E4M3_TIMING=1, which leaves the bf16 forms as they are)
+        out = []
+        for b, length, n, h in CARD_FLOOR_ROWS:
+            fp8 = ["cuda_sm120_e4m3", *(["cuda_sm120_e4m3_32"] if n * h <= 32 else [])]
+            out += [(Shape(b, length, n, h), list(SM120_BF16)), (Shape(b, length, n, h, kv="fp8"), fp8)]
         return out
     raise ValueError(f"unknown bench preset {name!r}: expected one of {', '.join(PRESETS)}")
 

@@ -127,29 +127,34 @@ class Grid:
     rows: tuple[dict, ...]
 
 
-def _issue_grids() -> list[tuple[str, Path, dict]]:
-    """(date, path, data) of every committed benchmark file of the ``issue`` preset (or its fp8 rows,
-    ``issue-fp8``), newest first."""
+ISSUE_PRESETS = ("issue", "issue-fp8")  # the issue grid (bf16) and its fp8 rows: what the tables' grids are
+
+
+def _issue_grids(presets: tuple[str, ...] = ISSUE_PRESETS) -> list[tuple[str, Path, dict]]:
+    """(date, path, data) of every committed benchmark file of one of ``presets`` (by default the ``issue`` preset
+    or its fp8 rows, ``issue-fp8``), newest first."""
     out = []
     for path in sorted((RESULTS / MEASURED_ON).rglob("bench-*.json")):
         if path.name.endswith(".partial.json"):
             continue
         data = json.loads(path.read_text())
-        if data.get("preset") in ("issue", "issue-fp8") and "provenance" in data:
+        if data.get("preset") in presets and "provenance" in data:
             out.append((data["provenance"].get("date_utc", ""), path, data))
     return sorted(out, key=lambda t: (t[0], str(t[1])), reverse=True)
 
 
-def committed_grid(impl: str, kv: str = "bf16") -> Grid:
-    """The newest committed issue grid holding ``kv``-pool rows of ``impl`` (so a newly committed run of a default
-    kernel is picked up without a code change). Raises LookupError naming the implementation when none does."""
-    for date, path, data in _issue_grids():
+def committed_grid(impl: str, kv: str = "bf16", presets: tuple[str, ...] = ISSUE_PRESETS) -> Grid:
+    """The newest committed grid of one of ``presets`` (by default the issue grid) holding ``kv``-pool rows of
+    ``impl`` (so a newly committed run of a default kernel is picked up without a code change). Raises LookupError
+    naming the implementation when none does."""
+    for date, path, data in _issue_grids(presets):
         rows = tuple(r for r in data["rows"] if r["impl"] == impl and r.get("kv", "bf16") == kv)
         if rows:
             return Grid(impl, str(path.relative_to(ROOT)), date, data["provenance"].get("gpu", MEASURED_ON),
                         data["ceilings"], rows)
     pool = "" if kv == "bf16" else f" over an {kv} pool"
-    raise LookupError(f"impl {impl}: no committed issue grid under data/results/{MEASURED_ON}/ holds its rows{pool}")
+    raise LookupError(f"impl {impl}: no committed {' or '.join(presets)} grid under data/results/{MEASURED_ON}/ "
+                      f"holds its rows{pool}")
 
 
 CURRENT = ("cuda", "cuda_wgmma", "cuda_sm120", "cuda_sm120_roles", "sglang_extend", "sglang_decode_1tok")  # defaults, peers

@@ -146,7 +146,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # noqa: SLF001 - argpars
                         "sm_90a, v5 over bf16 beside v4's e4m3 variant, which v5 maps an fp8 pool to; fp8: memory- and "
                         "compute-bound shapes over a bf16 and an fp8 pool; chain: chains beside SGLang's "
                         "verify_shared_kv_fwd, FlashMLA and b12x; b12x: b12x's dense MLA beside ours on chains of 1-8 "
-                        "rows, both pools)")
+                        "rows, both pools; card-floor: issue 52's targets, the TP8 / TP4 rows at L >= 32k over both "
+                        "pools on the sm_120 forms, in one run: with KDT_E4M3_TIMING=1)")
     p.add_argument("--shape", action="append", metavar="B,L,N,H[,KV]",
                    help="time this shape instead of a preset's (repeat it for more; KV: the pool, bf16 by default, "
                         "or fp8; needs --impl): a kernel change measured at the shapes it targets")
