@@ -135,6 +135,13 @@ def test_card_floor_preset_times_the_sm120_forms_over_both_pools_targets_first()
             assert impls == ["cuda_sm120_e4m3", *(["cuda_sm120_e4m3_32"] if s.draft * s.heads <= 32 else [])]
 
 
+def test_card_floor_needs_the_timing_library_only_where_e4m3_mma_is_emulated():
+    from kdtree_lab.cli.bench import card_floor_problem
+
+    assert "expected KDT_E4M3_TIMING=1" in card_floor_problem(9, False)  # an H100 / H200: ptxas emulates e4m3
+    assert card_floor_problem(9, True) is None and card_floor_problem(12, False) is None  # an sm_120 card: its own
+
+
 def test_fp8_speedups_pair_rows_over_both_pools_and_summary_keeps_them_apart():
     rows = [{"impl": "cuda_sm120", "B": 1, "L": 200_000, "N": 4, "H": 8, "ms": 0.09, "bound": "memory",
              "of_roofline": 0.5},

@@ -102,6 +102,8 @@ BAD = [
      "argument --shape: times the shapes it names, found it with --preset issue"),
     (["bench", "--shape", "1,4096,4,8", "--impl", "cuda", "--resume", str(ROOT / "README.md")],
      "argument --resume: finishes a preset's run, found it with --shape"),
+    (["bench", "--preset", "card-floor", "--gpus", "cpu:2"],
+     "argument --gpus: the card-floor preset is one run on one GPU"),
     (["capture", "--bs", "64", "--max-bs", "8"], "argument --bs: expected sizes up to --max-bs 8"),
     (["capture", "--impl", "cuda_sm120_fp8"], "argument --kv-dtype bf16: impl cuda_sm120_fp8 serves fp8 KV pools"),
     (["budget", "--mem-fraction", "1"], "argument --mem-fraction: expected a value in (0, 1), found 1.0"),

@@ -77,14 +77,14 @@ def test_the_rtx_predictions_follow_the_per_shape_choice(monkeypatch):
     fp8 = {"cuda_sm120": "cuda_sm120_e4m3_32", "cuda_sm120_roles": "cuda_sm120_e4m3"}
     for (b, length, n, h), impl in runs.items():
         assert re.search(rf"(?m)^\| {b}, {length}, {n}, {h} \| `{impl}` / `{fp8[impl]}` \|", table), (b, length, n, h)
-    real = rtx_tables.committed_grid
+    real = rtx_tables.grid_rows
 
     def no_roles(impl, kv="bf16"):
         if impl == "cuda_sm120_roles":
             raise LookupError("impl cuda_sm120_roles: no committed issue grid holds its rows")
         return real(impl, kv)
 
-    monkeypatch.setattr(rtx_tables, "committed_grid", no_roles)
+    monkeypatch.setattr(rtx_tables, "grid_rows", no_roles)
     with pytest.raises(ValueError, match="no committed issue grid holds the rows of cuda_sm120_roles, which sm_120 "
                                          "selects"):
         rtx_tables.rtx_prediction_table()

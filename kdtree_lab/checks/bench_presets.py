@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from ..kernels.impls import IMPLS
+from ..kernels.launch_plan import E4M3_SM120_32
 from .roofline import Shape
 
 OURS = ("cuda", "cuda_sm120", "cuda_sm120_roles", "triton")  # what the quick preset times of ours: the selected
@@ -37,6 +38,12 @@ CARD_FLOOR_FIRST = ((1, 200_000, 16, 8), (8, 200_000, 16, 8), (1, 200_000, 4, 8)
                     (1, 32_768, 4, 8), (8, 32_768, 4, 8))
 CARD_FLOOR_ROWS = CARD_FLOOR_FIRST + tuple(k for k in TP8_TP4_ROWS if k[1] >= 32_768 and k not in CARD_FLOOR_FIRST)
 SM120_BF16 = ("cuda_sm120", "cuda_sm120_roles")  # what a 99 KB card runs over a bf16 pool (by rows), both forced
+
+
+def sm120_fp8_forms(rows: int) -> list[str]:
+    """The e4m3 forms a 99 KB card may run over an fp8 pool for ``rows`` (N x H) query rows under automatic fp8
+    math, forced: the 64-row form, and the 32-row form where it can be chosen (rows within its row tile)."""
+    return ["cuda_sm120_e4m3", *(["cuda_sm120_e4m3_32"] if rows <= E4M3_SM120_32.block_m else [])]
 PRESETS = ("quick", "issue", "issue-fp8", "hopper-fp8", "fp8", "chain", "b12x", "card-floor")  # what preset() knows
 
 
@@ -88,17 +95,15 @@ def preset(name: str) -> list[tuple[Shape, list[str]]]:
         out = []
         for b, length, n, h in B12X_ROWS:
             mask = "chain" if n > 1 else "causal"
-            sm120 = ["cuda_sm120", "cuda_sm120_roles"]
-            fp8 = ["cuda_sm120_e4m3", *(["cuda_sm120_e4m3_32"] if n * h <= 32 else [])]
-            for kv, ours in (("bf16", sm120), ("fp8", fp8)):
+            for kv, ours in (("bf16", list(SM120_BF16)), ("fp8", sm120_fp8_forms(n * h))):
                 out.append((Shape(b, length, n, h, mask=mask, kv=kv), ["cuda", *ours, "b12x", "b12x_p64"]))
         return out
     if name == "card-floor":  # issue 52: both pools in one run, every sm_120 form a card may run for the shape (the
         # e4m3 forms to be timed on the timing library, KDT_E4M3_TIMING=1, which leaves the bf16 forms as they are)
         out = []
         for b, length, n, h in CARD_FLOOR_ROWS:
-            fp8 = ["cuda_sm120_e4m3", *(["cuda_sm120_e4m3_32"] if n * h <= 32 else [])]
-            out += [(Shape(b, length, n, h), list(SM120_BF16)), (Shape(b, length, n, h, kv="fp8"), fp8)]
+            out += [(Shape(b, length, n, h), list(SM120_BF16)),
+                    (Shape(b, length, n, h, kv="fp8"), sm120_fp8_forms(n * h))]
         return out
     raise ValueError(f"unknown bench preset {name!r}: expected one of {', '.join(PRESETS)}")
 

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 
 from ..kernels.impls import IMPLS
 from ..kernels.launch_plan import Device, select
+from .bench_presets import SM120_BF16
 from .bench_results import committed_grid
 
 # What may serve each pool on a 99 KB GPU (the RTX cards), by implementation name: the candidates the choice picks
 # from. Every committed grid of a pool must hold rows of each (the issue-fp8 preset times the three fp8 ones together).
-SM120_CANDIDATES = {"bf16": ("cuda_sm120", "cuda_sm120_roles"),
-                    "fp8": ("cuda_sm120_e4m3", "cuda_sm120_e4m3_32", "cuda_sm120_fp8")}
+SM120_CANDIDATES = {"bf16": SM120_BF16, "fp8": ("cuda_sm120_e4m3", "cuda_sm120_e4m3_32", "cuda_sm120_fp8")}
 TOLERANCE = 1.03  # issue 46: the configuration taken within 3% of the fastest
 
 

@@ -35,9 +35,18 @@ def cmd_bench(args: argparse.Namespace) -> int:
                               f"{','.join(impls)}, which it times at no shape")
     if args.gpus and resume is not None:
         raise BadArgument("argument --resume: applies to a run on this machine's GPU, found it with --gpus")
+    if args.gpus and name == "card-floor":
+        raise BadArgument("argument --gpus: the card-floor preset is one run on one GPU (issue 52's figures, read "
+                          "against that run's ceilings), found it with --gpus")
     if not args.gpus and not torch.cuda.is_available():
         raise AnswerNo("needs a CUDA GPU, found none here (timings on a CPU would not mean anything); the committed "
                        "H200 results are in notebook 06 and data/results/")
+    if name == "card-floor" and not args.gpus:
+        from ..kernels.build import e4m3_timing_proxy
+
+        problem = card_floor_problem(torch.cuda.get_device_capability(0)[0], e4m3_timing_proxy())
+        if problem:
+            raise BadArgument(problem)
     from ..checks.bench import run_items
     from ..core.display import aligned_table
     from ..lab.provenance import provenance
@@ -66,6 +75,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
             f"SGLang: {result['sglang'] or 'not importable'}\n" + aligned_table(result["rows"]))
     emit(args, result, text)
     return OK
+
+
+def card_floor_problem(cc_major: int, timing_library: bool) -> str | None:
+    """Why the card-floor preset cannot run here, or None: on a GPU without e4m3 mma.sync (compute capability 9.x:
+    ptxas emulates it) its e4m3 forms must be the timing library's, which issue what sm_120a issues."""
+    if cc_major == 9 and not timing_library:
+        return ("argument --preset card-floor: expected KDT_E4M3_TIMING=1 in the environment on this GPU (compute "
+                "capability 9.x has no e4m3 mma.sync: without it the e4m3 forms time the emulation, not what sm_120a "
+                "issues), found it unset")
+    return None
 
 
 def _impls(text: str | None) -> list[str] | None:

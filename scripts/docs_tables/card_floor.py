@@ -5,33 +5,64 @@ from __future__ import annotations
 
 import json
 
-from kdtree_lab.checks.bench_results import committed_grid
+from kdtree_lab.checks.bench_presets import CARD_FLOOR_FIRST, CARD_FLOOR_ROWS
+from kdtree_lab.checks.bench_results import ISSUE_PRESETS
 from kdtree_lab.core.paths import ROOT
 from kdtree_lab.speculate.card_model import verify_work
 
-from .common import _long_compute_bound, _rel, _span, _target_lines
+from .common import _long_compute_bound, _rel, _span, _target_lines, grid_rows
+from .h200 import _fixed
 from .rtx import _card_runs
-from .runs import FIXED_CARD, HEADLINE
+from .runs import FIXED_CARD, FIXED_CARD_TIMING_LIBRARY
 
-CARD_FLOOR = ("card-floor",)  # the preset that times both pools in one run (kdtree_lab/checks/bench_presets.py)
-CHAINS_32 = [(b, length, 4, 8) for b in (1, 8) for length in (32_768, 200_000)]  # 32 rows, L >= 32k
-SHORT = [(1, 4096, n, 8) for n in (4, 16)]  # the fixed cost's shapes (B = 1, L = 4k)
+PRESETS = (*ISSUE_PRESETS, "card-floor")  # the newest grid of these holding a row serves it
+HEADLINE = CARD_FLOOR_FIRST[0]  # B = 1, L = 200k, N = 16, H = 8
+CHAINS_32 = [k for k in CARD_FLOOR_FIRST if k[2] * k[3] == 32]  # 32 rows at B = 1 and 8, L >= 32k
+COMPUTE_BOUND = [k for k in CARD_FLOOR_ROWS if _long_compute_bound(k)]  # the card-floor preset's, in any grid
+SHORT = [(1, 4096, n, 8) for n in (4, 16)]  # the fixed cost's shapes
+FP8_HEADLINE_MS, BF16_HEADLINE_MS, FP8_OVER_BF16, MMA_SHARE, FIXED_US = 0.12, 0.17, 0.6, 0.5, 12.0  # the targets
 
 
-def _rows(impl: str, kv: str):
-    """(grid, (B, L, N, H) -> row) of ``impl`` over a ``kv`` pool: the newest committed card-floor run holding it,
-    else the newest issue grid (issue-fp8 for fp8)."""
-    try:
-        grid = committed_grid(impl, kv, CARD_FLOOR)
-    except LookupError:
-        grid = committed_grid(impl, kv)
-    return grid, {(r["B"], r["L"], r["N"], r["H"]): r for r in grid.rows}
+class _Sources:
+    """The grids the table's rows come from (so that it says whether they are one run), each fp8 grid checked to
+    issue what sm_120a issues."""
+
+    def __init__(self) -> None:
+        self.used: dict[str, dict] = {}
+
+    def row(self, impl: str, kv: str, key: tuple) -> tuple[dict, dict]:
+        """(row of ``impl`` at ``key`` over a ``kv`` pool, its run's ceilings); LookupError naming what is missing."""
+        grid, rows = grid_rows(impl, kv, PRESETS)
+        if key not in rows:
+            raise LookupError(f"{grid.source}: no {impl} row over {kv} at B, L, N, H = {key} (the newest grid holding "
+                              f"{impl} must hold every shape the issue-52 table reads)")
+        if grid.source not in self.used:
+            data = json.loads((ROOT / grid.source).read_text())
+            if kv == "fp8" and not (data.get("timing_library") or _cc(data).startswith("12")):
+                raise LookupError(f"{grid.source}: its e4m3 rows are the H200's emulation (not run with "
+                                  "KDT_E4M3_TIMING=1), not what sm_120a issues")
+            self.used[grid.source] = data
+        return rows[key], grid.ceilings
+
+    def words(self) -> str:
+        resumed = [s for s, d in self.used.items() if "resumed_from" in d]
+        one = len(self.used) == 1 and not resumed
+        runs = [f"`{s}` ({d['provenance']['date_utc'][:10]}{', timing library' if d.get('timing_library') else ''})"
+                for s, d in sorted(self.used.items())]
+        return ", ".join(runs) + (": one run" if one else ": not one run, as the issue asks (`bench --preset "
+                                  "card-floor`, in one call" + (f"; resumed: {', '.join(resumed)}" if resumed else "")
+                                  + ")")
+
+
+def _cc(data: dict) -> str:
+    """A run's compute capability ("9.0"; "12.0" on an sm_120 card, whose e4m3 rows are its own)."""
+    return str(data.get("provenance", {}).get("compute_capability", ""))
 
 
 def _floors(impl: str, key: tuple, kv: str, ceilings: dict) -> tuple[float, float]:
-    """(bytes floor, MMA floor) in ms of one call of ``impl`` at ``key`` in a run with ``ceilings``: the pool's KV
-    bytes at the copy rate, the configuration's padded MMA FLOPs at the run's mma.sync rate for its kind (e4m3 on
-    the timing library: one f16 MMA's cost per e4m3 MMA)."""
+    """(bytes floor, MMA floor) in ms of one call of ``impl`` at ``key`` (B, L, N, H) in a run with ``ceilings``: the
+    pool's KV bytes at the copy rate, the configuration's padded MMA FLOPs at the run's mma.sync rate for their kind
+    (e4m3 on the timing library: one f16 MMA's cost per e4m3 MMA)."""
     work = verify_work(impl, *key, kv)
     rate = ceilings["mma_e4m3_tflops"] if work.kind == "e4m3" else ceilings["mma_sync_tflops"]
     return work.kv_bytes / (ceilings["copy_gbps"] * 1e6), work.flops / (rate * 1e9)
@@ -42,79 +73,77 @@ def _shape(key: tuple) -> str:
     return f"B = {b}, L = {length // 1000}k, N = {n}, H = {h}"
 
 
+def _one(picks: set, what: str) -> str:
+    if len(picks) != 1:
+        raise ValueError(f"{what}: the RTX cards run {sorted(picks)} across the shapes; the row names one")
+    return picks.pop()
+
+
 def issue52_targets_table() -> str:
     """Issue 52's speed targets on the H200 under sm_120's limits: what an sm_120 card runs per shape and pool
-    (forced), each figure beside its run's floors, from the committed runs of record."""
+    (forced), each figure beside its run's floors, from the newest committed grids and the fixed cost's run of
+    record."""
     from kdtree_lab.budget.presets import gpus
     from kdtree_lab.speculate.card_model import cards
 
     presets = [gpus()[name] for name in cards()]
-    card = presets[0]
-    keys = [HEADLINE, *CHAINS_32, *SHORT]
-    if any(_card_runs(g, k) != _card_runs(card, k) for g in presets for k in keys):
+    runs = {k: _card_runs(presets[0], k) for k in (HEADLINE, *CHAINS_32, *COMPUTE_BOUND, *SHORT)}
+    if any(_card_runs(g, k) != runs[k] for g in presets for k in runs):
         raise ValueError("cards: the RTX cards select different configurations; the table assumes one per shape")
-    bf16_impl, fp8_impl = _card_runs(card, HEADLINE)
-    fg, fp8 = _rows(fp8_impl, "fp8")
-    bg, bf16 = _rows(bf16_impl, "bf16")
-    timing = json.loads((ROOT / fg.source).read_text()).get("timing_library")
-    if not timing:
-        raise LookupError(f"{fg.source}: not timed on the timing library (KDT_E4M3_TIMING=1); its e4m3 rows are the "
-                          "H200's emulation, not what sm_120a issues")
+    src = _Sources()
     met = lambda ok: "met" if ok else "**not met**"  # noqa: E731
     rows = []
 
-    ms = fp8[HEADLINE]["ms"]
-    fb, fm = _floors(fp8_impl, HEADLINE, "fp8", fg.ceilings)
-    rows.append((f"fp8 headline ({_shape(HEADLINE)}) <= 0.12 ms (moonshot 0.10)",
-                 f"{ms:.4f} ms (`{fp8_impl}`), {ms / 0.12:.2f}x the target; floors {fb:.4f} ms bytes, {fm:.4f} ms "
-                 f"MMA (Q's two e4m3 terms)", met(ms <= 0.12)))
+    bf16_impl, fp8_impl = runs[HEADLINE]
+    r, c = src.row(fp8_impl, "fp8", HEADLINE)
+    fb, fm = _floors(fp8_impl, HEADLINE, "fp8", c)
+    rows.append((f"fp8 headline ({_shape(HEADLINE)}) <= {FP8_HEADLINE_MS} ms (moonshot 0.10)",
+                 f"{r['ms']:.4f} ms (`{fp8_impl}`), {r['ms'] / FP8_HEADLINE_MS:.2f}x the target; floors {fb:.4f} ms "
+                 f"bytes, {fm:.4f} ms MMA (Q's two e4m3 terms)", met(r["ms"] <= FP8_HEADLINE_MS)))
 
     ratios, cells = [], []
     for key in CHAINS_32:
-        bi, fi = _card_runs(card, key)
-        _, b_rows = _rows(bi, "bf16")
-        g32, f_rows = _rows(fi, "fp8")
-        r = f_rows[key]["ms"] / b_rows[key]["ms"]
-        ratios.append(r)
-        fb, fm = _floors(fi, key, "fp8", g32.ceilings)
-        cells.append(f"B = {key[0]}, L = {key[1] // 1000}k: {f_rows[key]['ms']:.4f} / {b_rows[key]['ms']:.4f} ms "
-                     f"= {r:.2f}x (fp8 floors {fb:.4f} bytes, {fm:.4f} MMA)")
-    rows.append((f"32 rows over fp8 (N = 4, H = 8, `{fi}`) <= 0.6x the bf16 pick (`{bi}`) at B = 1 and 8, L >= 32k "
-                 "(the bytes alone: 0.5x)", "; ".join(cells), met(max(ratios) <= 0.6)))
+        bi, fi = runs[key]
+        (fr, c), (br, _) = src.row(fi, "fp8", key), src.row(bi, "bf16", key)
+        ratios.append(fr["ms"] / br["ms"])
+        fb, fm = _floors(fi, key, "fp8", c)
+        cells.append(f"B = {key[0]}, L = {key[1] // 1000}k: {fr['ms']:.4f} / {br['ms']:.4f} ms = {ratios[-1]:.2f}x "
+                     f"(fp8 floors {fb:.4f} bytes, {fm:.4f} MMA)")
+    fi = _one({runs[k][1] for k in CHAINS_32}, "32 rows over fp8")
+    bi = _one({runs[k][0] for k in CHAINS_32}, "32 rows over bf16")
+    rows.append((f"32 rows over fp8 (N = 4, H = 8, `{fi}`) <= {FP8_OVER_BF16}x the bf16 pick (`{bi}`) at B = 1 and 8, "
+                 "L >= 32k (the bytes alone: 0.5x)", "; ".join(cells), met(max(ratios) <= FP8_OVER_BF16)))
 
-    ms = bf16[HEADLINE]["ms"]
-    bb, bm = _floors(bf16_impl, HEADLINE, "bf16", bg.ceilings)
-    rows.append((f"bf16 headline ({_shape(HEADLINE)}) <= 0.17 ms",
-                 f"{ms:.4f} ms (`{bf16_impl}`), {ms / 0.17:.2f}x the target; floors {bb:.4f} ms bytes, {bm:.4f} ms "
-                 "MMA", met(ms <= 0.17)))
+    r, c = src.row(bf16_impl, "bf16", HEADLINE)
+    bb, bm = _floors(bf16_impl, HEADLINE, "bf16", c)
+    rows.append((f"bf16 headline ({_shape(HEADLINE)}) <= {BF16_HEADLINE_MS} ms",
+                 f"{r['ms']:.4f} ms (`{bf16_impl}`), {r['ms'] / BF16_HEADLINE_MS:.2f}x the target; floors {bb:.4f} ms "
+                 f"bytes, {bm:.4f} ms MMA", met(r["ms"] <= BF16_HEADLINE_MS)))
 
-    comp = []
-    for key in {k for k in bf16 if _long_compute_bound(k)}:
-        impl = _card_runs(card, key)[0]
-        grid, by = _rows(impl, "bf16")
-        if key in by:
-            comp.append(by[key]["TFLOP/s"] / grid.ceilings["mma_sync_tflops"])
-    rows.append(("bf16, compute-bound shapes (H x N >= 128, L >= 32k): >= 50% of the mma.sync peak",
-                 f"{_span(comp, '.0%')} over {len(comp)} shapes ({sum(x >= 0.5 for x in comp)} at or above 50%)",
-                 met(min(comp) >= 0.5)))
+    shares = []
+    for key in COMPUTE_BOUND:
+        r, c = src.row(runs[key][0], "bf16", key)
+        shares.append(r["TFLOP/s"] / c["mma_sync_tflops"])
+    rows.append((f"bf16, compute-bound shapes (H x N >= 128, L >= 32k; H = 8, 16, B = 1, 8): >= {MMA_SHARE:.0%} of "
+                 "the mma.sync peak", f"{_span(shares, '.0%')} over {len(shares)} shapes "
+                 f"({sum(x >= MMA_SHARE for x in shares)} at or above {MMA_SHARE:.0%})",
+                 met(min(shares) >= MMA_SHARE)))
 
-    data = json.loads(FIXED_CARD.read_text())
-    fixed = {(r["impl"], r["B"], r["L"], r["N"], r["H"]): r for r in data["rows"] if "marginal_ms" in r}
+    data, fixed = _fixed(FIXED_CARD)
+    if not data.get("timing_library", FIXED_CARD_TIMING_LIBRARY):
+        raise LookupError(f"{_rel(FIXED_CARD)}: not run with KDT_E4M3_TIMING=1")
     cells, worst = [], 0.0
     for key in SHORT:
-        impl = _card_runs(card, key)[1]
-        us = 1e3 * fixed[(impl, *key)]["marginal_ms"]
+        impl = runs[key][1]
+        us = 1e3 * fixed[(impl, key[2], key[1])]["marginal_ms"]
         worst = max(worst, us)
         cells.append(f"N = {key[2]}: {us:.1f} us (`{impl}`)")
     floor = 1e3 * data["marginal_floor_ms"]["2"]
-    rows.append(("fixed cost <= 12 us per call inside a graph (B = 1, L = 4k, H = 8, fp8, one launch)",
-                 "; ".join(cells) + f" (each the marginal cost of one call in a graph of ten); two one-element kernels "
-                 f"add {floor:.1f} us the same way", met(worst <= 12)))
+    rows.append((f"fixed cost <= {FIXED_US:.0f} us per call inside a graph (B = 1, L = 4k, H = 8, fp8)",
+                 "; ".join(cells) + f" (the marginal cost of one call, split kernel and combine, in a graph of ten); "
+                 f"two one-element kernels add {floor:.1f} us the same way", met(worst <= FIXED_US)))
 
-    runs = [f"fp8 rows from `{fg.source}` ({fg.date[:10]}, timing library)", f"bf16 rows from `{bg.source}` "
-            f"({bg.date[:10]})"]
-    one = "one run" if fg.source == bg.source else "two runs (the issue asks one: `bench --preset card-floor`)"
     return _target_lines(f"H200 under sm_120's limits, what an RTX PRO 6000 / RTX 5090 runs per shape and pool "
-                         f"(forced): {'; '.join(runs)}: {one}; the fixed cost from `{_rel(FIXED_CARD)}`. Floors: the "
-                         "pool's KV bytes at the run's copy rate, the configuration's padded MMAs at its mma.sync "
-                         "rate for their kind.", rows)
+                         f"(forced), from {src.words()}; the fixed cost from `{_rel(FIXED_CARD)}`. Floors: the pool's "
+                         "KV bytes at the run's copy rate, the configuration's padded MMAs at its mma.sync rate for "
+                         "their kind.", rows)

@@ -3,9 +3,11 @@ spans of values, the shape classes the targets name and the targets table's layo
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
+from kdtree_lab.checks.bench_results import ISSUE_PRESETS, Grid, committed_grid
 from kdtree_lab.core.paths import ROOT
 
 from .runs import H200_BENCH
@@ -33,6 +35,15 @@ def _bench(path: Path = H200_BENCH) -> tuple[dict, dict]:
     for r in data["rows"]:
         by_shape.setdefault((r["B"], r["L"], r["N"], r["H"]), {})[r["impl"]] = r
     return data, by_shape
+
+
+@functools.lru_cache(maxsize=None)
+def grid_rows(impl: str, kv: str = "bf16", presets: tuple[str, ...] = ISSUE_PRESETS) -> tuple[Grid, dict]:
+    """The newest committed grid of one of ``presets`` holding ``kv``-pool rows of ``impl``
+    (``bench_results.committed_grid``: LookupError where none does) and its rows by (B, L, N, H). Cached for the
+    process (the committed files do not change while the tables are made); the rows are not to be changed."""
+    g = committed_grid(impl, kv, presets)
+    return g, {(r["B"], r["L"], r["N"], r["H"]): r for r in g.rows}
 
 
 def _timing_words(data: dict) -> str:

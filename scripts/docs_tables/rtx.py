@@ -3,11 +3,10 @@ predictions from the H200 rows (labelled so)."""
 
 from __future__ import annotations
 
-from kdtree_lab.checks.bench_results import committed_grid
 from kdtree_lab.core.display import markdown_table
 from kdtree_lab.speculate import card_checks, card_model
 
-from .common import _bench, _rel, _timing_words
+from .common import _bench, _rel, _timing_words, grid_rows
 from .fp8 import _e4m3_grid, _e4m3_grid_path, _fp8_rows
 from .runs import E4M3, E4M3_32, FP8_BENCH, FP8_EXACT, HEADLINE, NCU_SM120_RUNS, SM120_RUN, SM120_SHAPES
 from .sm120 import _ncu_metric, sm120_impl
@@ -85,10 +84,10 @@ def _newest_rows(impl: str, kv: str = "bf16") -> tuple[dict, str | None]:
     """((B, L, N, H) -> row of ``impl`` over a ``kv`` pool, its grid's path) from the newest committed issue grid
     holding them ({}, None where none does)."""
     try:
-        g = committed_grid(impl, kv)
+        g, rows = grid_rows(impl, kv)
     except LookupError:
         return {}, None
-    return {(r["B"], r["L"], r["N"], r["H"]): r for r in g.rows}, g.source
+    return rows, g.source
 
 
 def _card_runs(card, key: tuple) -> tuple[str, str]:

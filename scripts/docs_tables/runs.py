@@ -39,6 +39,8 @@ FIXED_MAIN = H200_FIXED / "call4-fixed-cost" / "fixed-cost-main.json"  # the com
 FIXED_NOW = H200_FIXED / "call4-fixed-cost" / "fixed-cost-patch.json"  # the combine as landed
 # issue 52's fixed cost: the sm_120 e4m3 forms' marginal cost in a graph of ten calls, main's split floor (128 tokens)
 FIXED_CARD = RESULTS / "h200" / "2026-12-05-short-calls-and-ablations" / "call4-short-splits" / "fixed-cost-min128.json"
+FIXED_CARD_TIMING_LIBRARY = True  # it ran under KDT_E4M3_TIMING=1 (docs/experiments/short-splits-run.sh), before
+# scripts/fixed_cost.py recorded that in its result (where a result records it, that is what counts)
 ISSUE18_BENCH = H200_FIXED / "call6-bench" / "bench-issue.json"  # the issue grid, v4 and the sm_120 kernel as landed
 XQA_PEER = RESULTS / "h200" / "2026-12-01-xqa-peer" / "xqa-peer.json"  # scripts/xqa_peer.py's run of record
 BUILD_OF_RECORD = RESULTS / "h200" / "2026-12-01-sm120-per-shape" / "call1-notebooks" / "build.json"
