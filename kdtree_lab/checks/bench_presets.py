@@ -44,6 +44,8 @@ def sm120_fp8_forms(rows: int) -> list[str]:
     """The e4m3 forms a 99 KB card may run over an fp8 pool for ``rows`` (N x H) query rows under automatic fp8
     math, forced: the 64-row form, and the 32-row form where it can be chosen (rows within its row tile)."""
     return ["cuda_sm120_e4m3", *(["cuda_sm120_e4m3_32"] if rows <= E4M3_SM120_32.block_m else [])]
+
+
 PRESETS = ("quick", "issue", "issue-fp8", "hopper-fp8", "fp8", "chain", "b12x", "card-floor")  # what preset() knows
 
 
