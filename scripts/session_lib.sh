@@ -14,6 +14,11 @@
 #     gates2: the hook against SGLang and the wgmma tests; gates3: the four sanitizers over every configuration this
 #     GPU launches), results DIR/PART-TAG.xml and .log (gate_tests) or DIR/sanitizer-TOOL-TAG.log, then pack (each
 #     call ~9 minutes)
+#   e4m3_64_gates MODE PATCH TAG DIR: a change to the 64-row e4m3 form, applied (PATCH) and gated by the tests and
+#     tools that form reaches (MODE gates: the fp8 and e4m3 parity and graph tests and the hook over fp8, ~9 minutes;
+#     gates-sanitize: the four sanitizers on cuda_sm120_e4m3, ~1 minute), results DIR/gates-TAG.* or
+#     DIR/sanitizer-TOOL-TAG.log, then pack
+#   time_e4m3_64 OUT: the 64-row e4m3 form at its shapes (the headline, B = 8, L = 32k) on the timing library, to OUT
 #   gate_tests STEM PYTEST_ARGS...: GPU tests with a per-test log and, past GATE_TIMEOUT, an interrupted summary.
 #     One pytest process: four pytest-xdist workers on one GPU ran each test ~5x slower than alone (2026-12-05,
 #     data/results/h100/2026-12-05-landing-gates/), less than serial throughput. The sanitizers' tools run at once
@@ -85,6 +90,24 @@ gate_tests() {  # STEM PYTEST_ARGS...: the GPU tests named, each result line to 
   local cut=""
   [ $rc = 124 ] && cut="INTERRUPTED past ${GATE_TIMEOUT:-520} s: not every test ran" && echo "$cut" >> "$stem.log"
   echo "$(basename "$stem") rc=$rc $(grep -E '(passed|failed|error)' "$stem.log" | tail -1) $cut"
+}
+
+e4m3_64_gates() {
+  git apply "$2" || return 1
+  case "$1" in
+    gates) gate_tests "$4/gates-$3" tests/test_gpu.py tests/test_gpu_graphs.py tests/test_gpu_sglang_hook.py \
+             -k "e4m3 or fp8_pool or (sglang_on_the_gpu_grid and fp8)" ;;
+    gates-sanitize) SANITIZE_TIMEOUT=50 run_sanitizers "memcheck racecheck synccheck initcheck" cuda_sm120_e4m3 "$4" "-$3" ;;
+    *) echo "e4m3_64_gates: expected gates or gates-sanitize, found '$1'"; return 2 ;;
+  esac
+  pack
+}
+
+time_e4m3_64() {
+  echo "== $(basename "$1" .json)"
+  KDT_E4M3_TIMING=1 timeout 90 python3 -m kdtree_lab bench --out "$1" --impl cuda_sm120_e4m3 --shape 1,200000,16,8,fp8 \
+    --shape 8,200000,16,8,fp8 --shape 1,32768,16,8,fp8 2>&1 | grep -E "^cuda|rror|Killed" | cut -c1-80
+  pack
 }
 
 run_gates() {

@@ -19,28 +19,10 @@ export KDT_PACK_DIR=/tmp/r  # results, packed into $OUT/results.tar.gz after eac
 source scripts/device_prologue.sh "bash docs/experiments/e4m3-64-vfirst-run.sh $*"
 P=docs/experiments/e4m3-64-vfirst.patch; R=$KDT_PACK_DIR
 mkdir -p $R; mv "$OUT"/*.json $R/
-if [ "${1:-}" = gates ]; then  # the parity and graph half (the sanitizers: gates-sanitize; clean on 2026-12-05)
-  git apply $P || exit 1
-  gate_tests "$R/gates-vfirst64" tests/test_gpu.py tests/test_gpu_graphs.py tests/test_gpu_sglang_hook.py \
-    -k "e4m3 or fp8_pool or (sglang_on_the_gpu_grid and fp8)"
-  pack
-  exit 0
-fi
-if [ "${1:-}" = gates-sanitize ]; then
-  git apply $P || exit 1
-  SANITIZE_TIMEOUT=50 run_sanitizers "memcheck racecheck synccheck initcheck" cuda_sm120_e4m3 "$R" "-vfirst64"
-  pack
-  exit 0
-fi
+case "${1:-}" in gates|gates-sanitize) e4m3_64_gates "$1" $P vfirst64 "$R"; exit $? ;; esac
 kernels_snapshot
-time64() {  # NAME: the 64-row form at its shapes (timing library)
-  echo "== $1"
-  KDT_E4M3_TIMING=1 timeout 90 python3 -m kdtree_lab bench --out "$R/vfirst64-$1.json" --impl cuda_sm120_e4m3 \
-    --shape 1,200000,16,8,fp8 --shape 8,200000,16,8,fp8 --shape 1,32768,16,8,fp8 2>&1 | grep -E "^cuda|rror|Killed" | cut -c1-80
-  pack
-}
 for i in 1 2 3; do
-  kernels_restore; time64 main-$i
-  git apply $P || exit 1; time64 vfirst-$i
+  kernels_restore; time_e4m3_64 "$R/vfirst64-main-$i.json"
+  git apply $P || exit 1; time_e4m3_64 "$R/vfirst64-vfirst-$i.json"
 done
 kernels_restore
