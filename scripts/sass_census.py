@@ -1,7 +1,9 @@
 """A static census of a kernel's MMA loops in its SASS (no GPU): for each innermost loop that issues tensor-core MMAs
-(a backward branch's range holding HMMA / QMMA / HGMMA and no smaller such loop), its instruction count and the
-classes that matter for a prediction: MMAs, shared and global loads and stores, shuffles, MUFU, barriers and
-mbarrier operations, spills. The counts are static (a branch inside a loop, such as a rescale that is usually
+(a backward branch's range holding HMMA / QMMA / HGMMA and no smaller such loop), its instruction count, the
+classes that matter for a prediction (MMAs, shared and global loads and stores, shuffles, MUFU, barriers and
+mbarrier operations, spills) and the longest chain of dependent warp-level MMAs in one pass (`chain`: each MMA that
+accumulates onto the register another one wrote, with no other write between; a warp issuing n MMAs in chains of
+depth d waits on the MMA latency unless n / d chains cover it). The counts are static (a branch inside a loop, such as a rescale that is usually
 skipped, counts in full: `FMUL` is listed so it can be subtracted). What docs/performance-history.md's census did by
 hand, for a prediction written before a device call.
 
@@ -44,6 +46,22 @@ def opcode(text: str) -> str:
     return text.split()[0].split(".")[0] if text else ""
 
 
+def mma_chain(body: list[str]) -> int:
+    """The longest chain of dependent warp-level MMAs (HMMA, QMMA, IMMA: D, A, B, C operands) in ``body`` taken once
+    in order: an MMA whose C operand is the D of an earlier one, that register not written since, continues it."""
+    depth: dict[str, int] = {}  # register -> depth of the MMA chain that last wrote it
+    longest = 0
+    for text in body:
+        regs = re.findall(r"\bR(?:\d+|Z)\b", text)
+        if opcode(text) in ("HMMA", "QMMA", "IMMA") and len(regs) >= 4:
+            d = depth.get(regs[3], 0) + 1 if regs[3] != "RZ" else 1
+            depth[regs[0]] = d
+            longest = max(longest, d)
+        elif regs and not opcode(text).startswith(("ST", "BAR", "SYNCS", "BRA", "RED", "ATOM")):
+            depth.pop(regs[0], None)  # another instruction wrote the register: no chain continues through it
+    return longest
+
+
 def mma_loops(ins: list[tuple[int, str]]) -> list[dict]:
     """The innermost MMA loops: ranges [target, branch] of backward branches that hold an MMA and no smaller range
     that does, each with its counts."""
@@ -61,6 +79,7 @@ def mma_loops(ins: list[tuple[int, str]]) -> list[dict]:
         ops = [opcode(t) for t in body]
         row = {"start": hex(lo), "end": hex(hi), "instructions": len(body)}
         row |= {name: sum(o in names for o in ops) for name, names in CLASSES.items()}
+        row["chain"] = mma_chain(body)
         rows.append(row)
     return rows
 
@@ -83,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     if not result:
         print(f"--kernel: no function of {a.library} contains {a.kernel!r}", file=sys.stderr)
         return 2
-    cols = ["start", "instructions", *CLASSES]
+    cols = ["start", "instructions", *CLASSES, "chain"]
     for name, rows in result.items():
         print(f"{name} ({a.arch}): {len(rows)} MMA loop{'s' * (len(rows) != 1)}")
         print("  " + " ".join(f"{c:>9}" for c in cols))

@@ -53,3 +53,14 @@ def test_an_outer_loop_around_an_inner_mma_loop_is_not_counted_twice():
                          "        /*10040*/                   BRA 0xfff0 ;")
     loops = sass_census.mma_loops(sass_census.instructions(sass_identity.functions(outer)["_Z3fooPf"]))
     assert [lp["start"] for lp in loops] == ["0x10000"]
+
+
+def test_the_census_measures_the_longest_chain_of_dependent_mmas():
+    body = ["HMMA.16816.F32.BF16 R4, R8, R12, RZ", "HMMA.16816.F32.BF16 R16, R8, R14, RZ",  # two chains start
+            "HMMA.16816.F32.BF16 R4, R20, R12, R4", "HMMA.16816.F32.BF16 R16, R20, R14, R16",
+            "QMMA.SF.16832.F32.E4M3.E4M3.E8 R4, R24, R12, R4, R0, R0, URZ",  # the first one's third
+            "FADD R16, R16, R2",  # a write that ends the second chain
+            "HMMA.16816.F32.BF16 R16, R8, R14, R16"]
+    assert sass_census.mma_chain(body) == 3
+    assert sass_census.mma_chain(body[:2]) == 1  # independent MMAs
+    assert sass_census.mma_chain(["HGMMA.64x64x16.F32.BF16 R24, gdesc[UR4], R24"]) == 0  # warpgroup MMAs: not counted
