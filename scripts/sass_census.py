@@ -46,19 +46,39 @@ def opcode(text: str) -> str:
     return text.split()[0].split(".")[0] if text else ""
 
 
+_NO_DEST = ("ST", "BAR", "RED", "BRA", "EXIT", "WARPSYNC", "NOP", "LDGSTS", "ARRIVES", "ISETP", "FSETP", "PLOP3")
+
+
+def _written(text: str) -> list[int]:
+    """The registers an instruction writes (its first operand and, by its width suffix, the ones after it); none
+    for stores, barriers, branches and predicate-only results."""
+    op = opcode(text)
+    m = re.search(r"\s(R\d+)\b", text)
+    if op.startswith(_NO_DEST) or op == "SYNCS" and "ARRIVE" not in text or not m:
+        return []
+    width = 4 if ".128" in text.split()[0] else 2 if ".64" in text.split()[0] else 1
+    first = int(m.group(1)[1:])
+    return list(range(first, first + width))
+
+
 def mma_chain(body: list[str]) -> int:
-    """The longest chain of dependent warp-level MMAs (HMMA, QMMA, IMMA: D, A, B, C operands) in ``body`` taken once
-    in order: an MMA whose C operand is the D of an earlier one, that register not written since, continues it."""
-    depth: dict[str, int] = {}  # register -> depth of the MMA chain that last wrote it
+    """The longest chain of dependent warp-level MMAs (HMMA, QMMA, IMMA: D, A, B, C operands; D and C four fp32
+    registers) in ``body`` taken once, in order, as one pass of a loop: an MMA whose C operand is the D of an earlier
+    one, none of those registers written since, continues it. Per pass: a chain carried across the loop's back edge
+    (an accumulator kept over tiles) counts 1, and both arms of a branch are walked as one sequence."""
+    owner: dict[int, tuple[int, int]] = {}  # register -> (the MMA that wrote it, that MMA's chain depth)
     longest = 0
-    for text in body:
-        regs = re.findall(r"\bR(?:\d+|Z)\b", text)
+    for k, text in enumerate(body):
+        regs = re.findall(r"\bR(\d+|Z)\b", text)
         if opcode(text) in ("HMMA", "QMMA", "IMMA") and len(regs) >= 4:
-            d = depth.get(regs[3], 0) + 1 if regs[3] != "RZ" else 1
-            depth[regs[0]] = d
-            longest = max(longest, d)
-        elif regs and not opcode(text).startswith(("ST", "BAR", "SYNCS", "BRA", "RED", "ATOM")):
-            depth.pop(regs[0], None)  # another instruction wrote the register: no chain continues through it
+            d0, c0 = int(regs[0]), regs[3]
+            prev = {owner.get(int(c0) + i) for i in range(4)} if c0 != "Z" else {None}
+            depth = prev.pop()[1] + 1 if len(prev) == 1 and None not in prev else 1
+            owner.update({d0 + i: (k, depth) for i in range(4)})
+            longest = max(longest, depth)
+        else:
+            for r in _written(text):
+                owner.pop(r, None)
     return longest
 
 

@@ -64,3 +64,9 @@ def test_the_census_measures_the_longest_chain_of_dependent_mmas():
     assert sass_census.mma_chain(body) == 3
     assert sass_census.mma_chain(body[:2]) == 1  # independent MMAs
     assert sass_census.mma_chain(["HGMMA.64x64x16.F32.BF16 R24, gdesc[UR4], R24"]) == 0  # warpgroup MMAs: not counted
+    overlap = ["HMMA.16816.F32.BF16 R4, R8, R12, RZ", "LDS.64 R6, [R2]",  # a load into the accumulator's upper half
+               "HMMA.16816.F32.BF16 R4, R8, R12, R4"]
+    assert sass_census.mma_chain(overlap) == 1
+    kept = ["HMMA.16816.F32.BF16 R4, R8, R12, RZ", "STS.128 [R4], R8", "REDUX.OR UR5, R9",  # no register written
+            "ISETP.GE.AND P0, PT, R4, R2, PT", "HMMA.16816.F32.BF16 R4, R8, R12, R4"]
+    assert sass_census.mma_chain(kept) == 2

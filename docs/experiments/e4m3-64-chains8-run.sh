@@ -27,6 +27,9 @@ python3 -m kdtree_lab build --json > "$R/build-chains8.json"; echo "patched buil
 timeout 150 python3 scripts/kernel_profile.py --configs cuda_sm120_e4m3 --smoke 40 --kv-dtype fp8 --shapes mem \
   --nsplit 131 --out "$R/smoke-chains8.json" 2>&1 | grep -E "^smoke|rror" | cut -c1-200
 pack
+# a smoke with failures (or none written) ends the call: a wrong kernel's times are not worth the device time
+python3 -c "import json, sys; d = json.load(open(sys.argv[1]))['smoke']; sys.exit(not d or any(v['failed'] for v in d.values()))" \
+  "$R/smoke-chains8.json" || { echo "smoke failed or missing: no timing"; kernels_restore; exit 1; }
 for i in 1 2 3; do
   kernels_restore; time_e4m3_64 "$R/chains8-main-$i.json"
   git apply $P || exit 1; time_e4m3_64 "$R/chains8-chains8-$i.json"
