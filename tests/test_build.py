@@ -161,6 +161,20 @@ def test_a_development_build_is_its_own_library_and_the_default_has_none_of_it(b
     assert report.ok, report.problems
 
 
+def test_the_carveout_switch_is_a_timing_condition_the_results_record_not_a_build(built, monkeypatch):
+    """KDT_CARVEOUT=<0..100> is read by the library at run time (the same library file) and recorded by the
+    benchmark; anything else reads as unset, as the library ignores it."""
+    monkeypatch.setenv("KDT_CARVEOUT", "100")
+    assert build.carveout_switch() == 100 and build.build_library(("sm_120a", "sm_90a"), progress=False).library == \
+        built[0].library
+    assert b"KDT_CARVEOUT" in built[0].library.read_bytes()
+    for bad in ("101", "-1", "max", ""):
+        monkeypatch.setenv("KDT_CARVEOUT", bad)
+        assert build.carveout_switch() is None, bad
+    monkeypatch.delenv("KDT_CARVEOUT")
+    assert build.carveout_switch() is None
+
+
 def test_the_default_librarys_phase_clocks_answer_none(built):
     """The default library's kdtree_verify_phase_clocks answers 0, no buffer (checked on a CPU: it touches no
     device)."""

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from kdtree_lab.checks import output_identity as oi
-from kdtree_lab.checks.parity import Case
+from kdtree_lab.checks.parity import Case, fp8_cases
 
 CASES = [Case("one", (40,), 4, 2, nsplit=2, seed=3), Case("two", (17, 70), 3, 2, mask="causal", nsplit=3, seed=4)]
 
@@ -48,3 +48,12 @@ def test_the_command_line_compares_and_exits_nonzero_on_a_difference(digest_file
     out = capsys.readouterr().out
     assert "identical: 0 of 2 cases differ" in out and "DIFFERENT: 1 of 2 cases differ" in out
     assert "two: output" in out and "flags 0 / 4" in out
+
+
+def test_an_fp8_pool_is_its_own_case_list(digest_file):
+    """--kv fp8 takes the same cases over an fp8 pool (what the e4m3 forms read): other names, other bits, and a
+    comparison with the bf16 file names the lists as different."""
+    fp8 = {"impl": "triton", "cases": oi.digests("triton", fp8_cases(CASES), "cpu")}
+    assert [r["case"] for r in fp8["cases"]] == ["one_fp8", "two_fp8"] and all(r["flags"] == 0 for r in fp8["cases"])
+    assert {r["sha256"] for r in fp8["cases"]}.isdisjoint(r["sha256"] for r in digest_file["cases"])
+    assert "not the same list" in oi.compare(digest_file, fp8)[0]

@@ -5,6 +5,7 @@ tolerance; the device call runs it once per build and compares.
 
     python3 -m kdtree_lab.checks.output_identity --impl cuda_sm120_roles --cases 100 --out main.json
     python3 -m kdtree_lab.checks.output_identity --compare main.json patch.json     # exit 1 where any differs
+    python3 -m kdtree_lab.checks.output_identity --impl cuda_sm120_e4m3 --kv fp8 --cases 60 --out main.json
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 import torch
 
 from ..kernels.attention import runner
-from .parity import Case, gpu_grid
+from .parity import Case, fp8_cases, gpu_grid
 
 
 def case_digest(impl: str, case: Case, device: str | torch.device) -> dict:
@@ -59,6 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cases", type=int, default=100, help="random cases beside the edge grid (parity.gpu_grid)")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--heads", default="8,16,64,128")
+    ap.add_argument("--kv", choices=("bf16", "fp8"), default="bf16",
+                    help="the pool: fp8 takes the same cases over SGLang's fp8_e4m3 pool (parity.fp8_cases), which "
+                         "the configurations that read fp8 pools only (the e4m3 forms) need")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--out", type=Path, help="where the digests go (JSON)")
     ap.add_argument("--compare", nargs=2, type=Path, metavar=("A", "B"), help="two digest files: exit 1 if they differ")
@@ -73,8 +77,11 @@ def main(argv: list[str] | None = None) -> int:
     if not a.out:
         ap.error("--out: expected a path for the digests (or --compare A B)")
     cases = gpu_grid(a.cases, a.seed, tuple(int(h) for h in a.heads.split(",")))
+    if a.kv == "fp8":
+        cases = fp8_cases(cases)  # each case's name then says its pool, so a bf16 file never compares equal to it
     rows = digests(a.impl, cases, a.device)
-    a.out.write_text(json.dumps({"impl": a.impl, "seed": a.seed, "random_cases": a.cases, "cases": rows}, indent=1))
+    a.out.write_text(json.dumps({"impl": a.impl, "kv": a.kv, "seed": a.seed, "random_cases": a.cases, "cases": rows},
+                                indent=1))
     print(f"{a.impl}: {len(rows)} cases digested, {sum(r['flags'] != 0 for r in rows)} with flags, to {a.out}")
     return 0
 

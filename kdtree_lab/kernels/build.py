@@ -150,6 +150,14 @@ def e4m3_timing_proxy() -> bool:
     return os.environ.get("KDT_E4M3_TIMING") == "1"
 
 
+def carveout_switch() -> int | None:
+    """KDT_CARVEOUT=<percent 0..100> in the environment: the preferred shared-memory carveout the library sets for every
+    kernel it launches (kernels/kdtree_verify.cu, apply_carveout_switch; 100: an sm_120 card's ~28 KB of L1 on an
+    H200), else None. A timing condition, not a build: results record it."""
+    v = os.environ.get("KDT_CARVEOUT")
+    return int(v) if v is not None and v.isdigit() and int(v) <= 100 else None
+
+
 def phase_clocks() -> bool:
     """KDT_PHASE_CLOCKS=1 in the environment: build the phase library, whose sm_120 e4m3 forms and combine stamp
     each warp's progress through its CTA's work (kernels/common/phase.cuh; kdtree_lab.checks.phase_clocks reads it).
