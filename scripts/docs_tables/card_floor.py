@@ -47,7 +47,8 @@ class _Sources:
     def words(self) -> str:
         resumed = [s for s, d in self.used.items() if "resumed_from" in d]
         one = len(self.used) == 1 and not resumed
-        runs = [f"`{s}` ({d['provenance']['date_utc'][:10]}{', timing library' if d.get('timing_library') else ''})"
+        runs = [f"`{s}` ({d['provenance']['date_utc'][:10]}{', timing library' if d.get('timing_library') else ''}"
+                f"{f', KDT_CARVEOUT={c}' if (c := d.get('carveout')) is not None else ''})"
                 for s, d in sorted(self.used.items())]
         return ", ".join(runs) + (": one run" if one else ": not one run, as the issue asks (`bench --preset "
                                   "card-floor`, in one call" + (f"; resumed: {', '.join(resumed)}" if resumed else "")
