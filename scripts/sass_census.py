@@ -7,7 +7,7 @@ depth d waits on the MMA latency unless n / d chains cover it). The counts are s
 skipped, counts in full: `FMUL` is listed so it can be subtracted). What docs/performance-history.md's census did by
 hand, for a prediction written before a device call.
 
-    python scripts/sass_census.py LIB --kernel verify_sm120_roles_kernel [--arch sm_90a] [--json FILE]
+    python scripts/sass_census.py LIB --kernel verify_sm120_roles_kernel [--arch sm_90a] [--loads] [--json FILE]
 """
 
 from __future__ import annotations
@@ -104,11 +104,43 @@ def mma_loops(ins: list[tuple[int, str]]) -> list[dict]:
     return rows
 
 
-def census(library: Path, kernel: str, arch: str) -> dict[str, list[dict]]:
-    """Per function of the library whose mangled name contains ``kernel``: its innermost MMA loops on ``arch``."""
+def load_loops(ins: list[tuple[int, str]]) -> list[dict]:
+    """The innermost loops that issue global loads (LDG, not the asynchronous LDGSTS): per loop its instructions, its
+    loads and how many of them one pass issues before the first instruction that reads a loaded register (`ahead`):
+    a pass waits on a load's round trip that often at least, loads / ahead times (a loop of one 32-dim step whose
+    four loads are all waited on before the next step's: ahead 4, one round trip a pass)."""
+    ranges = []
+    for addr, text in ins:
+        m = re.search(r"\bBRA\b.*?(0x[0-9a-f]+)", text)
+        if m and int(m.group(1), 16) < addr:
+            lo = int(m.group(1), 16)
+            body = [t for a, t in ins if lo <= a <= addr]
+            if any(opcode(t) == "LDG" for t in body):
+                ranges.append((lo, addr, body))
+    inner = [r for r in ranges if not any(o is not r and r[0] <= o[0] and o[1] <= r[1] for o in ranges)]
+    rows = []
+    for lo, hi, body in sorted(inner, key=lambda r: r[0]):
+        loaded: set[str] = set()
+        ahead = 0
+        for text in body:
+            regs = re.findall(r"\bR\d+\b", text)
+            if opcode(text) == "LDG":
+                loaded.update(f"R{r}" for r in _written(text))
+                ahead += 1
+            elif loaded & set(regs[1:] if _written(text) else regs):
+                break
+        rows.append({"start": hex(lo), "end": hex(hi), "instructions": len(body),
+                     "loads": sum(opcode(t) == "LDG" for t in body), "ahead": ahead})
+    return rows
+
+
+def census(library: Path, kernel: str, arch: str, loads: bool = False) -> dict[str, list[dict]]:
+    """Per function of the library whose mangled name contains ``kernel``: its innermost MMA loops on ``arch`` (or,
+    with ``loads``, its innermost loops of global loads)."""
     text = subprocess.run([find_cuda_tool("cuobjdump"), "-sass", "-arch", arch.rstrip("a"), str(library)],
                           capture_output=True, text=True, check=True).stdout
-    return {name: mma_loops(instructions(body)) for name, body in functions(text).items() if kernel in name}
+    walk = load_loops if loads else mma_loops
+    return {name: walk(instructions(body)) for name, body in functions(text).items() if kernel in name}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -116,15 +148,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("library", type=Path)
     ap.add_argument("--kernel", required=True, help="a substring of the kernels' mangled names")
     ap.add_argument("--arch", default="sm_90a", help="sm_90a (what the H200 runs of every kernel) or sm_120a")
+    ap.add_argument("--loads", action="store_true",
+                    help="the loops of global loads instead (a prologue's): loads a pass and how many it issues ahead")
     ap.add_argument("--json", type=Path, help="also write the census here")
     a = ap.parse_args(argv)
-    result = census(a.library, a.kernel, a.arch)
+    result = census(a.library, a.kernel, a.arch, a.loads)
     if not result:
         print(f"--kernel: no function of {a.library} contains {a.kernel!r}", file=sys.stderr)
         return 2
-    cols = ["start", "instructions", *CLASSES, "chain"]
+    cols = ["start", "instructions", "loads", "ahead"] if a.loads else ["start", "instructions", *CLASSES, "chain"]
+    what = "load loop" if a.loads else "MMA loop"
     for name, rows in result.items():
-        print(f"{name} ({a.arch}): {len(rows)} MMA loop{'s' * (len(rows) != 1)}")
+        print(f"{name} ({a.arch}): {len(rows)} {what}{'s' * (len(rows) != 1)}")
         print("  " + " ".join(f"{c:>9}" for c in cols))
         for r in rows:
             print("  " + " ".join(f"{r[c]:>9}" for c in cols))

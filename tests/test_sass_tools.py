@@ -70,3 +70,12 @@ def test_the_census_measures_the_longest_chain_of_dependent_mmas():
     kept = ["HMMA.16816.F32.BF16 R4, R8, R12, RZ", "STS.128 [R4], R8", "REDUX.OR UR5, R9",  # no register written
             "ISETP.GE.AND P0, PT, R4, R2, PT", "HMMA.16816.F32.BF16 R4, R8, R12, R4"]
     assert sass_census.mma_chain(kept) == 2
+
+
+def test_the_load_census_counts_what_a_pass_issues_before_it_waits():
+    ins = [(0x100, "LDG.E.64.CONSTANT R20, desc[UR10][R2.64]"), (0x110, "LDG.E.64.CONSTANT R22, desc[UR10][R2.64+0x20]"),
+           (0x120, "FMUL R5, R21, R4"),  # the first load's upper register read: the pass waits here
+           (0x130, "LDG.E.64.CONSTANT R24, desc[UR10][R2.64+0x40]"), (0x140, "STS.64 [R8], R20"),
+           (0x150, "BRA 0x100"), (0x160, "LDGSTS.E.128 [R9], desc[UR10][R2.64]")]
+    [loop] = sass_census.load_loops(ins)
+    assert (loop["start"], loop["loads"], loop["ahead"]) == ("0x100", 3, 2)
