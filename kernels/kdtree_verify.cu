@@ -128,28 +128,36 @@ bool launch_combine_w(const Params& p, bool pdl, cudaStream_t s) {
 // KDT_CARVEOUT=<percent 0..100> (read once per process, a timing switch; docs/performance.md, "The fixed cost per
 // call"): one preferred shared-memory carveout for every split kernel and the combine. 100 leaves an H200's SM the
 // ~28 KB of L1 an sm_120 card keeps beside our 99 KB of shared memory (128 KB per SM there, 256 KB here), so what
-// the H200's larger L1 would catch (Q read again after its max pass, kv_indices read by every thread of a key row)
-// costs what it would on the card. Set on the device current at the first call, before its first launch.
-void apply_carveout_switch() {
-  static const bool done = [] {
+// the H200's larger L1 would catch (Q read again after its max pass) costs what it would on the card. Set on each
+// device before its first launch.
+// The percentage as kdtree_lab.kernels.build.carveout_switch reads it (ASCII digits only, <= 100), else -1.
+int carveout_percent() {
+  static const int pct = [] {
     const char* v = getenv("KDT_CARVEOUT");
-    if (v == nullptr) return true;
-    char* end = nullptr;
-    const long pct = strtol(v, &end, 10);
-    if (end == v || *end != '\0' || pct < 0 || pct > 100) {
+    if (v == nullptr) return -1;
+    long n = 0;
+    const char* c = v;
+    for (; *c >= '0' && *c <= '9' && n <= 100; ++c) n = n * 10 + (*c - '0');
+    if (c == v || *c != '\0' || n > 100) {
       fprintf(stderr, "KDT_CARVEOUT: expected a percentage 0..100, found '%s'; ignored\n", v);
-      return true;
+      return -1;
     }
-    for (int i = 0; i < kNumConfigs; ++i)
-      cudaFuncSetAttribute(reinterpret_cast<const void*>(kConfigs[i].e.kernel),
-                           cudaFuncAttributePreferredSharedMemoryCarveout, (int)pct);
-    cudaFuncSetAttribute(verify_reduce_kernel<1>, cudaFuncAttributePreferredSharedMemoryCarveout, (int)pct);
-    cudaFuncSetAttribute(verify_reduce_kernel<2>, cudaFuncAttributePreferredSharedMemoryCarveout, (int)pct);
-    cudaFuncSetAttribute(verify_reduce_kernel<4>, cudaFuncAttributePreferredSharedMemoryCarveout, (int)pct);
-    cudaGetLastError();  // leave no error of an attribute call behind for the launch checks
-    return true;
+    return (int)n;
   }();
-  (void)done;
+  return pct;
+}
+bool g_carveout_set[kMaxDevices];  // the switch applied on that device
+void apply_carveout_switch(int dev) {
+  const int pct = carveout_percent();
+  if (pct < 0 || g_carveout_set[dev]) return;
+  for (int i = 0; i < kNumConfigs; ++i)
+    cudaFuncSetAttribute(reinterpret_cast<const void*>(kConfigs[i].e.kernel),
+                         cudaFuncAttributePreferredSharedMemoryCarveout, pct);
+  cudaFuncSetAttribute(verify_reduce_kernel<1>, cudaFuncAttributePreferredSharedMemoryCarveout, pct);
+  cudaFuncSetAttribute(verify_reduce_kernel<2>, cudaFuncAttributePreferredSharedMemoryCarveout, pct);
+  cudaFuncSetAttribute(verify_reduce_kernel<4>, cudaFuncAttributePreferredSharedMemoryCarveout, pct);
+  cudaGetLastError();  // leave no error of an attribute call behind for the launch checks
+  g_carveout_set[dev] = true;
 }
 
 bool launch_combine(const Params& p, bool pdl, cudaStream_t s) {
@@ -322,7 +330,7 @@ int kdtree_verify_attn_flash_paged_cg(
   p.lse_part = reinterpret_cast<float*>(ws + HEADER_BYTES + rows * D_V * sizeof(float));
 
   cudaStream_t s = static_cast<cudaStream_t>(stream);
-  apply_carveout_switch();
+  apply_carveout_switch(dev);
   const dim3 grid((p.R + ce.block_m - 1) / ce.block_m * ce.cluster, nsplit + 1, bs);
   ce.kernel<<<grid, ce.threads, ce.dynamic_smem, s>>>(p);
   if (cudaGetLastError() != cudaSuccess) return KDT_ERR_LAUNCH;

@@ -82,18 +82,25 @@ def mma_chain(body: list[str]) -> int:
     return longest
 
 
-def mma_loops(ins: list[tuple[int, str]]) -> list[dict]:
-    """The innermost MMA loops: ranges [target, branch] of backward branches that hold an MMA and no smaller range
-    that does, each with its counts."""
+def _innermost_loops(ins: list[tuple[int, str]], holds) -> list[tuple[int, int, list[str]]]:
+    """(start, back edge, body) of the innermost loops whose body ``holds`` (a test on its instruction texts): the
+    ranges [target, branch] of backward branches, less those that run over an EXIT or RET (a function's cold code
+    after its exit that branches back into a loop's middle, not a loop of its own) and those holding a smaller one."""
     ranges = []
     for addr, text in ins:
         m = re.search(r"\bBRA\b.*?(0x[0-9a-f]+)", text)
         if m and int(m.group(1), 16) < addr:
             lo = int(m.group(1), 16)
             body = [t for a, t in ins if lo <= a <= addr]
-            if any(opcode(t) in MMA_OPS for t in body):
+            if holds(body) and not any(opcode(t) in ("EXIT", "RET") for t in body):
                 ranges.append((lo, addr, body))
-    inner = [r for r in ranges if not any(o is not r and r[0] <= o[0] and o[1] <= r[1] for o in ranges)]
+    return [r for r in ranges if not any(o is not r and r[0] <= o[0] and o[1] <= r[1] for o in ranges)]
+
+
+def mma_loops(ins: list[tuple[int, str]]) -> list[dict]:
+    """The innermost MMA loops: ranges [target, branch] of backward branches that hold an MMA and no smaller range
+    that does, each with its counts."""
+    inner = _innermost_loops(ins, lambda body: any(opcode(t) in MMA_OPS for t in body))
     rows = []
     for lo, hi, body in sorted(inner, key=lambda r: r[0]):
         ops = [opcode(t) for t in body]
@@ -109,26 +116,19 @@ def load_loops(ins: list[tuple[int, str]]) -> list[dict]:
     loads and how many of them one pass issues before the first instruction that reads a loaded register (`ahead`):
     a pass waits on a load's round trip that often at least, loads / ahead times (a loop of one 32-dim step whose
     four loads are all waited on before the next step's: ahead 4, one round trip a pass)."""
-    ranges = []
-    for addr, text in ins:
-        m = re.search(r"\bBRA\b.*?(0x[0-9a-f]+)", text)
-        if m and int(m.group(1), 16) < addr:
-            lo = int(m.group(1), 16)
-            body = [t for a, t in ins if lo <= a <= addr]
-            if any(opcode(t) == "LDG" for t in body):
-                ranges.append((lo, addr, body))
-    inner = [r for r in ranges if not any(o is not r and r[0] <= o[0] and o[1] <= r[1] for o in ranges)]
+    inner = _innermost_loops(ins, lambda body: any(opcode(t) == "LDG" for t in body))
     rows = []
     for lo, hi, body in sorted(inner, key=lambda r: r[0]):
         loaded: set[str] = set()
         ahead = 0
         for text in body:
             regs = re.findall(r"\bR\d+\b", text)
+            sources = set(regs[1:] if _written(text) else regs)
+            if loaded & sources:  # an instruction (a load's address too) that waits on a loaded register
+                break
             if opcode(text) == "LDG":
                 loaded.update(f"R{r}" for r in _written(text))
                 ahead += 1
-            elif loaded & set(regs[1:] if _written(text) else regs):
-                break
         rows.append({"start": hex(lo), "end": hex(hi), "instructions": len(body),
                      "loads": sum(opcode(t) == "LDG" for t in body), "ahead": ahead})
     return rows

@@ -79,3 +79,8 @@ def test_the_load_census_counts_what_a_pass_issues_before_it_waits():
            (0x150, "BRA 0x100"), (0x160, "LDGSTS.E.128 [R9], desc[UR10][R2.64]")]
     [loop] = sass_census.load_loops(ins)
     assert (loop["start"], loop["loads"], loop["ahead"]) == ("0x100", 3, 2)
+    chase = [(0x100, "LDG.E.64 R20, desc[UR10][R2.64]"), (0x110, "LDG.E R22, desc[UR10][R20.64]"),  # index, then load
+             (0x120, "BRA 0x100")]
+    assert sass_census.load_loops(chase)[0]["ahead"] == 1
+    cold = ins[:6] + [(0x170, "EXIT"), (0x180, "BRA 0x120")]  # code past the exit that branches into the loop
+    assert [lp["start"] for lp in sass_census.load_loops(cold)] == ["0x100"]

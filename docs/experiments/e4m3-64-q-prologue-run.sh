@@ -26,11 +26,12 @@ python3 -m kdtree_lab build --json > "$R/build-qprologue.json"; echo "patched bu
 timeout 150 python3 -m kdtree_lab.checks.output_identity --impl cuda_sm120_e4m3 --kv fp8 --cases 40 \
   --out "$R/digest-qprologue.json"
 python3 -m kdtree_lab.checks.output_identity --compare "$R/digest-main.json" "$R/digest-qprologue.json" | tail -3 \
-  || { echo "outputs differ: no timing"; pack; kernels_restore; exit 1; }
+  || { echo "outputs differ (or a digest is missing): no timing"; pack; kernels_restore; exit 1; }
 pack
 fixed64() {  # NAME [CARVEOUT]: the 64-row form's short calls, marginal in a graph of ten (timing library)
   echo "== $1"
-  env ${2:+KDT_CARVEOUT=$2} KDT_E4M3_TIMING=1 timeout 100 python3 scripts/fixed_cost.py --kv fp8 --impls cuda_sm120_e4m3 \
+  local cv=(-u KDT_CARVEOUT); [ -n "${2:-}" ] && cv=(KDT_CARVEOUT=$2)  # the driver's carveout: none inherited
+  env "${cv[@]}" KDT_E4M3_TIMING=1 timeout 100 python3 scripts/fixed_cost.py --kv fp8 --impls cuda_sm120_e4m3 \
     --drafts 16 --lengths 128,4096 --nsplit 8 --repeat 10 --out "$R/fixed-$1.json" 2>&1 | grep -E "^auto|rror" | cut -c1-200
   pack
 }

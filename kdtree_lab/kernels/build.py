@@ -155,7 +155,7 @@ def carveout_switch() -> int | None:
     kernel it launches (kernels/kdtree_verify.cu, apply_carveout_switch; 100: an sm_120 card's ~28 KB of L1 on an
     H200), else None. A timing condition, not a build: results record it."""
     v = os.environ.get("KDT_CARVEOUT")
-    return int(v) if v is not None and v.isdigit() and int(v) <= 100 else None
+    return int(v) if v is not None and v.isascii() and v.isdigit() and int(v) <= 100 else None  # as the library
 
 
 def phase_clocks() -> bool:
