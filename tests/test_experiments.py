@@ -34,13 +34,13 @@ def test_patch_has_a_run_script_and_a_description(patch):
 KERNEL_PATCHES = [p for p in PATCHES if "+++ b/kernels/" in p.read_text()]
 
 
-def _stacks() -> list[tuple[Path, list[Path]]]:
-    """(run script, its patches in order) for each run script with a `STACK=(a.patch b.patch)` line."""
+def _stacks(folder: Path = EXPERIMENTS) -> list[tuple[Path, list[Path]]]:
+    """(run script, its patches in order) for each run script in ``folder`` with a `STACK=(a.patch b.patch)` line."""
     found = []
-    for run in sorted(EXPERIMENTS.glob("*-run.sh")):
+    for run in sorted(folder.glob("*-run.sh")):
         m = re.search(r"^STACK=\(([^)]*)\)", run.read_text(), re.M)
         if m:
-            found.append((run, [EXPERIMENTS / name for name in m.group(1).split()]))
+            found.append((run, [folder / name for name in m.group(1).split()]))
     return found
 
 
@@ -84,8 +84,11 @@ def test_an_allowance_covers_only_its_kernel_and_must_match():
         _unallowed([other], [("sm_90a", "verify_x<64>")], "t")
 
 
-def test_the_landing_stack_is_found():
-    assert any(run.name == "landing-run.sh" for run, _ in STACKS), "docs/experiments/landing-run.sh has no STACK line"
+def test_a_stack_line_is_found(tmp_path):
+    """A run script's STACK line names its patches in order (the landing stack of 2026-12-05 used it; none waits now)."""
+    (tmp_path / "landing-run.sh").write_text("#!/usr/bin/env bash\nSTACK=(a.patch b.patch)\nset -u\n")
+    (tmp_path / "other-run.sh").write_text("#!/usr/bin/env bash\n# STACK=(c.patch) in a comment is not one\n")
+    assert _stacks(tmp_path) == [(tmp_path / "landing-run.sh", [tmp_path / "a.patch", tmp_path / "b.patch"])]
 
 
 @pytest.mark.skipif(shutil.which("git") is None or not (ROOT / ".git").exists(), reason="needs a git checkout")

@@ -30,7 +30,7 @@ from .launch_plan import (  # the CUDA kernel's workspace layout
     workspace_bytes,
 )
 
-MIN_SPLIT_TOKENS = 128  # same as the CUDA kernel
+MIN_SPLIT_TOKENS = 128  # this kernel's own floor; the CUDA kernels' is 64 (kernels/common/frame.cuh), not shared
 
 
 def interpreting() -> bool:

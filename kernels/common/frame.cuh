@@ -20,7 +20,7 @@ namespace kdt {
 constexpr int D_QK = 576;
 constexpr int D_V = 512;
 constexpr int CHUNKS = D_QK / 8;      // 16-byte chunks per 576-wide row
-constexpr int MIN_SPLIT_TOKENS = 128; // a prefix split covers at least this many tokens
+constexpr int MIN_SPLIT_TOKENS = 64;  // a prefix split covers at least this many tokens
 constexpr int HEADER_BYTES = 256;     // workspace header (status word), kdtree_verify_workspace_bytes
 constexpr int MAX_NSPLIT = 512;
 constexpr float LOG2E = 1.4426950408889634f;

@@ -23,7 +23,8 @@
 //     generation's P buffers and mbarriers.
 //   PV group, warps 4-11: warp p owns output columns 64 p .. + 63 of the 64 rows; per tile and 16-column chunk one
 //     ldmatrix.x4.trans (keys 0-7, 8-15, 16-23, 24-31 as byte pairs) and four prmt give the B fragments of the even
-//     and odd columns in P's key order; 32 MMAs per tile. The epilogue writes the interleaved columns back in order.
+//     and odd columns in P's key order; 32 MMAs per tile. A PV warp takes tile t's V and the eight refill its slot
+//     before they wait for P(t) (V first). The epilogue writes the interleaved columns back in order.
 // 97,376 B of shared memory for a prefix CTA, 99,432 B (the second generation's) launched. sm_120a issues the e4m3
 // MMAs in their block-scaled form (ptx.cuh, mma_e4m3); a Hopper GPU runs this kernel with an f16 emulation of them,
 // so its H200 times are not a card's: the timing library (KDT_E4M3_TIMING=1) issues what sm_120a issues
@@ -211,7 +212,10 @@ __device__ __forceinline__ void e4m3_pv(const E4m3Ctx& c) {
 
   for (int t = 0; t < c.ntiles; ++t) {
     const int b = t & 1;
-    acquire_p(c, t, acc, lane);
+    // V before P: tile t's slot may be refilled once every PV warp holds its V and P(t - 1) is in, since the QK
+    // group read tile t's K (its MMAs beside tile t - 1's softmax) before it published P(t - 1); only tile 0's K is
+    // read after that, so the first iteration waits for P(0) first
+    if (t == 0) acquire_p(c, t, acc, lane);
     if (t == 0) phase_mark(0, PH_FIRST);
     mbar_wait(c.full(t), c.full_parity(t));  // the tile's V (complete: the QK group waited on it)
     // all of this warp's V fragments of the tile first (16 registers), so the slot is refilled before the MMAs
@@ -227,9 +231,10 @@ __device__ __forceinline__ void e4m3_pv(const E4m3Ctx& c) {
     }
     if (t + c.depth < c.ntiles) {
       bar_named(C::BAR_PV, C::PV_THREADS);  // every PV warp holds its fragments of this slot (the QK group is done
-      load_tile(t + c.depth, pending);      // with it: P(t) came after its scores)
+      load_tile(t + c.depth, pending);      // with it: P(t - 1) came after its scores)
       pending = fetch(t + c.depth + 1);
     }
+    if (t > 0) acquire_p(c, t, acc, lane);
 #pragma unroll
     for (int m = 0; m < 4; ++m) {
       // P of m-tile m (one 16-byte load; emulated e4m3 MMAs (sm_90) take their f16 copies per m-tile)
