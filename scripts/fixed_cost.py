@@ -27,7 +27,7 @@ from kdtree_lab.checks.bench import shape_batches, time_ours
 from kdtree_lab.checks.call_anatomy import anatomy, profile_graph
 from kdtree_lab.checks.roofline import Shape
 from kdtree_lab.checks.timing import graph_median_ms, measure_ceilings
-from kdtree_lab.kernels.build import carveout_switch, e4m3_timing_proxy
+from kdtree_lab.kernels.build import timing_conditions
 
 LENGTHS = (128, 4096, 32_768, 200_000)
 NSPLITS = (1, 4, 16, 32, 66, 131)
@@ -95,8 +95,7 @@ def main(argv=None) -> int:
     ap.add_argument("--anatomy", action="store_true",
                     help="with --repeat: also each automatic-split row's kernel durations and gaps in that graph")
     a = ap.parse_args(argv)
-    result = {"gpu": torch.cuda.get_device_name(0), "timing_library": e4m3_timing_proxy(), "carveout": carveout_switch(),
-              "ceilings": measure_ceilings().__dict__,
+    result = {"gpu": torch.cuda.get_device_name(0), **timing_conditions(), "ceilings": measure_ceilings().__dict__,
               "one_kernel_floor_ms": round(graph_floor_ms(1), 5), "two_kernel_floor_ms": round(graph_floor_ms(2), 5),
               "rows": []}
     if a.repeat > 1:

@@ -1,11 +1,11 @@
-"""A static census of a kernel's MMA loops in its SASS (no GPU): for each innermost loop that issues tensor-core MMAs
-(a backward branch's range holding HMMA / QMMA / HGMMA and no smaller such loop), its instruction count, the
-classes that matter for a prediction (MMAs, shared and global loads and stores, shuffles, MUFU, barriers and
-mbarrier operations, spills) and the longest chain of dependent warp-level MMAs in one pass (`chain`: each MMA that
+"""A static census of a kernel's MMA loops in its SASS (no GPU): for each innermost loop that issues tensor-core MMAs (a
+backward branch's range holding HMMA / QMMA / HGMMA and no smaller such loop), its instruction count, the classes
+that matter for a prediction (MMAs, shared and global loads and stores, shuffles, MUFU, barriers and mbarrier
+operations, spills) and the longest chain of dependent warp-level MMAs in one pass (`chain`: each MMA that
 accumulates onto the register another one wrote, with no other write between; a warp issuing n MMAs in chains of
-depth d waits on the MMA latency unless n / d chains cover it). The counts are static (a branch inside a loop, such as a rescale that is usually
-skipped, counts in full: `FMUL` is listed so it can be subtracted). What docs/performance-history.md's census did by
-hand, for a prediction written before a device call.
+depth d waits on the MMA latency unless n / d chains cover it). The counts are static (a branch inside a loop, such
+as a rescale that is usually skipped, counts in full: `FMUL` is listed so it can be subtracted). What
+docs/performance-history.md's census did by hand, for a prediction written before a device call.
 
     python scripts/sass_census.py LIB --kernel verify_sm120_roles_kernel [--arch sm_90a] [--loads] [--json FILE]
 """

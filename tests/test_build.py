@@ -168,6 +168,7 @@ def test_the_carveout_switch_is_a_timing_condition_the_results_record_not_a_buil
     assert build.carveout_switch() == 100 and build.build_library(("sm_120a", "sm_90a"), progress=False).library == \
         built[0].library
     assert b"KDT_CARVEOUT" in built[0].library.read_bytes()
+    assert build.timing_conditions()["carveout"] == 100  # what every timing result records
     for bad in ("101", "-1", "max", ""):
         monkeypatch.setenv("KDT_CARVEOUT", bad)
         assert build.carveout_switch() is None, bad

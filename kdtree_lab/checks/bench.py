@@ -288,11 +288,10 @@ def run_items(name: str, items: list[tuple[Shape, list[str]]], progress: bool = 
         from ..core.display import progress as bar
 
         items = bar(items, desc=f"bench {name}", unit="shape")
-    from ..kernels.build import carveout_switch, e4m3_timing_proxy
+    from ..kernels.build import timing_conditions
 
     result = {"preset": name, "ceilings": asdict(ceilings), "sglang": have, "timing": method, "rows": rows,
-              "timing_library": e4m3_timing_proxy(),  # True: e4m3 MMAs issued as sm_120a issues them, values wrong
-              "carveout": carveout_switch()}  # KDT_CARVEOUT's percentage (100: the card's L1), None: the driver's
+              **timing_conditions()}
     if resume:
         result["resumed_from"] = {"rows": len(resume["rows"]), "ceilings": resume.get("ceilings")}
     for shape, chosen in items:

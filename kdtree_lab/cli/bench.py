@@ -58,12 +58,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
         labels = fleet_labels(args)
         rep = fleet.bench(items, labels, args.timing, args.scheduler)
-        from ..kernels.build import carveout_switch, e4m3_timing_proxy
+        from ..kernels.build import timing_conditions
 
         result = {"preset": name, "ceilings": {o.gpu: o.value["ceilings"] for o in rep.outcomes
                                                       if o.error is None},
                   "sglang": sglang_available(), "timing": args.timing, "provenance": provenance(),
-                  "timing_library": e4m3_timing_proxy(), "carveout": carveout_switch()}  # as a one-GPU run records
+                  **timing_conditions()}  # as a one-GPU run records
         if out:
             out.write_text(json.dumps(jsonable(result | {"gpus": rep.summary(), "complete": rep.complete,
                                                          "rows": rep.rows}), indent=2) + "\n")

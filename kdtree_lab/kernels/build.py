@@ -158,6 +158,12 @@ def carveout_switch() -> int | None:
     return int(v) if v is not None and v.isascii() and v.isdigit() and int(v) <= 100 else None  # as the library
 
 
+def timing_conditions() -> dict:
+    """What a timing result records of the environment's timing switches: ``timing_library`` (True: e4m3 MMAs issued
+    as sm_120a issues them, values wrong) and ``carveout`` (KDT_CARVEOUT's percentage, None: the driver's)."""
+    return {"timing_library": e4m3_timing_proxy(), "carveout": carveout_switch()}
+
+
 def phase_clocks() -> bool:
     """KDT_PHASE_CLOCKS=1 in the environment: build the phase library, whose sm_120 e4m3 forms and combine stamp
     each warp's progress through its CTA's work (kernels/common/phase.cuh; kdtree_lab.checks.phase_clocks reads it).
