@@ -28,6 +28,7 @@
 
 #include "ceilings/mma_peak.cuh"
 #include "combine/verify_reduce.cuh"
+#include "mma_sync/e4m3_q_pass.cuh"
 #include "mma_sync/verify_sm120.cuh"
 #include "mma_sync/verify_sm120_e4m3.cuh"
 #include "mma_sync/verify_sm120_e4m3_32.cuh"
@@ -102,6 +103,7 @@ int g_forced_config = -1;                 // kdtree_verify_force_config
 int g_fp8_math = KDT_FP8_MATH_AUTO;       // kdtree_verify_set_fp8_math
 
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
+size_t round256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 // The combine kernel after the split kernel on stream s: reduce_warps(nsplit + 1) warps per (row, quarter), and on
 // compute capability 9.0 and later with programmatic stream serialization, so that it launches while the split
@@ -126,10 +128,10 @@ bool launch_combine_w(const Params& p, bool pdl, cudaStream_t s) {
 }
 
 // KDT_CARVEOUT=<percent 0..100> (read once per process, a timing switch; docs/performance.md, "The fixed cost per
-// call"): one preferred shared-memory carveout for every split kernel and the combine. 100 leaves an H200's SM the
-// ~28 KB of L1 an sm_120 card keeps beside our 99 KB of shared memory (128 KB per SM there, 256 KB here), so what
-// the H200's larger L1 would catch (Q read again after its max pass) costs what it would on the card. Set on each
-// device before its first launch.
+// call"): one preferred shared-memory carveout for every split kernel, the combine and the e4m3 Q pass. 100 leaves an
+// H200's SM the ~28 KB of L1 an sm_120 card keeps beside our 99 KB of shared memory (128 KB per SM there, 256 KB
+// here), so what the H200's larger L1 would catch costs what it would on the card. Set on each device before its
+// first launch.
 // The percentage as kdtree_lab.kernels.build.carveout_switch reads it (ASCII digits only, <= 100), else -1.
 int carveout_percent() {
   static const int pct = [] {
@@ -156,8 +158,29 @@ void apply_carveout_switch(int dev) {
   cudaFuncSetAttribute(verify_reduce_kernel<1>, cudaFuncAttributePreferredSharedMemoryCarveout, pct);
   cudaFuncSetAttribute(verify_reduce_kernel<2>, cudaFuncAttributePreferredSharedMemoryCarveout, pct);
   cudaFuncSetAttribute(verify_reduce_kernel<4>, cudaFuncAttributePreferredSharedMemoryCarveout, pct);
+  cudaFuncSetAttribute(e4m3_q_pass_kernel, cudaFuncAttributePreferredSharedMemoryCarveout, pct);
   cudaGetLastError();  // leave no error of an attribute call behind for the launch checks
   g_carveout_set[dev] = true;
+}
+
+// A split kernel after the kernel before it on stream s, with programmatic stream serialization where pdl (it then
+// launches while that kernel runs and waits in griddepcontrol.wait before reading what it writes)
+bool launch_after(const ConfigEntry& ce, dim3 grid, const Params& p, bool pdl, cudaStream_t s) {
+  cudaLaunchConfig_t lc = {};
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  lc.gridDim = grid;
+  lc.blockDim = dim3(ce.threads);
+  lc.dynamicSmemBytes = ce.dynamic_smem;
+  lc.stream = s;
+  lc.attrs = attr;
+  lc.numAttrs = pdl ? 1 : 0;
+  if (cudaLaunchKernelEx(&lc, ce.kernel, p) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return true;
 }
 
 bool launch_combine(const Params& p, bool pdl, cudaStream_t s) {
@@ -178,7 +201,10 @@ extern "C" {
 size_t kdtree_verify_workspace_bytes(int max_bs, int num_draft, int num_heads, int nsplit) {
   if (max_bs < 1 || num_draft < 1 || num_heads < 1 || nsplit < 1) return 0;
   const size_t rows = (size_t)max_bs * (size_t)(nsplit + 1) * (size_t)num_draft * (size_t)num_heads;
-  return HEADER_BYTES + rows * D_V * sizeof(float) + ((rows * sizeof(float) + 255) / 256) * 256;
+  const size_t r = (size_t)num_draft * (size_t)num_heads;  // the e4m3 Q pass's rows, padded as q8_rows pads them
+  const size_t q8 = (size_t)max_bs * ((r + Q8_ROWS_ALIGN - 1) / Q8_ROWS_ALIGN * Q8_ROWS_ALIGN);
+  return HEADER_BYTES + rows * D_V * sizeof(float) + round256(rows * sizeof(float)) + q8 * 2 * Q8_TERM_BYTES +
+         round256(q8 * sizeof(float));
 }
 
 int kdtree_verify_num_configs(void) { return kNumConfigs; }
@@ -328,15 +354,26 @@ int kdtree_verify_attn_flash_paged_cg(
   p.status = reinterpret_cast<unsigned int*>(ws);
   p.o_part = reinterpret_cast<float*>(ws + HEADER_BYTES);
   p.lse_part = reinterpret_cast<float*>(ws + HEADER_BYTES + rows * D_V * sizeof(float));
+  const size_t q8 = (size_t)bs * q8_rows(p.R);
+  p.q8 = ws + HEADER_BYTES + rows * D_V * sizeof(float) + round256(rows * sizeof(float));
+  p.q8_scale = reinterpret_cast<float*>(p.q8 + q8 * 2 * Q8_TERM_BYTES);
 
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   apply_carveout_switch(dev);
   const dim3 grid((p.R + ce.block_m - 1) / ce.block_m * ce.cluster, nsplit + 1, bs);
-  ce.kernel<<<grid, ce.threads, ce.dynamic_smem, s>>>(p);
-  if (cudaGetLastError() != cudaSuccess) return KDT_ERR_LAUNCH;
-  // KDT_NO_PDL=1 (read once per process): launch the combine without PDL, to time the difference (docs/performance.md)
+  // KDT_NO_PDL=1 (read once per process): launch the combine and a Q pass's split kernel without PDL, to time the
+  // difference (docs/performance.md)
   static const bool no_pdl = getenv("KDT_NO_PDL") != nullptr;
-  return launch_combine(p, d.cc >= 90 && !no_pdl, s) ? KDT_OK : KDT_ERR_LAUNCH;
+  const bool pdl = d.cc >= 90 && !no_pdl;
+  if (ce.q_pass) {  // the e4m3 forms: Q's terms once per call, then the split kernel as its PDL dependent
+    e4m3_q_pass_kernel<<<dim3(q8_rows(p.R) / 16, bs), QPass::THREADS, 0, s>>>(p);
+    if (cudaGetLastError() != cudaSuccess) return KDT_ERR_LAUNCH;
+    if (!launch_after(ce, grid, p, pdl, s)) return KDT_ERR_LAUNCH;
+  } else {
+    ce.kernel<<<grid, ce.threads, ce.dynamic_smem, s>>>(p);
+    if (cudaGetLastError() != cudaSuccess) return KDT_ERR_LAUNCH;
+  }
+  return launch_combine(p, pdl, s) ? KDT_OK : KDT_ERR_LAUNCH;
 }
 
 int kdtree_verify_mma_ceiling(int blocks, int iters, int kind, float* sink, void* stream) {

@@ -46,8 +46,10 @@ typedef enum {
 #define KDT_KV_BF16 0
 #define KDT_KV_FP8_E4M3 1
 
-// Bytes of workspace one call needs for (bs, num_draft, num_heads, nsplit): a 256-byte header (status word)
-// plus fp32 partial outputs and log-sum-exps for nsplit prefix splits and one draft split.
+// Bytes of workspace one call needs for (bs, num_draft, num_heads, nsplit): a 256-byte header (status word),
+// fp32 partial outputs and log-sum-exps for nsplit prefix splits and one draft split, then the e4m3 Q pass's terms and
+// row scales (each request's num_draft x num_heads rows padded to 64; 1,156 B a row; read by the e4m3 configurations,
+// held for every configuration so that one size serves them all).
 KDT_API size_t kdtree_verify_workspace_bytes(int max_bs, int num_draft, int num_heads, int nsplit);
 
 KDT_API int kdtree_verify_attn_flash_paged_cg(

@@ -77,9 +77,17 @@ def test_plan_refuses_bad_sizes_in_one_line(args, needle):
 
 
 def test_workspace_layout():
-    # header, then 4-byte partial rows of 512 and an fp32 LSE per row padded to 256 bytes
+    # header, then 4-byte partial rows of 512 and an fp32 LSE per row padded to 256 bytes, then the e4m3 Q pass's
+    # rows (each request's padded to 64): two e4m3 terms of 576 bytes and an fp32 scale, padded to 256 bytes
     rows = 2 * (3 + 1) * 16 * 8
-    assert launch_plan.workspace_bytes(2, 16, 8, 3) == 256 + rows * 512 * 4 + (rows * 4 + 255) // 256 * 256
+    q8 = 2 * 128
+    assert launch_plan.workspace_bytes(2, 16, 8, 3) == (256 + rows * 512 * 4 + (rows * 4 + 255) // 256 * 256
+                                                        + q8 * 1152 + (q8 * 4 + 255) // 256 * 256)
+    q8 = 3 * 64  # 4 x 8 = 32 rows a request, padded to 64
+    assert launch_plan.workspace_bytes(3, 4, 8, 1) - launch_plan.workspace_bytes(3, 4, 8, 1, partial_bytes=0) == (
+        3 * 2 * 4 * 8 * 512 * 4)
+    assert launch_plan.workspace_bytes(3, 4, 8, 1, partial_bytes=0) == (256 + (3 * 2 * 32 * 4 + 255) // 256 * 256
+                                                                       + q8 * 1152 + (q8 * 4 + 255) // 256 * 256)
     assert launch_plan.workspace_bytes(2, 16, 8, 3, partial_bytes=2) < launch_plan.workspace_bytes(2, 16, 8, 3)
 
 

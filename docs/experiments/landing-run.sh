@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
-# Device calls (issue 52): the whole suite's gates of the two measured changes that wait to land, passed once for
-# both together, then issue 52's figures from one run of the stack. Each change was timed against main in the same
-# call on 2026-12-05 (data/results/h100/2026-12-05-device-queue/): the 64-row e4m3 form's Q prologue with its loads in
-# flight (e4m3-64-q-prologue.patch: -4.4 us a short call under KDT_CARVEOUT=100) and the role split's softmax in the PV
-# group (roles-pv-softmax.patch: -7% at the bf16 headline, -10% at B = 8); both gave main's outputs bit for bit and
-# were sanitizer-clean there. Gated one by one they would take three calls (~27 device-minutes); together, two:
+# Device calls (issue 52): the whole suite's gates of the PV-side softmax (roles-pv-softmax.patch: -7% at the bf16
+# headline, -10% at B = 8, main's outputs bit for bit, sanitizer-clean on 2026-12-05,
+# data/results/h100/2026-12-05-device-queue/) on main, which holds the Q pass since 2026-12-05 (its e4m3 gates passed,
+# data/results/h100/2026-12-05-q-pass/; these calls run the rest of the suite over it too), then issue 52's figures
+# from one run:
 #   bash docs/experiments/landing-run.sh gates        the parity and graph tests (edge grid + 500 random, 23 capture
 #                                                     sizes x 100 replays, calls back to back; ~6-8 minutes serially)
 #   bash docs/experiments/landing-run.sh gates2 grid  the hook against SGLang and the wgmma tests (~3-4 minutes), then
-#                                                     the stack's timings (grid below) in what the call has left
+#                                                     the timings (grid below) in what the call has left
 #   bash docs/experiments/landing-run.sh gates3       the four sanitizers over every configuration this GPU launches
 #   bash docs/experiments/landing-run.sh grid         issue 52's figures from one run: `bench --preset card-floor`
 #                                                     (timing library) and the fixed cost (scripts/fixed_cost.py)
@@ -17,7 +16,7 @@
 # move the patches and their run scripts to the results folder, then regenerate the tables (scripts/readme_tables.py).
 # Carry .whl-sglang. Results in $OUT/results.tar.gz (packed after each step). tests/test_experiments.py builds STACK
 # applied together, in this order.
-STACK=(e4m3-64-q-prologue.patch roles-pv-softmax.patch)
+STACK=(roles-pv-softmax.patch)
 set -uo pipefail
 WHEELS=${WHEELS:-.whl-sglang}
 export KDT_PACK_DIR=/tmp/r  # results, packed into $OUT/results.tar.gz after each step (pack)

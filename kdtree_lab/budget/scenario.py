@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from ..kernels.launch_plan import HEADER_BYTES, plan
-from ..core.mla import D_V
+from ..kernels.launch_plan import HEADER_BYTES, Q8_ROWS_ALIGN, plan
+from ..core.mla import D_QK, D_V
 from .calculator import BudgetResult, compute
 from .inputs import GIB, BudgetInputs, mib
 from .prefill_activations import ACTIVATION_MODELS
@@ -111,10 +111,14 @@ def workspace_lines(base: BudgetInputs = REFERENCE) -> list[dict]:
 
     def layout(name: str, b: int, splits: int) -> list[dict]:
         rows = b * (splits + 1) * n * heads
+        q8 = b * math.ceil(n * heads / Q8_ROWS_ALIGN) * Q8_ROWS_ALIGN
         return block(name, [("header (status word)", "256 B", HEADER_BYTES),
                             (f"partial outputs: {b} requests x ({splits} splits + 1 draft block) x {n} nodes x "
                              f"{heads} heads = {rows:,} rows", f"rows x {D_V} x fp32", rows * D_V * 4),
-                            ("partial LSE", "rows x fp32, padded to 256 B", math.ceil(rows * 4 / 256) * 256)])
+                            ("partial LSE", "rows x fp32, padded to 256 B", math.ceil(rows * 4 / 256) * 256),
+                            (f"e4m3 Q pass: {b} requests x {q8 // b} rows ({n} x {heads} padded to {Q8_ROWS_ALIGN})",
+                             f"rows x 2 x {D_QK} B", q8 * 2 * D_QK),
+                            ("e4m3 Q pass scales", "rows x fp32, padded to 256 B", math.ceil(q8 * 4 / 256) * 256)])
 
     at_bs = lp.batches[bs]
     same = at_bs.workspace_bytes == lp.workspace_bytes

@@ -19,9 +19,10 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from ..core.mla import D_V
+from ..core.mla import D_QK, D_V
 
 HEADER_BYTES = 256  # the workspace's header (the status word), kernels/common/frame.cuh HEADER_BYTES
+Q8_ROWS_ALIGN = 64  # the e4m3 Q pass pads a request's rows to this, kernels/common/frame.cuh Q8_ROWS_ALIGN
 MAX_NSPLIT = 512  # the C ABI's largest nsplit (kernels/common/frame.cuh MAX_NSPLIT)
 
 
@@ -52,9 +53,13 @@ def default_nsplit(bs: int, num_draft: int, num_heads: int, num_sms: int, row_ti
 
 def workspace_bytes(bs: int, num_draft: int, num_heads: int, nsplit: int, partial_bytes: int = 4) -> int:
     """Bytes of workspace a call needs: the header, then a partial output row (``D_V`` values of ``partial_bytes``)
-    and an fp32 LSE (padded to 256 bytes) for every (request, split or draft block, draft node, head)."""
+    and an fp32 LSE (padded to 256 bytes) for every (request, split or draft block, draft node, head), then the e4m3
+    Q pass's rows (each request's ``num_draft x num_heads`` padded to ``Q8_ROWS_ALIGN``): two e4m3 terms of ``D_QK``
+    bytes each and an fp32 logit scale (padded to 256 bytes)."""
     rows = bs * (nsplit + 1) * num_draft * num_heads
-    return HEADER_BYTES + rows * D_V * partial_bytes + math.ceil(rows * 4 / 256) * 256
+    q8 = bs * math.ceil(num_draft * num_heads / Q8_ROWS_ALIGN) * Q8_ROWS_ALIGN
+    return (HEADER_BYTES + rows * D_V * partial_bytes + math.ceil(rows * 4 / 256) * 256 + q8 * 2 * D_QK
+            + math.ceil(q8 * 4 / 256) * 256)
 
 
 class NoConfiguration(ValueError):

@@ -22,6 +22,10 @@ constexpr int D_V = 512;
 constexpr int CHUNKS = D_QK / 8;      // 16-byte chunks per 576-wide row
 constexpr int MIN_SPLIT_TOKENS = 64;  // a prefix split covers at least this many tokens
 constexpr int HEADER_BYTES = 256;     // workspace header (status word), kdtree_verify_workspace_bytes
+// The e4m3 forms' Q pass (mma_sync/e4m3_q_pass.cuh) keeps each request's rows, padded to Q8_ROWS_ALIGN, as two
+// e4m3 terms (Q8_TERM_BYTES each) and an fp32 logit scale in the workspace after the LSEs
+constexpr int Q8_ROWS_ALIGN = 64;
+constexpr int Q8_TERM_BYTES = D_QK;  // one e4m3 byte per dim
 constexpr int MAX_NSPLIT = 512;
 constexpr float LOG2E = 1.4426950408889634f;
 
@@ -43,6 +47,7 @@ struct Params {
   float scale_pre, scale_draft;  // log2-domain logit scales
   float v_scale;
   float* o_part; float* lse_part; unsigned int* status;
+  uint8_t* q8; float* q8_scale;  // the e4m3 forms' Q terms and row scales (their Q pass's; in the workspace)
 };
 
 __device__ __forceinline__ int64_t load_qo(const Params& p, int i) {
@@ -281,6 +286,7 @@ struct ConfigEntry {
   int arch;            // ARCH_*
   unsigned kv_dtypes;  // KV_*_BIT: the pools the kernel itself reads
   int cluster = 1;     // CTAs per row tile, one cluster (grid x = row tiles x cluster)
+  bool q_pass = false; // launched after the e4m3 Q pass (mma_sync/e4m3_q_pass.cuh), as its PDL dependent
 };
 
 }  // namespace kdt

@@ -1,9 +1,8 @@
 // What the two e4m3 forms (verify_sm120_e4m3.cuh, 64 rows; verify_sm120_e4m3_32.cuh, 32 rows) round per row: the
-// constants of their rounding, the Q prologue (a QK lane's two Q rows of one m-tile read from global memory, scaled
-// per (token, head) row by Q_MAX / max|row| and split into two e4m3 terms as m16n8k32 A fragment registers), P's
-// rounding to e4m3 in the accumulator's key order, and the PV epilogue of their interleaved output columns. The row
-// statistics both share with the bf16 role split (the reference maximum's move, the exponentials and row sums, their
-// publication) are in roles_common.cuh.
+// constants of their rounding, Q's split into two e4m3 terms (which the Q pass, e4m3_q_pass.cuh, runs once per call
+// for both forms), P's rounding to e4m3 in the accumulator's key order, and the PV epilogue of their interleaved output
+// columns. The row statistics both share with the bf16 role split (the reference maximum's move, the exponentials
+// and row sums, their publication) are in roles_common.cuh.
 #pragma once
 #include "../common/frame.cuh"
 #include "roles_common.cuh"
@@ -19,17 +18,11 @@ struct E4m3Round {
   static_assert(P_HEADROOM < P_LOG2_MAX, "a moved reference leaves room before the next move");
 };
 
-// The Q prologue of a QK lane (g = lane >> 2, t4 = lane & 3), written once for both forms: rows ra = r0 + g (h = 0)
-// and rb = r0 + 8 + g (h = 1) of the m-tile at r0 (row[h] from q_row: null past the request's rows), of which the
-// lane holds dims 32 j + 4 t4 .. + 3 and 32 j + 16 + 4 t4 .. + 3 of each 32-dim step j. Both rows are read once for
-// their max |value| over the quad (e4m3_q_absmax, e4m3_q_scale): qs[h] maps it to Q_MAX, scale[h] is the row's logit
-// scale with 1 / qs folded in. Q = (first + 2^-Q_LO_EXP second) / qs: e4m3_q_terms gives first, Q's e4m3 rounding,
-// and second, that of the rest times 2^Q_LO_EXP, so Q is held to about 2^-8 of each value (e4m3 alone: 2^-4, the
-// error of SGLang's own fp8 kernel).
-// The 64-row form declares the arrays (row, amax, qs, scale) as its own locals and calls e4m3_q_scales; the 32-row
-// form holds them in E4m3QRows, whose constructor runs the same max loop over its rows. Where the arrays live and
-// which function holds the max loop decide the order LLVM promotes and hoists them in, and with it each form's
-// sm_90a SASS, which this way stays what it was (data/results/cpu/2026-12-04-e4m3-prologue-once-64).
+// Q's terms: each (token, head) row is scaled by qs = Q_MAX / max|row| (its logit scale, scale_pre / qs, takes the
+// 1 / qs back) and split into two e4m3 terms, Q = (first + 2^-Q_LO_EXP second) / qs: first is Q's e4m3 rounding,
+// second that of the rest times 2^Q_LO_EXP, so Q is held to about 2^-8 of each value (e4m3 alone: 2^-4, the error
+// of SGLang's own fp8 kernel). A row's values are read 4 bf16 at a time (e4m3_q_ld4), each 4 giving one 32-bit
+// word of either term (e4m3_q_split4), as an m16n8k32 A register holds them.
 
 // 4 bf16 of row h at dim (8-byte aligned), zeros past the request's rows
 __device__ __forceinline__ uint2 e4m3_q_ld4(const __nv_bfloat16* const (&row)[2], int h, int dim) {
@@ -46,24 +39,10 @@ __device__ __forceinline__ float e4m3_q_absmax(float amax, uint2 v) {
   return fmaxf(amax,
                fmaxf(fmaxf(fabsf(bf16_lo(v.x)), fabsf(bf16_hi(v.x))), fmaxf(fabsf(bf16_lo(v.y)), fabsf(bf16_hi(v.y)))));
 }
-// a row's qs and scale from this lane's max |value| of it (amax: then the quad's)
-__device__ __forceinline__ void e4m3_q_scale(const Params& p, float& amax, float& qs, float& scale) {
-  amax = quad_max(amax);
+// a row's qs and scale from its max |value| (amax, over the whole row)
+__device__ __forceinline__ void e4m3_q_scale_of(const Params& p, float amax, float& qs, float& scale) {
   qs = amax > 0.f && isfinite(amax) ? E4m3Round::Q_MAX / amax : 1.f;
   scale = p.scale_pre / qs;
-}
-// The 64-row form's max loop: both rows' qs and scale (amax: {0, 0} on entry, the caller's, see above)
-__device__ __forceinline__ void e4m3_q_scales(const Params& p, const __nv_bfloat16* const (&row)[2], int t4,
-                                              float (&amax)[2], float (&qs)[2], float (&scale)[2]) {
-#pragma unroll 6
-  for (int j = 0; j < 18; ++j)
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-#pragma unroll
-      for (int half = 0; half < 2; ++half)
-        amax[h] = e4m3_q_absmax(amax[h], e4m3_q_ld4(row, h, 32 * j + 16 * half + 4 * t4));
-#pragma unroll
-  for (int h = 0; h < 2; ++h) e4m3_q_scale(p, amax[h], qs[h], scale[h]);
 }
 
 // x's e4m3 byte; rest: what it leaves, times 2^Q_LO_EXP
@@ -74,41 +53,15 @@ __device__ __forceinline__ uint32_t e4m3_q_split(float x, float& rest) {
   return b;
 }
 
-// A register 2 half + h of 32-dim step j (row h, dims 32 j + 16 half + 4 t4 .. + 3), straight from global memory: of
-// the first term and of the second
-__device__ __forceinline__ void e4m3_q_terms(const __nv_bfloat16* const (&row)[2], const float (&qs)[2], int t4, int j,
-                                             int half, int h, uint32_t& first, uint32_t& second) {
-  const uint2 v = e4m3_q_ld4(row, h, 32 * j + 16 * half + 4 * t4);
+// 4 bf16 of a row (one e4m3_q_ld4) times the row's qs as one word of 4 e4m3 values of each term: first, Q's e4m3
+// rounding, and second, that of the rest times 2^Q_LO_EXP
+__device__ __forceinline__ void e4m3_q_split4(uint2 v, float qs, uint32_t& first, uint32_t& second) {
   float r0, r1, r2, r3;
-  const uint32_t b0 = e4m3_q_split(bf16_lo(v.x) * qs[h], r0), b1 = e4m3_q_split(bf16_hi(v.x) * qs[h], r1);
-  const uint32_t b2 = e4m3_q_split(bf16_lo(v.y) * qs[h], r2), b3 = e4m3_q_split(bf16_hi(v.y) * qs[h], r3);
+  const uint32_t b0 = e4m3_q_split(bf16_lo(v.x) * qs, r0), b1 = e4m3_q_split(bf16_hi(v.x) * qs, r1);
+  const uint32_t b2 = e4m3_q_split(bf16_lo(v.y) * qs, r2), b3 = e4m3_q_split(bf16_hi(v.y) * qs, r3);
   first = b0 | (b1 << 8) | (b2 << 16) | (b3 << 24);
   second = pack_e4m3x4(r0, r1, r2, r3);
 }
-
-// The 32-row form's holder of the prologue's arrays (rows ra, rb; t4) and its max loop (the constructor).
-struct E4m3QRows {
-  const __nv_bfloat16* row[2];
-  float qs[2], scale[2];
-  int t4;
-
-  __device__ __forceinline__ E4m3QRows(const Params& p, const Work& w, int ra, int rb, int t4_)
-      : row{q_row(p, w, ra), q_row(p, w, rb)}, t4(t4_) {
-    float amax[2] = {0.f, 0.f};
-#pragma unroll 6
-    for (int j = 0; j < 18; ++j)
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-#pragma unroll
-        for (int half = 0; half < 2; ++half) amax[h] = e4m3_q_absmax(amax[h], ld4(h, 32 * j + 16 * half + 4 * t4));
-#pragma unroll
-    for (int h = 0; h < 2; ++h) e4m3_q_scale(p, amax[h], qs[h], scale[h]);
-  }
-  __device__ __forceinline__ uint2 ld4(int h, int dim) const { return e4m3_q_ld4(row, h, dim); }
-  __device__ __forceinline__ void terms(int j, int half, int h, uint32_t& first, uint32_t& second) const {
-    e4m3_q_terms(row, qs, t4, j, half, h, first, second);
-  }
-};
 
 // P of 16 keys (n-tiles a, b of the scores' accumulator layout) rounded to e4m3 as two m16n8k32 A registers: row g
 // (keys 2 t4, + 1, 8 + 2 t4, + 1) and row g + 8. The key order is the accumulator's (k 4 t4 + i is key

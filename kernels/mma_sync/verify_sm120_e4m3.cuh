@@ -31,6 +31,7 @@
 // (docs/performance.md, "e4m3 tensor cores on sm_120").
 #pragma once
 #include "../common/frame.cuh"
+#include "e4m3_q_pass.cuh"
 #include "e4m3_rows.cuh"
 #include "roles_common.cuh"
 #include "verify_sm120_roles.cuh"
@@ -71,38 +72,20 @@ __device__ __forceinline__ void e4m3_qk(const E4m3Ctx& c) {
   using E = CfgE4m3;
   const Params& p = c.p;
   const Work& w = c.w;
-  const int lane = threadIdx.x & 31, q = threadIdx.x >> 5, g = lane >> 2, t4 = lane & 3;
-  // the Q prologue (e4m3_rows.cuh): rows 16 q + g, + 8; the arrays are this function's (as e4m3_rows.cuh says why)
-  const __nv_bfloat16* qrow[2] = {q_row(p, w, 16 * q + g), q_row(p, w, 16 * q + 8 + g)};
-  float amax[2] = {0.f, 0.f};
-  float qs[2], scale[2];
-  e4m3_q_scales(p, qrow, t4, amax, qs, scale);
+  const int lane = threadIdx.x & 31, q = threadIdx.x >> 5, t4 = lane & 3;
+  // the Q prologue: m-tile q's terms as the Q pass wrote them (e4m3_q_pass.cuh), once it is done: the second's A
+  // fragments copied to this lane's shared slots for the tile loop (cp.async), the first's into registers
+  pdl_wait();
+  const Q8Tile qt(p, w, q, lane);
+  const float scale[2] = {qt.scale[0], qt.scale[1]};
   uint32_t qf[18][4];  // [32-dim step][A register]: Q's first term, rows g / g + 8, dims 4 t4 .. / 16 + 4 t4 ..
   const uint32_t qlo = c.base + C::O_QLO + (q * 18 * 32 + lane) * 16;  // + 512 j: step j's second term
-  // step j's A fragment of either term (second: the rest), straight from global memory; written to this lane's
-  // shared slot in rolled loops (unrolled, ptxas would hoist all 72 loads and spill), the first term then read
-  // into registers, the second left there for the tile loop
-  auto term = [&](int j, bool second) {
-    uint32_t a[4];
 #pragma unroll
-    for (int half = 0; half < 2; ++half)
+  for (int j = 0; j < 18; ++j) cp_async_16s(qlo + 512 * j, qt.src(1, j), 16);  // read back by this lane only
+  cp_async_commit();
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        uint32_t first, rest;
-        e4m3_q_terms(qrow, qs, t4, j, half, h, first, rest);
-        a[2 * half + h] = second ? rest : first;
-      }
-    st_shared_v4(qlo + 512 * j, make_uint4(a[0], a[1], a[2], a[3]));  // read back by this lane only
-  };
-#pragma unroll 1
-  for (int j = 0; j < 18; ++j) term(j, false);
-#pragma unroll
-  for (int j = 0; j < 18; ++j) {
-    const uint4 u = ld_shared_v4(qlo + 512 * j);
-    qf[j][0] = u.x, qf[j][1] = u.y, qf[j][2] = u.z, qf[j][3] = u.w;
-  }
-#pragma unroll 1
-  for (int j = 0; j < 18; ++j) term(j, true);
+  for (int j = 0; j < 18; ++j) qt.load(0, j, qf[j]);
+  cp_async_wait<0>();
   phase_mark(0, PH_PROLOGUE);
 
   // K fragments (common/layout.cuh, e4m3::k_frag_base): two bases by the parity of the 32-dim step, the rest
@@ -300,7 +283,7 @@ __global__ void __launch_bounds__(CfgRoles::THREADS, 1) verify_sm120_e4m3_kernel
 constexpr ConfigEntry sm120_e4m3_entry() {
   return ConfigEntry{CfgRoles::BM, CfgRoles::SLOTS, CfgRoles::THREADS, CfgRoles::SMEM, CfgE4m3::BN,
                      "verify_sm120_e4m3_kernel<64>", &verify_sm120_e4m3_kernel<CfgRoles::BM>, ARCH_MMA_SYNC,
-                     KV_FP8_BIT};
+                     KV_FP8_BIT, 1, true};  // one CTA a row tile; after the Q pass
 }
 
 }  // namespace kdt

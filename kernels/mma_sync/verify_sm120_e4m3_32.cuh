@@ -24,6 +24,7 @@
 // (sm120_cta) in the same 256 threads and its 86,912 B layout, which is what the launch gives every CTA.
 #pragma once
 #include "../common/frame.cuh"
+#include "e4m3_q_pass.cuh"
 #include "e4m3_rows.cuh"
 #include "roles_common.cuh"
 #include "verify_sm120.cuh"
@@ -64,15 +65,13 @@ __device__ __forceinline__ void e4m3x32_qk(const E4m3x32Ctx& c) {
   const Params& p = c.p;
   const Work& w = c.w;
   const int lane = threadIdx.x & 31, q = threadIdx.x >> 5, mq = q & 1, kh = q >> 1, g = lane >> 2, t4 = lane & 3;
-  // the Q prologue (e4m3_rows.cuh): both terms' A fragments of rows 16 mq + g, + 8 in registers
-  const E4m3QRows qr(p, w, 16 * mq + g, 16 * mq + 8 + g, t4);
+  // the Q prologue: both terms' A fragments of rows 16 mq + g, + 8 in registers, as the Q pass wrote them
+  // (e4m3_q_pass.cuh), once it is done
+  pdl_wait();
+  const Q8Tile qr(p, w, mq, lane);
   uint32_t qf[18][4], ql[18][4];
 #pragma unroll
-  for (int j = 0; j < 18; ++j)
-#pragma unroll
-    for (int half = 0; half < 2; ++half)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) qr.terms(j, half, h, qf[j][2 * half + h], ql[j][2 * half + h]);
+  for (int j = 0; j < 18; ++j) qr.load(0, j, qf[j]), qr.load(1, j, ql[j]);
   phase_mark(0, PH_PROLOGUE);
 
   // K fragments of this warp's 16 keys (common/layout.cuh, e4m3::k_frag_base, + 16 rows for the second half)
@@ -270,7 +269,8 @@ __global__ void __launch_bounds__(CfgE4m3x32::THREADS, 1) verify_sm120_e4m3_32_k
 
 constexpr ConfigEntry sm120_e4m3_32_entry() {
   return ConfigEntry{CfgE4m3x32::BM, CfgE4m3x32::SLOTS, CfgE4m3x32::THREADS, CfgE4m3x32::SMEM, CfgE4m3x32::BN,
-                     "verify_sm120_e4m3_32_kernel", &verify_sm120_e4m3_32_kernel, ARCH_MMA_SYNC, KV_FP8_BIT};
+                     "verify_sm120_e4m3_32_kernel", &verify_sm120_e4m3_32_kernel, ARCH_MMA_SYNC, KV_FP8_BIT,
+                     1, true};  // one CTA a row tile; after the Q pass
 }
 
 }  // namespace kdt
