@@ -5,9 +5,10 @@
 //                the prefix and draft-block pipelines, the tree mask, the partial-row epilogue) and the
 //                shared-memory layouts host checks share (layout.cuh)
 //   mma_sync/    warp-level mma.sync kernels (sm_80..sm_120): what sm_120 runs, verify_sm120 (32 rows and fewer)
-//                and its second generation verify_sm120_roles (above 32 rows), the e4m3 tensor-core configuration
-//                verify_sm120_e4m3 (fp8 pools), and what roles and e4m3 share (roles_common.cuh: the context, the
-//                m-tile softmax, the P hand-off, the epilogue)
+//                and its second generation verify_sm120_roles (above 32 rows), the e4m3 tensor-core forms
+//                verify_sm120_e4m3 and verify_sm120_e4m3_32 (fp8 pools) with their Q pass (e4m3_q_pass.cuh: Q's
+//                e4m3 terms once per call, the split kernel its PDL dependent), and what roles and e4m3 share
+//                (roles_common.cuh: the context, the m-tile softmax, the P hand-off, the epilogue)
 //   sm90/        the sm_90a warpgroup-MMA kernels: v5 (the default on compute capability 9.x: v4 with its two
 //                warpgroups out of step) and v4 (forced, and its e4m3 variant, which fp8 pools run under v5), and
 //                the frame both use (wgmma_common.cuh: swizzle atoms, descriptors, wgmma wrappers, v4's step,
@@ -103,28 +104,53 @@ int g_forced_config = -1;                 // kdtree_verify_force_config
 int g_fp8_math = KDT_FP8_MATH_AUTO;       // kdtree_verify_set_fp8_math
 
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
-size_t round256(size_t bytes) { return (bytes + 255) / 256 * 256; }
+// The workspace of a call with bs requests, R rows each, nsplit splits: byte offsets of its regions and its size
+// (kdtree_verify_workspace_bytes; Python's twin: launch_plan.workspace_bytes). A 256-byte header (the status word),
+// fp32 partial rows for every (request, split or draft block, row), their fp32 LSEs (padded to 256 B), then the e4m3
+// Q pass's rows (q8_rows of R per request): two e4m3 terms of D_QK bytes each, then an fp32 scale each (padded).
+struct WorkspaceLayout {
+  size_t o_part, lse_part, q8, q8_scale, bytes;
+};
+WorkspaceLayout workspace_layout(size_t bs, size_t R, size_t nsplit) {
+  auto round256 = [](size_t n) { return (n + 255) / 256 * 256; };
+  const size_t rows = bs * (nsplit + 1) * R, q8 = bs * q8_rows(R);
+  WorkspaceLayout l;
+  l.o_part = HEADER_BYTES;
+  l.lse_part = l.o_part + rows * D_V * sizeof(float);
+  l.q8 = l.lse_part + round256(rows * sizeof(float));
+  l.q8_scale = l.q8 + q8 * 2 * Q8_TERM_BYTES;
+  l.bytes = l.q8_scale + round256(q8 * sizeof(float));
+  return l;
+}
 
-// The combine kernel after the split kernel on stream s: reduce_warps(nsplit + 1) warps per (row, quarter), and on
-// compute capability 9.0 and later with programmatic stream serialization, so that it launches while the split
-// kernel's last CTAs run (they call griddepcontrol.launch_dependents) and waits in griddepcontrol.wait.
-template <int W>
-bool launch_combine_w(const Params& p, bool pdl, cudaStream_t s) {
-  const dim3 grid((p.R * 4 + 4 / W - 1) / (4 / W), p.bs);
+// kernel on stream s after the kernel before it, with programmatic stream serialization where pdl (compute
+// capability 9.0 and later): it then launches while that kernel runs and waits in griddepcontrol.wait (pdl_wait)
+// before reading what it writes, which that kernel lets it do by griddepcontrol.launch_dependents
+bool launch_dependent(void (*kernel)(Params), dim3 grid, dim3 block, size_t smem, const Params& p, bool pdl,
+                      cudaStream_t s) {
   cudaLaunchConfig_t lc = {};
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   lc.gridDim = grid;
-  lc.blockDim = dim3(128);
+  lc.blockDim = block;
+  lc.dynamicSmemBytes = smem;
   lc.stream = s;
   lc.attrs = attr;
   lc.numAttrs = pdl ? 1 : 0;
-  if (cudaLaunchKernelEx(&lc, verify_reduce_kernel<W>, p) != cudaSuccess) {
+  if (cudaLaunchKernelEx(&lc, kernel, p) != cudaSuccess) {
     cudaGetLastError();
     return false;
   }
   return true;
+}
+
+// The combine kernel after the split kernel: reduce_warps(nsplit + 1) warps per (row, quarter), launched while the
+// split kernel's last CTAs run (they call griddepcontrol.launch_dependents) where pdl.
+template <int W>
+bool launch_combine_w(const Params& p, bool pdl, cudaStream_t s) {
+  return launch_dependent(verify_reduce_kernel<W>, dim3((p.R * 4 + 4 / W - 1) / (4 / W), p.bs), dim3(128), 0, p, pdl,
+                          s);
 }
 
 // KDT_CARVEOUT=<percent 0..100> (read once per process, a timing switch; docs/performance.md, "The fixed cost per
@@ -163,26 +189,6 @@ void apply_carveout_switch(int dev) {
   g_carveout_set[dev] = true;
 }
 
-// A split kernel after the kernel before it on stream s, with programmatic stream serialization where pdl (it then
-// launches while that kernel runs and waits in griddepcontrol.wait before reading what it writes)
-bool launch_after(const ConfigEntry& ce, dim3 grid, const Params& p, bool pdl, cudaStream_t s) {
-  cudaLaunchConfig_t lc = {};
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  lc.gridDim = grid;
-  lc.blockDim = dim3(ce.threads);
-  lc.dynamicSmemBytes = ce.dynamic_smem;
-  lc.stream = s;
-  lc.attrs = attr;
-  lc.numAttrs = pdl ? 1 : 0;
-  if (cudaLaunchKernelEx(&lc, ce.kernel, p) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  return true;
-}
-
 bool launch_combine(const Params& p, bool pdl, cudaStream_t s) {
   switch (reduce_warps(p.nsplit + 1)) {
     case 1: return launch_combine_w<1>(p, pdl, s);
@@ -200,11 +206,7 @@ extern "C" {
 
 size_t kdtree_verify_workspace_bytes(int max_bs, int num_draft, int num_heads, int nsplit) {
   if (max_bs < 1 || num_draft < 1 || num_heads < 1 || nsplit < 1) return 0;
-  const size_t rows = (size_t)max_bs * (size_t)(nsplit + 1) * (size_t)num_draft * (size_t)num_heads;
-  const size_t r = (size_t)num_draft * (size_t)num_heads;  // the e4m3 Q pass's rows, padded as q8_rows pads them
-  const size_t q8 = (size_t)max_bs * ((r + Q8_ROWS_ALIGN - 1) / Q8_ROWS_ALIGN * Q8_ROWS_ALIGN);
-  return HEADER_BYTES + rows * D_V * sizeof(float) + round256(rows * sizeof(float)) + q8 * 2 * Q8_TERM_BYTES +
-         round256(q8 * sizeof(float));
+  return workspace_layout(max_bs, (size_t)num_draft * (size_t)num_heads, nsplit).bytes;
 }
 
 int kdtree_verify_num_configs(void) { return kNumConfigs; }
@@ -350,13 +352,12 @@ int kdtree_verify_attn_flash_paged_cg(
   p.bs = bs; p.N = num_draft; p.H = num_heads; p.R = num_draft * num_heads; p.nsplit = nsplit;
   p.scale_pre = sm_scale * k_scale * LOG2E; p.scale_draft = sm_scale * LOG2E; p.v_scale = v_scale;
   unsigned char* ws = static_cast<unsigned char*>(workspace);
-  const size_t rows = (size_t)bs * (nsplit + 1) * p.R;
+  const WorkspaceLayout wl = workspace_layout(bs, p.R, nsplit);
   p.status = reinterpret_cast<unsigned int*>(ws);
-  p.o_part = reinterpret_cast<float*>(ws + HEADER_BYTES);
-  p.lse_part = reinterpret_cast<float*>(ws + HEADER_BYTES + rows * D_V * sizeof(float));
-  const size_t q8 = (size_t)bs * q8_rows(p.R);
-  p.q8 = ws + HEADER_BYTES + rows * D_V * sizeof(float) + round256(rows * sizeof(float));
-  p.q8_scale = reinterpret_cast<float*>(p.q8 + q8 * 2 * Q8_TERM_BYTES);
+  p.o_part = reinterpret_cast<float*>(ws + wl.o_part);
+  p.lse_part = reinterpret_cast<float*>(ws + wl.lse_part);
+  p.q8 = ws + wl.q8;
+  p.q8_scale = reinterpret_cast<float*>(ws + wl.q8_scale);
 
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   apply_carveout_switch(dev);
@@ -366,9 +367,9 @@ int kdtree_verify_attn_flash_paged_cg(
   static const bool no_pdl = getenv("KDT_NO_PDL") != nullptr;
   const bool pdl = d.cc >= 90 && !no_pdl;
   if (ce.q_pass) {  // the e4m3 forms: Q's terms once per call, then the split kernel as its PDL dependent
-    e4m3_q_pass_kernel<<<dim3(q8_rows(p.R) / 16, bs), QPass::THREADS, 0, s>>>(p);
+    e4m3_q_pass_kernel<<<dim3(q8_rows(p.R) / QPass::GROUP_ROWS, bs), QPass::THREADS, 0, s>>>(p);
     if (cudaGetLastError() != cudaSuccess) return KDT_ERR_LAUNCH;
-    if (!launch_after(ce, grid, p, pdl, s)) return KDT_ERR_LAUNCH;
+    if (!launch_dependent(ce.kernel, grid, dim3(ce.threads), ce.dynamic_smem, p, pdl, s)) return KDT_ERR_LAUNCH;
   } else {
     ce.kernel<<<grid, ce.threads, ce.dynamic_smem, s>>>(p);
     if (cudaGetLastError() != cudaSuccess) return KDT_ERR_LAUNCH;

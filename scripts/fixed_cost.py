@@ -35,14 +35,16 @@ NSPLITS = (1, 4, 16, 32, 66, 131)
 
 def graph_floor_ms(kernels: int) -> float:
     """Median replay time of a graph holding ``kernels`` dependent one-element kernels, timed like every benchmark
-    row: the floor of a call made of that many kernels (2: split + combine; 1: a design that merges in-kernel)."""
+    row: the floor of a call made of that many kernels (2: split + combine; 3: an e4m3 form's Q pass, split and
+    combine; 1: a design that merges in-kernel)."""
     x = torch.zeros(1, device="cuda")
     return graph_median_ms(lambda i: [x.add_(1) for _ in range(kernels)], 1, iters=200)[0]
 
 
 def marginal_floor_ms(kernels: int, repeat: int) -> float:
     """What ``kernels`` dependent one-element kernels add inside a larger graph, timed like marginal_ms: the launch
-    share of a call's marginal cost (2: split + combine), so the rest is the kernels' own work."""
+    share of a call's marginal cost (2: split + combine; an e4m3 form's call launches 3), so the rest is the kernels'
+    own work."""
     return (graph_floor_ms(kernels * repeat) - graph_floor_ms(kernels)) / (repeat - 1)
 
 

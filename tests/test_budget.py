@@ -186,6 +186,8 @@ def test_calibration_against_committed_h200_graph_results():
     rows = calibrate.calibration_rows(data)
     assert {r["quantity"] for r in rows} == {"workspace", "graph_pool"}
     assert all(abs(r["ratio"] - 1) <= 0.10 for r in rows), rows
+    # the run predates the e4m3 Q pass's rows in the workspace; docs/memory.md quotes this ratio
+    assert {r["quantity"]: r["ratio"] for r in rows}["workspace"] == 0.955
 
 
 SGLANG_STATE = RESULTS / "h200" / "2026-12-01-sglang-graph-state" / "graph-state.json"

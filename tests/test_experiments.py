@@ -85,7 +85,7 @@ def test_an_allowance_covers_only_its_kernel_and_must_match():
 
 
 def test_a_stack_line_is_found(tmp_path):
-    """A run script's STACK line names its patches in order (the landing stack of 2026-12-05 used it; none waits now)."""
+    """A run script's STACK line names its patches in order (landing-run.sh's)."""
     (tmp_path / "landing-run.sh").write_text("#!/usr/bin/env bash\nSTACK=(a.patch b.patch)\nset -u\n")
     (tmp_path / "other-run.sh").write_text("#!/usr/bin/env bash\n# STACK=(c.patch) in a comment is not one\n")
     assert _stacks(tmp_path) == [(tmp_path / "landing-run.sh", [tmp_path / "a.patch", tmp_path / "b.patch"])]

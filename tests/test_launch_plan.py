@@ -109,6 +109,7 @@ def _defines(path: Path) -> set[str]:
 def test_one_home_for_the_split_rule_the_workspace_the_mla_constants_and_the_c_abi():
     plan, mla, abi, dtypes = "kernels/launch_plan.py", "core/mla.py", "kernels/abi.py", "core/dtypes.py"
     homes = {"default_nsplit": plan, "MAX_NSPLIT": plan, "HEADER_BYTES": plan, "workspace_bytes": plan,
+             "Q8_ROWS_ALIGN": plan, "q8_rows": plan,
              "D_QK": mla, "D_V": mla, "MODEL_SM_SCALE": mla, "KERNEL_DEFAULT_SM_SCALE": mla, "ABI_VERSION": abi,
              "KV_BF16": abi, "KV_CODES": abi, "FLAG_INDEX_OUT_OF_POOL": abi, "KdtConfig": abi, "declare": abi,
              "_declare": abi, "KV_DTYPES": dtypes, "kv_dtype_name": dtypes}

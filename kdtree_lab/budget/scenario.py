@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from ..kernels.launch_plan import HEADER_BYTES, Q8_ROWS_ALIGN, plan
+from ..kernels.launch_plan import HEADER_BYTES, Q8_ROWS_ALIGN, plan, q8_rows
 from ..core.mla import D_QK, D_V
 from .calculator import BudgetResult, compute
 from .inputs import GIB, BudgetInputs, mib
@@ -111,7 +111,7 @@ def workspace_lines(base: BudgetInputs = REFERENCE) -> list[dict]:
 
     def layout(name: str, b: int, splits: int) -> list[dict]:
         rows = b * (splits + 1) * n * heads
-        q8 = b * math.ceil(n * heads / Q8_ROWS_ALIGN) * Q8_ROWS_ALIGN
+        q8 = b * q8_rows(n * heads)
         return block(name, [("header (status word)", "256 B", HEADER_BYTES),
                             (f"partial outputs: {b} requests x ({splits} splits + 1 draft block) x {n} nodes x "
                              f"{heads} heads = {rows:,} rows", f"rows x {D_V} x fp32", rows * D_V * 4),

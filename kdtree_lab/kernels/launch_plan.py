@@ -51,13 +51,18 @@ def default_nsplit(bs: int, num_draft: int, num_heads: int, num_sms: int, row_ti
     return min(range(1, top + 1), key=cost)  # the first (smallest) of equal costs
 
 
+def q8_rows(rows: int) -> int:
+    """Rows the e4m3 Q pass keeps for a request of ``rows`` (N x H) rows: padded to ``Q8_ROWS_ALIGN``."""
+    return math.ceil(rows / Q8_ROWS_ALIGN) * Q8_ROWS_ALIGN
+
+
 def workspace_bytes(bs: int, num_draft: int, num_heads: int, nsplit: int, partial_bytes: int = 4) -> int:
     """Bytes of workspace a call needs: the header, then a partial output row (``D_V`` values of ``partial_bytes``)
     and an fp32 LSE (padded to 256 bytes) for every (request, split or draft block, draft node, head), then the e4m3
     Q pass's rows (each request's ``num_draft x num_heads`` padded to ``Q8_ROWS_ALIGN``): two e4m3 terms of ``D_QK``
     bytes each and an fp32 logit scale (padded to 256 bytes)."""
     rows = bs * (nsplit + 1) * num_draft * num_heads
-    q8 = bs * math.ceil(num_draft * num_heads / Q8_ROWS_ALIGN) * Q8_ROWS_ALIGN
+    q8 = bs * q8_rows(num_draft * num_heads)
     return (HEADER_BYTES + rows * D_V * partial_bytes + math.ceil(rows * 4 / 256) * 256 + q8 * 2 * D_QK
             + math.ceil(q8 * 4 / 256) * 256)
 

@@ -37,7 +37,8 @@ class KernelLibrary:
     archs: tuple[str, ...]
 
     def workspace_bytes(self, max_bs: int, num_draft: int, num_heads: int, nsplit: int) -> int:
-        """Bytes of workspace for (max_bs, N, H, nsplit): fp32 partials for nsplit + 1 splits plus a header."""
+        """Bytes of workspace for (max_bs, N, H, nsplit), the library's own count (launch_plan.workspace_bytes has the
+        layout: header, partial rows and LSEs, the e4m3 Q pass's rows)."""
         return int(self.lib.kdtree_verify_workspace_bytes(max_bs, num_draft, num_heads, nsplit))
 
     def strerror(self, status: int) -> str:

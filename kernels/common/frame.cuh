@@ -22,8 +22,9 @@ constexpr int D_V = 512;
 constexpr int CHUNKS = D_QK / 8;      // 16-byte chunks per 576-wide row
 constexpr int MIN_SPLIT_TOKENS = 64;  // a prefix split covers at least this many tokens
 constexpr int HEADER_BYTES = 256;     // workspace header (status word), kdtree_verify_workspace_bytes
-// The e4m3 forms' Q pass (mma_sync/e4m3_q_pass.cuh) keeps each request's rows, padded to Q8_ROWS_ALIGN, as two
-// e4m3 terms (Q8_TERM_BYTES each) and an fp32 logit scale in the workspace after the LSEs
+// The e4m3 forms' Q pass (mma_sync/e4m3_q_pass.cuh) keeps each request's rows, padded to Q8_ROWS_ALIGN (a multiple of
+// both forms' row tiles, so every m-tile a CTA loads exists), as two e4m3 terms (Q8_TERM_BYTES each) and an fp32 logit
+// scale in the workspace after the LSEs
 constexpr int Q8_ROWS_ALIGN = 64;
 constexpr int Q8_TERM_BYTES = D_QK;  // one e4m3 byte per dim
 constexpr int MAX_NSPLIT = 512;

@@ -227,6 +227,9 @@ __device__ __forceinline__ uint32_t ld_global_nc_u32(const void* ptr) {
   asm volatile("ld.global.nc.b32 %0, [%1];\n" : "=r"(v) : "l"(ptr));
   return v;
 }
+__device__ __forceinline__ void ld_global_nc_v4(uint32_t (&a)[4], const void* ptr) {
+  asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3]) : "l"(ptr));
+}
 
 // Move this warpgroup's register allocation to N per thread (setmaxnreg: sm_90a and sm_120a; executed by all four
 // warps of a warpgroup). A no-op where the target has no setmaxnreg (the kernel then needs N <= its launch cap).

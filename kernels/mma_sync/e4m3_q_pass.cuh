@@ -21,13 +21,17 @@ namespace kdt {
 
 struct QPass {
   static constexpr int STEPS = D_QK / 32;                     // 18 32-dim steps a row
+  static constexpr int GROUP_ROWS = 16;                       // an m16n8k32 m-tile's rows: q8's unit
+  static constexpr int STEP_BYTES = 32 * 16;                  // one term's step of a group: 16 bytes a lane
+  static constexpr int GROUP_BYTES = 2 * STEPS * STEP_BYTES;  // a group's two terms: 18,432
   static constexpr int WARPS = 6, STEPS_PER_WARP = STEPS / WARPS, THREADS = 32 * WARPS;
-  static constexpr int GROUP_BYTES = 2 * STEPS * 32 * 16;     // a 16-row group's two terms: 18,432
-  static_assert(STEPS % WARPS == 0 && GROUP_BYTES == 16 * 2 * Q8_TERM_BYTES, "a group's terms, whole");
+  static_assert(STEPS % WARPS == 0 && GROUP_BYTES == GROUP_ROWS * 2 * Q8_TERM_BYTES, "a group's terms, whole");
+  static_assert(Q8_ROWS_ALIGN % GROUP_ROWS == 0, "whole groups");
 };
 
-// rows a request keeps in q8 (N x H padded)
-__host__ __device__ constexpr int q8_rows(int rows) {
+// rows a request keeps in q8 (N x H padded; int on the device, size_t for the host's workspace sizes)
+template <class T>
+__host__ __device__ constexpr T q8_rows(T rows) {
   return (rows + Q8_ROWS_ALIGN - 1) / Q8_ROWS_ALIGN * Q8_ROWS_ALIGN;
 }
 
@@ -66,8 +70,9 @@ __global__ void __launch_bounds__(QPass::THREADS) e4m3_q_pass_kernel(Params p) {
     for (int k = 1; k < QPass::WARPS; ++k) m = fmaxf(m, amax_s[k][h][lane]);
     e4m3_q_scale_of(p, m, qs[h], scale[h]);
   }
+  // group grp of request b in q8 (Q8Tile reads the same addresses); the rows' scales below
   const int rp = q8_rows(p.R);
-  uint8_t* frag = p.q8 + ((int64_t)b * (rp / 16) + grp) * QPass::GROUP_BYTES + 16 * lane;
+  uint8_t* frag = p.q8 + ((int64_t)b * (rp / QPass::GROUP_ROWS) + grp) * QPass::GROUP_BYTES + 16 * lane;
 #pragma unroll
   for (int s = 0; s < QPass::STEPS_PER_WARP; ++s) {
     const int j = QPass::STEPS_PER_WARP * wj + s;
@@ -76,11 +81,12 @@ __global__ void __launch_bounds__(QPass::THREADS) e4m3_q_pass_kernel(Params p) {
     for (int half = 0; half < 2; ++half)
 #pragma unroll
       for (int h = 0; h < 2; ++h) e4m3_q_split4(v[s][half][h], qs[h], first[2 * half + h], second[2 * half + h]);
-    *reinterpret_cast<uint4*>(frag + 512 * j) = make_uint4(first[0], first[1], first[2], first[3]);
-    *reinterpret_cast<uint4*>(frag + 512 * (QPass::STEPS + j)) = make_uint4(second[0], second[1], second[2], second[3]);
+    *reinterpret_cast<uint4*>(frag + QPass::STEP_BYTES * j) = make_uint4(first[0], first[1], first[2], first[3]);
+    *reinterpret_cast<uint4*>(frag + QPass::STEP_BYTES * (QPass::STEPS + j)) =
+        make_uint4(second[0], second[1], second[2], second[3]);
   }
   if (wj == 0 && t4 == 0) {
-    float* sc = p.q8_scale + (int64_t)b * rp + 16 * grp + g;
+    float* sc = p.q8_scale + (int64_t)b * rp + QPass::GROUP_ROWS * grp + g;
     sc[0] = scale[0], sc[8] = scale[1];
   }
 }
@@ -90,19 +96,18 @@ struct Q8Tile {
   const uint8_t* frag;
   float scale[2];
   __device__ __forceinline__ Q8Tile(const Params& p, const Work& w, int mt, int lane) {
-    const int rp = q8_rows(p.R), b = blockIdx.z, r = w.row0 + 16 * mt;
-    frag = p.q8 + ((int64_t)b * (rp / 16) + r / 16) * QPass::GROUP_BYTES + 16 * lane;
+    const int rp = q8_rows(p.R), b = blockIdx.z, r = w.row0 + QPass::GROUP_ROWS * mt;
+    frag = p.q8 + ((int64_t)b * (rp / QPass::GROUP_ROWS) + r / QPass::GROUP_ROWS) * QPass::GROUP_BYTES + 16 * lane;
     const float* sc = p.q8_scale + (int64_t)b * rp + r + (lane >> 2);
     scale[0] = sc[0], scale[1] = sc[8];
   }
   // step j's A fragment of the first term (0) or the second (1). Loaded through the non-coherent path after
   // pdl_wait, which makes the pass's writes visible to this grid; nothing reads q8 before it (fresh data in every one
   // of 23 capture sizes x 100 replays matched, 2026-12-05)
-  __device__ __forceinline__ const void* src(int term, int j) const { return frag + 512 * (QPass::STEPS * term + j); }
-  __device__ __forceinline__ void load(int term, int j, uint32_t (&a)[4]) const {
-    asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3]) : "l"(src(term, j)));
+  __device__ __forceinline__ const void* src(int term, int j) const {
+    return frag + QPass::STEP_BYTES * (QPass::STEPS * term + j);
   }
+  __device__ __forceinline__ void load(int term, int j, uint32_t (&a)[4]) const { ld_global_nc_v4(a, src(term, j)); }
 };
 
 }  // namespace kdt

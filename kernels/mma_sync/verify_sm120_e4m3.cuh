@@ -3,10 +3,10 @@
 // accumulation. docs/performance.md ("e4m3 tensor cores on sm_120") has the design, its prediction and the
 // measurements; docs/kernels.md the accuracy it trades.
 //
-// What is rounded: Q to two e4m3 terms once per CTA, each (token, head) row scaled by 448 / max|row| (the scale goes
-// into the row's logit scale): the first is Q's e4m3 rounding, the second that of the rest times 2^4, multiplied
-// with the block scale 2^-4, so Q is held to about 2^-8 of each value (one e4m3 term, as SGLang's own fp8 kernel
-// rounds Q, holds 2^-4: its error on the fp8 grid is almost all that). K and V are the pool's e4m3 bytes as stored
+// What is rounded: Q to two e4m3 terms once per call (the Q pass, e4m3_q_pass.cuh), each (token, head) row scaled
+// by 448 / max|row| (the scale goes into the row's logit scale): the first is Q's e4m3 rounding, the second that of
+// the rest times 2^4, multiplied with the block scale 2^-4, so Q is held to about 2^-8 of each value (one e4m3
+// term, as SGLang's own fp8 kernel rounds Q, holds 2^-4: its error on the fp8 grid is almost all that). K and V are the pool's e4m3 bytes as stored
 // (k_scale, v_scale as for the exact paths). P is rounded to e4m3 with its reference 4 (log2) below the row maximum
 // it was set from, so a row's largest P lies in [16, 256] and values down to 2^-10 of it stay normal (an unscaled P
 // in [0, 1], as SGLang rounds it, keeps 2^-6). Sums, the softmax state and the output accumulate in fp32. The
@@ -62,6 +62,7 @@ struct CfgE4m3 {
   static_assert(SMEM <= CfgRoles::SMEM, "a prefix CTA fits the shared memory the launch gives the draft block's");
 };
 
+static_assert(Q8_ROWS_ALIGN % CfgE4m3::BM == 0, "every m-tile a CTA loads is in the Q pass's rows");
 using E4m3Ctx = RoleCtx<CfgE4m3>;  // a prefix CTA's work, shared memory and ring (roles_common.cuh)
 
 

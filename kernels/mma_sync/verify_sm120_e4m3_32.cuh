@@ -57,6 +57,7 @@ struct CfgE4m3x32 {
   static_assert(SMEM <= 101376, "sm_120 allows 99 KB of dynamic shared memory per block");
 };
 
+static_assert(Q8_ROWS_ALIGN % CfgE4m3x32::BM == 0, "every m-tile a CTA loads is in the Q pass's rows");
 using E4m3x32Ctx = RoleCtx<CfgE4m3x32>;
 
 // The QK group of a prefix split (warps 0..3): m-tile mq, key half kh.
@@ -68,10 +69,10 @@ __device__ __forceinline__ void e4m3x32_qk(const E4m3x32Ctx& c) {
   // the Q prologue: both terms' A fragments of rows 16 mq + g, + 8 in registers, as the Q pass wrote them
   // (e4m3_q_pass.cuh), once it is done
   pdl_wait();
-  const Q8Tile qr(p, w, mq, lane);
+  const Q8Tile qt(p, w, mq, lane);
   uint32_t qf[18][4], ql[18][4];
 #pragma unroll
-  for (int j = 0; j < 18; ++j) qr.load(0, j, qf[j]), qr.load(1, j, ql[j]);
+  for (int j = 0; j < 18; ++j) qt.load(0, j, qf[j]), qt.load(1, j, ql[j]);
   phase_mark(0, PH_PROLOGUE);
 
   // K fragments of this warp's 16 keys (common/layout.cuh, e4m3::k_frag_base, + 16 rows for the second half)
@@ -125,7 +126,7 @@ __device__ __forceinline__ void e4m3x32_qk(const E4m3x32Ctx& c) {
         float x = 0.f;
 #pragma unroll
         for (int k = 0; k < C::CHAINS; ++k) x += sc[k][n][e];
-        y[n][e] = (bits >> (4 * n + e)) & 1 ? x * qr.scale[e >> 1] : -INFINITY;
+        y[n][e] = (bits >> (4 * n + e)) & 1 ? x * qt.scale[e >> 1] : -INFINITY;
         mx[e >> 1] = fmaxf(mx[e >> 1], y[n][e]);
       }
 #pragma unroll
