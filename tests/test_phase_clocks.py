@@ -55,6 +55,9 @@ def _synthetic():
     _stamp(s, 1, 0, range(4), "entry", t0 + 4000)
     _stamp(s, 1, 0, range(4), "prologue", t0 + 9300)
     _stamp(s, 1, 0, range(4), "done", t0 + 10_500)
+    _stamp(s, 2, 0, range(6), "entry", t0 - 1500)  # the Q pass, before the split kernel
+    _stamp(s, 2, 1, range(6), "entry", t0 - 1400)
+    _stamp(s, 2, 1, range(6), "done", t0 + 1200)
     return s
 
 
@@ -78,8 +81,10 @@ def test_a_synthetic_call_splits_as_documented():
     assert out["combine.entry_us"] == pytest.approx(4.0)
     assert out["combine.wait_done_us"] == pytest.approx(9.3)
     assert out["combine.end_us"] == pytest.approx(10.5)
+    assert (out["qpass.entry_us"], out["qpass.end_us"]) == (pytest.approx(-1.5), pytest.approx(1.2))
     text = pc.table(out)
     assert "prologue" in text and "2.60" in text and "SM clock 2.0 GHz over 2 CTAs" in text
+    assert "Q pass -1.5 -> 1.2 us" in text
 
 
 def test_repeated_calls_take_each_keys_median():

@@ -3,8 +3,8 @@
 # phase library (KDT_PHASE_CLOCKS=1: kernels/common/phase.cuh) stamps each warp's SM cycles and the global timer at
 # its CTA's entry, after setup_work, after the mbarriers, after its prologue (QK: Q's two e4m3 terms in registers;
 # PV: the first ring tiles issued), at its first tile, after tile 0, after the loop and after its last write, and the
-# combine's at its entry, after its PDL wait and at its end; kdtree_lab.checks.phase_clocks reads five replays of
-# one captured call per shape and prints the medians. Both e4m3 forms (timing library) at B = 1, H = 8: the 32-row form at N = 4 over
+# combine's at its entry, after its PDL wait and at its end, the e4m3 Q pass's at its entry and end;
+# kdtree_lab.checks.phase_clocks reads five replays of one captured call per shape and prints the medians. Both e4m3 forms (timing library) at B = 1, H = 8: the 32-row form at N = 4 over
 # L = 128, 4k and 32k; the 64-row form at N = 16 over 128, 4k and the headline's 200k, and its two short calls again
 # under KDT_CARVEOUT=100 (a card's ~28 KB of L1). Then the normal library's fixed cost at the same short shapes
 # (scripts/fixed_cost.py), the time the stamps' split is read against. ~5 min.

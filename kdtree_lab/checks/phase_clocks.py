@@ -25,9 +25,9 @@ import numpy as np
 
 # kernels/common/phase.cuh (tests/test_phase_clocks.py holds the two to the same values)
 MARKS = ("entry", "work", "ready", "prologue", "first", "tile0", "loop", "done")
-PHASE_CTAS, PHASE_WARPS, PHASE_KERNELS = 2048, 16, 2
+PHASE_CTAS, PHASE_WARPS, PHASE_KERNELS = 2048, 16, 3
 QK_WARPS = 4  # both e4m3 forms: warps 0-3 are the QK group, the rest the PV group
-SPLIT, COMBINE = 0, 1
+SPLIT, COMBINE, QPASS = 0, 1, 2  # QPASS: the e4m3 forms' Q pass, which stamps entry and done only
 
 
 STAMP_BYTES = PHASE_KERNELS * PHASE_CTAS * PHASE_WARPS * len(MARKS) * 16  # a (cycles, ns) pair of uint64 each
@@ -121,7 +121,9 @@ def summarize(s: Stamps, grid: tuple[int, int, int], ghz: float | None = None,
     warp reaching each mark, in cycles at ``ghz``; their median and max over prefix CTAs
     (``prefix.<role>.<mark>.median_us`` / ``.max_us``; the same on the global timer: ``.median_timer_us``), the
     draft block's (``draft.<mark>_us``, all its warps), the CTAs' entry spread and the kernels' spans on the global timer (from the split kernel's first
-    entry): ``split.end_us`` (last stamp), ``combine.entry_us``, ``combine.wait_done_us``, ``combine.end_us``. Raises
+    entry): ``split.end_us`` (last stamp), ``combine.entry_us``, ``combine.wait_done_us``, ``combine.end_us``, and
+    for the e4m3 forms ``qpass.entry_us`` (its first CTA's entry, before the split kernel's: negative) and
+    ``qpass.end_us`` (its last CTA's end; None where the call ran no Q pass). Raises
     ValueError where no split-kernel CTA stamped its entry."""
     gx, gy, gz = grid
     st, meta = s.stamps, s.meta
@@ -174,6 +176,11 @@ def summarize(s: Stamps, grid: tuple[int, int, int], ghz: float | None = None,
         v = comb[:, :, MARKS.index(mark)]
         v = v[v > 0]
         out[key] = round((int(pick(v)) - t0_ns) / 1000.0, 3) if v.size else None
+    qp = st[QPASS, :, :, :, 1]
+    for key, mark, pick in (("qpass.entry_us", "entry", min), ("qpass.end_us", "done", max)):
+        v = qp[:, :, MARKS.index(mark)]
+        v = v[v > 0]
+        out[key] = round((int(pick(v)) - t0_ns) / 1000.0, 3) if v.size else None
     return out
 
 
@@ -199,7 +206,9 @@ def table(summary: dict) -> str:
     lines.append(f"draft block done {summary.get('draft.done_us')} us; CTAs start over "
                  f"{summary.get('split.entry_spread_us')} us; split kernel ends {summary.get('split.end_us')} us; "
                  f"combine {summary.get('combine.entry_us')} -> {summary.get('combine.wait_done_us')} -> "
-                 f"{summary.get('combine.end_us')} us")
+                 f"{summary.get('combine.end_us')} us"
+                 + (f"; Q pass {summary['qpass.entry_us']} -> {summary.get('qpass.end_us')} us"
+                    if summary.get("qpass.entry_us") is not None else ""))
     return "\n".join(lines)
 
 

@@ -2,8 +2,8 @@
 // -DKDT_PHASE_CLOCKS; in every other build each mark compiles to nothing, and the normal library's SASS is the same
 // as without the marks). Lane 0 of each warp stores the SM's clock64 and the global nanosecond timer at named points
 // of its CTA's work, so a short call's time can be split inside its CTAs: how long a CTA waits for its indptr, its
-// Q prologue, its first tile, each tile, its epilogue, and when the combine starts against the split kernel's last
-// CTA (kdtree_lab.checks.phase_clocks reads and summarises them; docs/performance.md, "The fixed cost per call").
+// Q prologue, its first tile, each tile, its epilogue, when the combine starts against the split kernel's last
+// CTA, and when the e4m3 forms' Q pass (entry and done only) runs against both (kdtree_lab.checks.phase_clocks reads and summarises them; docs/performance.md, "The fixed cost per call").
 // Each mark is one branch on the lane and two stores, in the order the code runs: a phase build's times are its own.
 #pragma once
 #include <stdint.h>
@@ -24,7 +24,7 @@ enum PhaseMark : int {
   PH_MARKS
 };
 
-constexpr int PHASE_CTAS = 2048, PHASE_WARPS = 16, PHASE_KERNELS = 2;  // kernel 0: split kernel, 1: combine
+constexpr int PHASE_CTAS = 2048, PHASE_WARPS = 16, PHASE_KERNELS = 3;  // 0: split kernel, 1: combine, 2: Q pass
 
 struct PhaseStamp {
   unsigned long long cyc, ns;  // clock64 of the warp's SM, %globaltimer

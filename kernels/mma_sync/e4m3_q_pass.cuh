@@ -38,6 +38,7 @@ __host__ __device__ constexpr T q8_rows(T rows) {
 // One CTA per (16-row group, request): warp wj converts 32-dim steps 3 wj .. + 2 of the group's 16 rows (lane g, t4:
 // rows g and g + 8, as a QK lane holds them); the rows' max |value| meets over the quad and then the six warps.
 __global__ void __launch_bounds__(QPass::THREADS) e4m3_q_pass_kernel(Params p) {
+  phase_mark(2, PH_ENTRY);
   pdl_launch_dependents();  // the split kernel may launch now: it reads q8 only after its pdl_wait
   __shared__ float amax_s[QPass::WARPS][2][32];
   const int b = blockIdx.y, grp = blockIdx.x, lane = threadIdx.x & 31, wj = threadIdx.x >> 5, g = lane >> 2,
@@ -89,6 +90,7 @@ __global__ void __launch_bounds__(QPass::THREADS) e4m3_q_pass_kernel(Params p) {
     float* sc = p.q8_scale + (int64_t)b * rp + QPass::GROUP_ROWS * grp + g;
     sc[0] = scale[0], sc[8] = scale[1];
   }
+  phase_mark(2, PH_DONE);
 }
 
 // A QK lane's m-tile in q8: rows row0 + 16 mt + g, + 8 of the CTA's request (blockIdx.z). Read only after pdl_wait.
