@@ -170,15 +170,11 @@ def summarize(s: Stamps, grid: tuple[int, int, int], ghz: float | None = None,
     last = max(ctas, key=lambda c: int(split_ns[c].max()))
     out["split.last_cta"], out["split.last_cta_split"] = last, (last // gx) % gy
     out["split.last_cta_draft"] = int(meta[last, 2])
-    comb = st[COMBINE, :, :, :, 1]
-    for key, mark, pick in (("combine.entry_us", "entry", min), ("combine.wait_done_us", "prologue", max),
-                            ("combine.end_us", "done", max)):
-        v = comb[:, :, MARKS.index(mark)]
-        v = v[v > 0]
-        out[key] = round((int(pick(v)) - t0_ns) / 1000.0, 3) if v.size else None
-    qp = st[QPASS, :, :, :, 1]
-    for key, mark, pick in (("qpass.entry_us", "entry", min), ("qpass.end_us", "done", max)):
-        v = qp[:, :, MARKS.index(mark)]
+    for kernel, key, mark, pick in ((COMBINE, "combine.entry_us", "entry", min),
+                                     (COMBINE, "combine.wait_done_us", "prologue", max),
+                                     (COMBINE, "combine.end_us", "done", max),
+                                     (QPASS, "qpass.entry_us", "entry", min), (QPASS, "qpass.end_us", "done", max)):
+        v = st[kernel, :, :, MARKS.index(mark), 1]
         v = v[v > 0]
         out[key] = round((int(pick(v)) - t0_ns) / 1000.0, 3) if v.size else None
     return out

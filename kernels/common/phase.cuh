@@ -3,7 +3,8 @@
 // as without the marks). Lane 0 of each warp stores the SM's clock64 and the global nanosecond timer at named points
 // of its CTA's work, so a short call's time can be split inside its CTAs: how long a CTA waits for its indptr, its
 // Q prologue, its first tile, each tile, its epilogue, when the combine starts against the split kernel's last
-// CTA, and when the e4m3 forms' Q pass (entry and done only) runs against both (kdtree_lab.checks.phase_clocks reads and summarises them; docs/performance.md, "The fixed cost per call").
+// CTA, and when the e4m3 forms' Q pass (entry and done only) runs against both (kdtree_lab.checks.phase_clocks reads
+// and summarises them; docs/performance.md, "The fixed cost per call").
 // Each mark is one branch on the lane and two stores, in the order the code runs: a phase build's times are its own.
 #pragma once
 #include <stdint.h>

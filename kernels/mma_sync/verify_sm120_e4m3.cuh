@@ -6,11 +6,12 @@
 // What is rounded: Q to two e4m3 terms once per call (the Q pass, e4m3_q_pass.cuh), each (token, head) row scaled
 // by 448 / max|row| (the scale goes into the row's logit scale): the first is Q's e4m3 rounding, the second that of
 // the rest times 2^4, multiplied with the block scale 2^-4, so Q is held to about 2^-8 of each value (one e4m3
-// term, as SGLang's own fp8 kernel rounds Q, holds 2^-4: its error on the fp8 grid is almost all that). K and V are the pool's e4m3 bytes as stored
-// (k_scale, v_scale as for the exact paths). P is rounded to e4m3 with its reference 4 (log2) below the row maximum
-// it was set from, so a row's largest P lies in [16, 256] and values down to 2^-10 of it stay normal (an unscaled P
-// in [0, 1], as SGLang rounds it, keeps 2^-6). Sums, the softmax state and the output accumulate in fp32. The
-// draft block (bf16 k_extend / v_extend) runs the second generation's exact bf16 path, in its own layout.
+// term, as SGLang's own fp8 kernel rounds Q, holds 2^-4: its error on the fp8 grid is almost all that). K and V are
+// the pool's e4m3 bytes as stored (k_scale, v_scale as for the exact paths). P is rounded to e4m3 with its reference
+// 4 (log2) below the row maximum it was set from, so a row's largest P lies in [16, 256] and values down to 2^-10 of
+// it stay normal (an unscaled P in [0, 1], as SGLang rounds it, keeps 2^-6). Sums, the softmax state and the output
+// accumulate in fp32. The draft block (bf16 k_extend / v_extend) runs the second generation's exact bf16 path, in its
+// own layout.
 //
 // A prefix CTA (CfgE4m3's layout): a ring of three 32-key tiles of 576 e4m3 bytes (18,432 B each), rows at 576 r
 // with their 16-byte chunk c at c ^ ((r >> 1) & 3) (conflict-free ldmatrix), Q's second term (36 KB), the P buffers
