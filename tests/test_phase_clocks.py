@@ -50,6 +50,10 @@ def _synthetic():
     _stamp(s, 0, 1, range(8), "entry", t0 + 300)  # empty split: entry only
     _stamp(s, 0, 2, range(8), "entry", t0 + 100)
     _stamp(s, 0, 2, range(8), "work", t0 + 900)
+    _stamp(s, 0, 2, range(4), "prologue", t0 + 2100)  # the draft block's roles (the bf16 role split's marks)
+    _stamp(s, 0, 2, range(4, 8), "prologue", t0 + 1300)
+    _stamp(s, 0, 2, range(4), "loop", t0 + 6100)
+    _stamp(s, 0, 2, range(4, 8), "loop", t0 + 7100)
     _stamp(s, 0, 2, range(8), "done", t0 + 9100)
     s.meta[2] = (7, 1, 1, 1)
     _stamp(s, 1, 0, range(4), "entry", t0 + 4000)
@@ -75,6 +79,9 @@ def test_a_synthetic_call_splits_as_documented():
     assert out["prefix.qk.loop.median_us"] == pytest.approx(7.0)
     assert out["prefix.qk.tile0.median_us"] is None  # never stamped
     assert out["draft.done_us"] == pytest.approx(9.0)  # from the draft CTA's own entry (t0 + 100)
+    assert (out["draft.qk.prologue_us"], out["draft.pv.prologue_us"]) == (pytest.approx(2.0), pytest.approx(1.2))
+    assert (out["draft.qk.loop_us"], out["draft.pv.loop_us"]) == (pytest.approx(6.0), pytest.approx(7.0))
+    assert out["draft.qk.first_us"] is None  # never stamped
     assert out["split.entry_spread_us"] == pytest.approx(0.3)
     assert out["split.end_us"] == pytest.approx(9.1)
     assert (out["split.last_cta"], out["split.last_cta_split"], out["split.last_cta_draft"]) == (2, 2, 1)
@@ -85,6 +92,7 @@ def test_a_synthetic_call_splits_as_documented():
     text = pc.table(out)
     assert "prologue" in text and "2.60" in text and "SM clock 2.0 GHz over 2 CTAs" in text
     assert "Q pass -1.5 -> 1.2 us" in text
+    assert "draft block (QK/PV us): prologue 2.00/1.20, loop 6.00/7.00" in text
 
 
 def test_repeated_calls_take_each_keys_median():

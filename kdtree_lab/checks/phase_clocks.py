@@ -120,7 +120,8 @@ def summarize(s: Stamps, grid: tuple[int, int, int], ghz: float | None = None,
     (``qk``: warps < ``qk_warps``, ``pv``: the rest) the time from the CTA's first entry stamp to the role's last
     warp reaching each mark, in cycles at ``ghz``; their median and max over prefix CTAs
     (``prefix.<role>.<mark>.median_us`` / ``.max_us``; the same on the global timer: ``.median_timer_us``), the
-    draft block's (``draft.<mark>_us``, all its warps), the CTAs' entry spread and the kernels' spans on the global timer (from the split kernel's first
+    draft block's (``draft.<mark>_us`` over all its warps for work, ready and done; ``draft.<role>.<mark>_us`` for
+    prologue .. loop; the latest over the draft CTAs), the CTAs' entry spread and the kernels' spans on the global timer (from the split kernel's first
     entry): ``split.end_us`` (last stamp), ``combine.entry_us``, ``combine.wait_done_us``, ``combine.end_us``, and
     for the e4m3 forms ``qpass.entry_us`` (its first CTA's entry, before the split kernel's: negative) and
     ``qpass.end_us`` (its last CTA's end; None where the call ran no Q pass). Raises
@@ -164,6 +165,10 @@ def summarize(s: Stamps, grid: tuple[int, int, int], ghz: float | None = None,
     for mark in ("work", "ready", "done"):
         xs = [x for c in draft if (x := since_entry_us(c, range(PHASE_WARPS), mark)) is not None]
         out[f"draft.{mark}_us"] = round(max(xs), 3) if xs else None
+    for role, warps in roles.items():  # the draft block by role (the 64-row form's: the bf16 role split's code)
+        for mark in MARKS[3:-1]:
+            xs = [x for c in draft if (x := since_entry_us(c, warps, mark)) is not None]
+            out[f"draft.{role}.{mark}_us"] = round(max(xs), 3) if xs else None
     out["split.entry_spread_us"] = round((max(first_ns) - t0_ns) / 1000.0, 3)
     split_ns = st[SPLIT, :ncta, :, :, 1]
     out["split.end_us"] = round((int(split_ns.max()) - t0_ns) / 1000.0, 3)
@@ -197,6 +202,11 @@ def table(summary: dict) -> str:
         cells = [summary.get(f"prefix.{r}.{mark}.{s}_us") for r in ("qk", "pv") for s in ("median", "max")]
         lines.append(f"{mark:<9} " + " ".join(f"{'-' if v is None else f'{v:.2f}':>{w}}"
                                               for v, w in zip(cells, (10, 8, 10, 8))))
+    draft = [f"{mark} {summary[k]:.2f}/{summary[v]:.2f}" for mark in MARKS[3:-1]
+             if isinstance(summary.get(k := f"draft.qk.{mark}_us"), (int, float))
+             and isinstance(summary.get(v := f"draft.pv.{mark}_us"), (int, float))]
+    if draft:
+        lines.append("draft block (QK/PV us): " + ", ".join(draft))
     lines.append(f"SM clock {summary.get('sm_clock_ghz')} GHz over {summary.get('clock_ctas')} CTAs, global timer "
                  f"step {summary.get('timer_step_ns')} ns")
     lines.append(f"draft block done {summary.get('draft.done_us')} us; CTAs start over "
