@@ -1,7 +1,7 @@
 """Where a short call's time goes inside its CTAs (issue 52, the fixed cost): the phase clocks of a library built
-with ``KDT_PHASE_CLOCKS=1`` (``kernels/common/phase.cuh``). Lane 0 of each warp of the sm_120 e4m3 forms and of the
-combine stamps its SM's cycle counter and the global nanosecond timer at named points (``MARKS``); this module
-reads the stamps of one call and splits the call: per role (QK warps, PV warps, the draft block's CTA) how long
+with ``KDT_PHASE_CLOCKS=1`` (``kernels/common/phase.cuh``). Lane 0 of each warp of the sm_120 e4m3 forms, of the
+bf16 role split (``cuda_sm120_roles``, whose code the 64-row e4m3 form's draft block runs) and of the combine stamps
+its SM's cycle counter and the global nanosecond timer at named points (``MARKS``); this module reads the stamps of one call and splits the call: per role (QK warps, PV warps, the draft block's CTA) how long
 after its CTA's entry each point is reached, how far apart the CTAs start, and when the combine starts and ends
 against the split kernel. ``kdtree_lab.checks.call_anatomy`` splits a call between its kernels; this splits a
 kernel. A phase library's times are its own (each stamp is a branch and two stores): read the split, and take the
@@ -262,8 +262,10 @@ def measure(impl: str, shape, nsplit: int = 0, repeats: int = 5, warmup: int = 3
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--impl", default="cuda_sm120_e4m3_32", help="an IMPLS name: one of the two e4m3 forms")
-    ap.add_argument("--shape", action="append", default=[], help="B,L,N,H (fp8 pool, tree mask); repeatable")
+    ap.add_argument("--impl", default="cuda_sm120_e4m3_32",
+                    help="an IMPLS name: one of the two e4m3 forms, or cuda_sm120_roles (with --kv bf16)")
+    ap.add_argument("--shape", action="append", default=[], help="B,L,N,H (tree mask); repeatable")
+    ap.add_argument("--kv", choices=("fp8", "bf16"), default="fp8", help="the pool's dtype")
     ap.add_argument("--nsplit", type=int, default=0, help="0: the automatic split count")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--out", type=Path, required=True)
@@ -281,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError:
             print(f"phase_clocks: --shape: expected B,L,N,H (four integers), found {text!r}", file=sys.stderr)
             return 2
-        shapes.append(Shape(b, length, n, h, kv="fp8"))
+        shapes.append(Shape(b, length, n, h, kv=a.kv))
     results: list[dict] = []
     failed = 0
     for shape in shapes:

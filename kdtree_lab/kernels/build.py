@@ -165,8 +165,8 @@ def timing_conditions() -> dict:
 
 
 def phase_clocks() -> bool:
-    """KDT_PHASE_CLOCKS=1 in the environment: build the phase library, whose sm_120 e4m3 forms and combine stamp
-    each warp's progress through its CTA's work (kernels/common/phase.cuh; kdtree_lab.checks.phase_clocks reads it).
+    """KDT_PHASE_CLOCKS=1 in the environment: build the phase library, whose sm_120 e4m3 forms, bf16 role split (the
+    64-row e4m3 form's draft block) and combine stamp each warp's progress through its CTA's work (kernels/common/phase.cuh; kdtree_lab.checks.phase_clocks reads it).
     Its own library file; its times are its own (each stamp is two stores)."""
     return os.environ.get("KDT_PHASE_CLOCKS") == "1"
 

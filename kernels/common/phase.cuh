@@ -1,6 +1,7 @@
 // Phase clocks, a development build's probe (KDT_PHASE_CLOCKS=1 in the environment builds its own library with
 // -DKDT_PHASE_CLOCKS; in every other build each mark compiles to nothing, and the normal library's SASS is the same
-// as without the marks). Lane 0 of each warp stores the SM's clock64 and the global nanosecond timer at named points
+// as without the marks: where a mark sits can still move code, e.g. one between the role split's publish_p and
+// swap changed its sm_90a schedule, so a new mark is checked with scripts/sass_identity.py). Lane 0 of each warp stores the SM's clock64 and the global nanosecond timer at named points
 // of its CTA's work, so a short call's time can be split inside its CTAs: how long a CTA waits for its indptr, its
 // Q prologue, its first tile, each tile, its epilogue, when the combine starts against the split kernel's last
 // CTA, and when the e4m3 forms' Q pass (entry and done only) runs against both (kdtree_lab.checks.phase_clocks reads

@@ -109,6 +109,7 @@ __device__ __forceinline__ void roles_pv(const RolesCtx& c) {
   };
   for (int t = 0; t < c.depth && t < c.ntiles; ++t) load_tile(t, fetch(t));
   int64_t pending = fetch(c.depth);
+  phase_mark(0, PH_PROLOGUE);
 
   // V fragments: keys (mi & 1) * 8 + (lane & 7), 16-byte chunk 8 pw + 2 np + (mi >> 1) at (2 np + (mi >> 1)) ^ sw
   // within its 128-byte group: one base XOR-ed with np << 5 (as the QK side's K offsets)
@@ -123,6 +124,7 @@ __device__ __forceinline__ void roles_pv(const RolesCtx& c) {
   for (int t = 0; t < c.ntiles; ++t) {
     const int b = t & 1;
     acquire_p(c, t, acc, lane);
+    if (t == 0) phase_mark(0, PH_FIRST);
     uint32_t pa[4][4];
     load_p<1>(c.base + C::O_PB, b, 0, lane, pa);
     mbar_wait(c.full(t), c.full_parity(t));  // the tile's V (complete: the QK group waited on it)
@@ -139,8 +141,10 @@ __device__ __forceinline__ void roles_pv(const RolesCtx& c) {
       load_tile(t + c.depth, pending);
       pending = fetch(t + c.depth + 1);
     }
+    if (t == 0) phase_mark(0, PH_TILE0);
   }
   cp_async_wait<0>();
+  phase_mark(0, PH_LOOP);
   write_partial_rows(c, acc, pw == 0 && (lane & 3) == 0, 64 * pw, lane);
 }
 
@@ -187,6 +191,7 @@ __device__ __forceinline__ void roles_qk(const RolesCtx& c) {
     }
   cp_async_wait<0>();
   bar_named(C::BAR_QK, C::QK_THREADS);  // the rope tile is visible to the QK warps
+  phase_mark(0, PH_PROLOGUE);
 
   // K fragments: keys (mi >> 1) * 8 + (lane & 7) of the tile, 16-byte chunk 2 jj + (mi & 1) of a 64-dim group at
   // (2 jj + (mi & 1)) ^ sw. With sw = 2 s1 + s0 that is 2 (jj ^ s1) + ((mi & 1) ^ s0): one base, XOR-ed with jj << 5
@@ -274,6 +279,7 @@ __device__ __forceinline__ void roles_qk(const RolesCtx& c) {
 
   float s[2][2][4], x[2][4];
   mbar_wait(full(0), parity(0));
+  phase_mark(0, PH_FIRST);
   qk_mma(c.base + kslot(0) * C::TILE, s);
   swap(0, s, x);
   for (int t = 0; t < c.ntiles; ++t) {
@@ -289,7 +295,9 @@ __device__ __forceinline__ void roles_qk(const RolesCtx& c) {
     const bool moved = softmax_tile(x, bits, scale, m_ref, l_part, pk, alpha);
     publish_p(c, t, q, lane, pk, alpha, __any_sync(0xffffffffu, moved));
     if (more) swap(t + 1, s, x);
+    if (t == 0) phase_mark(0, PH_TILE0);  // after the swap: between publish_p and it, the empty mark moved sm_90a code
   }
+  phase_mark(0, PH_LOOP);
   publish_row_stats(c, m_ref, l_part, q, lane);
 }
 
@@ -298,13 +306,17 @@ __global__ void __launch_bounds__(CfgRoles::THREADS, 1) verify_sm120_roles_kerne
   using C = CfgRoles;
   static_assert(BM == C::BM, "64-row tiles");
   extern __shared__ __align__(128) unsigned char smem[];
+  phase_mark(0, PH_ENTRY);
   Work w;
   if (!setup_work<BM, C::THREADS>(p, C::BN, w)) return;
+  phase_mark(0, PH_WORK);
   const uint32_t base = smem_u32(smem);
   const RolesCtx c{p, w, base, base + C::O_MBAR, (w.kend - w.kbeg + C::BN - 1) / C::BN,
                    w.draft ? C::DRAFT_PAIRS : C::SLOTS};
+  phase_meta(c.ntiles, w.draft);
   if (threadIdx.x == 0) init_role_mbarriers<C>(c.mbar);
   __syncthreads();
+  phase_mark(0, PH_READY);
   if (threadIdx.x >= C::QK_THREADS) {
     regs_dec<C::PV_REGS>();
     roles_pv(c);
@@ -315,6 +327,7 @@ __global__ void __launch_bounds__(CfgRoles::THREADS, 1) verify_sm120_roles_kerne
     else
       roles_qk<false>(c);
   }
+  phase_mark(0, PH_DONE);
 }
 
 constexpr ConfigEntry sm120_roles_entry() {
