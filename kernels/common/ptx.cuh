@@ -169,6 +169,39 @@ __device__ __forceinline__ uint2 ld_shared_v2(uint32_t addr) {
   asm volatile("ld.shared.v2.u32 {%0,%1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "r"(addr) : "memory");
   return v;
 }
+__device__ __forceinline__ void st_shared_v2(uint32_t addr, uint32_t x, uint32_t y) {
+  asm volatile("st.shared.v2.u32 [%0], {%1,%2};\n" ::"r"(addr), "r"(x), "r"(y) : "memory");
+}
+// Shared-memory accesses at addr + OFF, OFF the instruction's immediate (no register holds the sum across a loop)
+template <int OFF>
+__device__ __forceinline__ uint2 ld_shared_v2_at(uint32_t addr) {
+  uint2 v;
+  asm volatile("ld.shared.v2.u32 {%0,%1}, [%2+%3];\n" : "=r"(v.x), "=r"(v.y) : "r"(addr), "n"(OFF) : "memory");
+  return v;
+}
+template <int OFF>
+__device__ __forceinline__ uint32_t ld_shared_u32_at(uint32_t addr) {
+  uint32_t v;
+  asm volatile("ld.shared.u32 %0, [%1+%2];\n" : "=r"(v) : "r"(addr), "n"(OFF) : "memory");
+  return v;
+}
+template <int OFF>
+__device__ __forceinline__ void st_shared_u32_at(uint32_t addr, uint32_t v) {
+  asm volatile("st.shared.u32 [%0+%1], %2;\n" ::"r"(addr), "n"(OFF), "r"(v) : "memory");
+}
+template <int OFF>
+__device__ __forceinline__ uint4 ld_shared_v4_at(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4+%5];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(addr), "n"(OFF)
+               : "memory");
+  return v;
+}
+template <int OFF>
+__device__ __forceinline__ void st_shared_u8_at(uint32_t addr, uint32_t v) {
+  asm volatile("st.shared.u8 [%0+%1], %2;\n" ::"r"(addr), "n"(OFF), "r"(v) : "memory");
+}
 
 
 // mbarriers in shared memory (sm_80 and later; try_wait sm_90 and later, sm_120a included): a phase completes when
