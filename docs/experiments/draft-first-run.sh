@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # One device call (issue 52, the fixed cost): the draft block dispatched first (draft-first.patch: blockIdx.y 0 is
 # the draft block, y > 0 prefix split y - 1, in setup_work, which every split kernel shares). Each CTA's work and the
-# combine's order are unchanged, so the outputs must be main's bit for bit: digests of five configurations over the
-# GPU grid (bf16 and fp8 pools, normal library), then main and the patch twice each in alternation: a short call's
-# marginal cost in a graph (timing library: both e4m3 forms over fp8 and the bf16 picks at N = 4 and 16, L = 128 and
-# 4k), the fp8 headline and B = 8 and the bf16 headline (no slower than 1%), then the phase clocks of the 64-row
-# form's short calls with the patch (where the draft block now ends). ~8 minutes.
+# combine's order are unchanged, so the outputs must be main's bit for bit: digests of four configurations over the
+# GPU grid (bf16 and fp8 pools, normal library), then main, the patch and main again: a short call's marginal cost in
+# a graph (timing library: both e4m3 forms over fp8 and the bf16 picks at N = 4 and 16, L = 128 and 4k), the fp8
+# headline and B = 8 and the bf16 headline (no slower than 1%). Every library is built before the step that times
+# it (a build inside a timed step's timeout would eat it). ~8-9 minutes. The phase clocks with the patch, if wanted
+# after it: apply the patch, then bash docs/experiments/phase-clocks-run.sh (its split.last_cta_split then reads the
+# blockIdx.y, the logical split + 1).
 #   bash docs/experiments/draft-first-run.sh
 # Carry .whl-sglang. Results in $OUT/results.tar.gz (packed after each step).
 set -uo pipefail
@@ -15,7 +17,7 @@ source scripts/device_prologue.sh "bash docs/experiments/draft-first-run.sh $*"
 P=docs/experiments/draft-first.patch; R=$KDT_PACK_DIR
 mkdir -p $R; mv "$OUT"/*.json $R/
 kernels_snapshot  # the patch touches kernels/ only, so kernels_restore undoes it
-IDENT=("cuda_sm120 bf16" "cuda_sm120_roles bf16" "cuda bf16" "cuda_sm120_e4m3 fp8" "cuda_sm120_e4m3_32 fp8")
+IDENT=("cuda_sm120 bf16" "cuda_sm120_roles bf16" "cuda_sm120_e4m3 fp8" "cuda_sm120_e4m3_32 fp8")
 ident() {  # NAME: digests of each configuration over its pool's grid (edge grid + 20 random)
   for pair in "${IDENT[@]}"; do
     set -- "$1" $pair
@@ -23,9 +25,14 @@ ident() {  # NAME: digests of each configuration over its pool's grid (edge grid
       --out "$R/digest-$1-$2.json" 2>&1 | tail -1
   done
 }
+libs() {  # NAME: the normal and the timing library of the tree as it is now (cached by source digest)
+  python3 -m kdtree_lab build --json > "$R/build-$1.json"; echo "$1 build rc=$?"
+  KDT_E4M3_TIMING=1 python3 -m kdtree_lab build --json > "$R/build-timing-$1.json"; echo "$1 timing build rc=$?"
+}
+step "libraries, main"; libs main
 step "digests, main"; ident main
 git apply $P || exit 1
-python3 -m kdtree_lab build --json > "$R/build-patch.json"; echo "patched build rc=$?"
+step "libraries, patch"; libs patch
 step "digests, patch"; ident patch
 for pair in "${IDENT[@]}"; do
   set -- $pair
@@ -33,7 +40,7 @@ for pair in "${IDENT[@]}"; do
     | tail -1 || { echo "outputs differ (or a digest is missing): no timing"; pack; kernels_restore; exit 1; }
 done
 pack
-timed() {  # NAME: the short calls, then the long shapes (timing library)
+timed() {  # NAME: the short calls, then the long shapes (timing library, built above)
   step "timing $1"
   KDT_E4M3_TIMING=1 timeout 100 python3 scripts/fixed_cost.py --kv fp8 --impls cuda_sm120_e4m3_32,cuda_sm120_e4m3 \
     --drafts 4,16 --lengths 128,4096 --nsplit 8 --repeat 10 --out "$R/fixed-fp8-$1.json" 2>&1 | grep -E "^auto" \
@@ -49,10 +56,3 @@ timed() {  # NAME: the short calls, then the long shapes (timing library)
 kernels_restore; timed main-1
 git apply $P || exit 1; timed patch-1
 kernels_restore; timed main-2
-git apply $P || exit 1; timed patch-2
-step "phase clocks, patch"
-KDT_PHASE_CLOCKS=1 KDT_E4M3_TIMING=1 timeout 120 python3 -m kdtree_lab.checks.phase_clocks --impl cuda_sm120_e4m3 \
-  --shape 1,128,16,8 --shape 1,4096,16,8 --out "$R/phase-e4m3-64-patch.json" 2>&1 | grep -E "draft|split|^==" \
-  | cut -c1-200
-pack
-kernels_restore

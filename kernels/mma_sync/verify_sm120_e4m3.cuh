@@ -10,8 +10,8 @@
 // the pool's e4m3 bytes as stored (k_scale, v_scale as for the exact paths). P is rounded to e4m3 with its reference
 // 4 (log2) below the row maximum it was set from, so a row's largest P lies in [16, 256] and values down to 2^-10 of
 // it stay normal (an unscaled P in [0, 1], as SGLang rounds it, keeps 2^-6). Sums, the softmax state and the output
-// accumulate in fp32. The draft block (bf16 k_extend / v_extend) runs the second generation's exact bf16 path, in its
-// own layout.
+// accumulate in fp32. The draft block (bf16 k_extend / v_extend) runs the second generation's exact bf16 path in its
+// first form (CfgRoles: roles_qk, roles_pv, the softmax in the QK warps), in its own layout.
 //
 // A prefix CTA (CfgE4m3's layout): a ring of three 32-key tiles of 576 e4m3 bytes (18,432 B each), rows at 576 r
 // with their 16-byte chunk c at c ^ ((r >> 1) & 3) (conflict-free ldmatrix), Q's second term (36 KB), the P buffers

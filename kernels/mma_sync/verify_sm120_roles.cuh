@@ -400,6 +400,7 @@ __device__ __forceinline__ void pvs_qk(const PvsCtx& c) {
     }
   cp_async_wait<0>();
   bar_named(C::BAR_QK, C::QK_THREADS);  // the rope tile is visible to the QK warps
+  phase_mark(0, PH_PROLOGUE);
 
   const uint32_t kofs0 = ((mi >> 1) * 8 + (lane & 7)) * C::ROW + (((mi & 1) ^ (sw & 1)) << 4) + ((sw >> 1) << 5);
   auto kofs = [&](int jj) { return kofs0 ^ (uint32_t)(jj << 5); };
@@ -416,6 +417,7 @@ __device__ __forceinline__ void pvs_qk(const PvsCtx& c) {
   float s[2][2][4];
   for (int t = 0; t < c.ntiles; ++t) {
     mbar_wait(full(t), parity(t));
+    if (t == 0) phase_mark(0, PH_FIRST);
     const uint32_t kt = c.base + kslot(t) * C::TILE;
 #pragma unroll
     for (int m = 0; m < 2; ++m)
@@ -460,7 +462,9 @@ __device__ __forceinline__ void pvs_qk(const PvsCtx& c) {
           st_shared_v2(sb + pvs_s_rec(0, m, n, h, 0), __float_as_uint(s[m][n][2 * h]),
                        __float_as_uint(s[m][n][2 * h + 1]));
     mbar_arrive(s_full);
+    if (t == 0) phase_mark(0, PH_TILE0);
   }
+  phase_mark(0, PH_LOOP);
 }
 
 // The PV group (warps 4..11): loads the ring, takes the softmax of its 8 rows from the QK warps' partial scores,
@@ -507,6 +511,7 @@ __device__ __forceinline__ void pvs_pv(const PvsCtx& c) {
   };
   for (int t = 0; t < DEPTH && t < c.ntiles; ++t) load_tile(t, fetch(t));
   int64_t pending = fetch(DEPTH);
+  phase_mark(0, PH_PROLOGUE);
 
   // this warp's softmax rows: m-tile sm, half sh, row srow of the CTA; their partial scores from QK warps 2 (sm >> 1)
   // (latent dims 0..255) and 2 (sm >> 1) + 1 (256..511), m-tile sm & 1 of their row half
@@ -533,6 +538,7 @@ __device__ __forceinline__ void pvs_pv(const PvsCtx& c) {
     const int b = t & 1;
     // the softmax of this warp's rows (softmax_rows' arithmetic in its order, one row per lane)
     mbar_wait(s_full, t & 1);
+    if (t == 0) phase_mark(0, PH_FIRST);
     float x[2][2];
 #pragma unroll
     for (int n = 0; n < 2; ++n) {
@@ -611,8 +617,10 @@ __device__ __forceinline__ void pvs_pv(const PvsCtx& c) {
       ldsm_x4_trans(vb, vt + (vofs0 ^ (uint32_t)(np << 5)));
       pv_mma(acc, pa, vb, np);
     }
+    if (t == 0) phase_mark(0, PH_TILE0);
   }
   cp_async_wait<0>();
+  phase_mark(0, PH_LOOP);
   // this warp's rows' statistics, then every row's (write_partial_rows waits for all PV threads' STATS arrival)
   {
     float* stats = c.stats();
