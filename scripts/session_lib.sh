@@ -19,6 +19,12 @@
 #     gates-sanitize: the four sanitizers on cuda_sm120_e4m3, ~1 minute), results DIR/gates-TAG.* or
 #     DIR/sanitizer-TOOL-TAG.log, then pack
 #   time_e4m3_64 OUT: the 64-row e4m3 form at its shapes (the headline, B = 8, L = 32k) on the timing library, to OUT
+#   build_libs TAG DIR: the normal and the timing library of the tree as it is now (cached by source digest), their
+#     reports in DIR/build-TAG.json and DIR/build-timing-TAG.json: a call that times a patch against main builds each
+#     before the step that times it, whose timeout a build would eat
+#   time_short_calls TAG DIR [fp8]: issue 52's short calls (the marginal cost in a graph of ten, B = 1, H = 8, N = 4
+#     and 16, L = 128 and 4k: both e4m3 forms over fp8, and without fp8 the bf16 picks too), then the fp8 headline and
+#     B = 8 (and the bf16 headline), on the timing library, to DIR/fixed-*-TAG.json and DIR/bench-*-TAG.json, then pack
 #   gate_tests STEM PYTEST_ARGS...: GPU tests with a per-test log and, past GATE_TIMEOUT, an interrupted summary.
 #     One pytest process: four pytest-xdist workers on one GPU ran each test ~5x slower than alone (2026-12-05,
 #     data/results/h100/2026-12-05-landing-gates/), less than serial throughput. The sanitizers' tools run at once
@@ -107,6 +113,26 @@ time_e4m3_64() {
   echo "== $(basename "$1" .json)"
   KDT_E4M3_TIMING=1 timeout 90 python3 -m kdtree_lab bench --out "$1" --impl cuda_sm120_e4m3 --shape 1,200000,16,8,fp8 \
     --shape 8,200000,16,8,fp8 --shape 1,32768,16,8,fp8 2>&1 | grep -E "^cuda|rror|Killed" | cut -c1-80
+  pack
+}
+
+build_libs() {
+  python3 -m kdtree_lab build --json > "$2/build-$1.json"; echo "$1 build rc=$?"
+  KDT_E4M3_TIMING=1 python3 -m kdtree_lab build --json > "$2/build-timing-$1.json"; echo "$1 timing build rc=$?"
+}
+
+time_short_calls() {
+  step "timing $1"
+  KDT_E4M3_TIMING=1 timeout 100 python3 scripts/fixed_cost.py --kv fp8 --impls cuda_sm120_e4m3_32,cuda_sm120_e4m3 \
+    --drafts 4,16 --lengths 128,4096 --nsplit 8 --repeat 10 --out "$2/fixed-fp8-$1.json" 2>&1 | grep -E "^auto" \
+    | cut -c1-120
+  [ "${3:-}" = fp8 ] || KDT_E4M3_TIMING=1 timeout 80 python3 scripts/fixed_cost.py --impls cuda_sm120,cuda_sm120_roles \
+    --drafts 4,16 --lengths 128,4096 --nsplit 8 --repeat 10 --out "$2/fixed-bf16-$1.json" 2>&1 | grep -E "^auto" \
+    | cut -c1-120
+  KDT_E4M3_TIMING=1 timeout 60 python3 -m kdtree_lab bench --out "$2/bench-fp8-$1.json" --impl cuda_sm120_e4m3 \
+    --shape 1,200000,16,8,fp8 --shape 8,200000,16,8,fp8 2>&1 | grep -E "^cuda|rror|Killed" | cut -c1-100
+  [ "${3:-}" = fp8 ] || KDT_E4M3_TIMING=1 timeout 60 python3 -m kdtree_lab bench --out "$2/bench-bf16-$1.json" \
+    --impl cuda_sm120_roles --shape 1,200000,16,8 2>&1 | grep -E "^cuda|rror|Killed" | cut -c1-100
   pack
 }
 

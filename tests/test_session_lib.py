@@ -85,3 +85,31 @@ def test_the_sanitizers_report_one_line_per_tool_in_order(tmp_path, parallel):
     assert "--quick" in (tmp_path / "sanitizer-initcheck-x.log").read_text()
     assert "--impl cuda_sm120" in (tmp_path / "sanitizer-memcheck-x.log").read_text()
     assert not list(tmp_path.glob(".sanitizer-*"))
+
+
+@pytest.mark.parametrize("only", ["", "fp8"])
+def test_the_short_calls_time_what_they_name(tmp_path, only):
+    """time_short_calls against a stand-in python3 that records its arguments: the fp8 fixed cost and bench always,
+    the bf16 picks' only without `fp8`, every command on the timing library, each result named by the tag; then
+    build_libs: the normal and the timing library's reports."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "python3"
+    fake.write_text(f'#!/usr/bin/env bash\necho "${{KDT_E4M3_TIMING:-0}} $*" >> {tmp_path}/calls\n')
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "OUT": str(tmp_path / "out"),
+           "KDT_PACK_DIR": str(tmp_path)}
+    (tmp_path / "out").mkdir()
+    out = subprocess.run(["bash", "-c", f"source {ROOT / 'scripts/session_lib.sh'} && time_short_calls main-1 "
+                          f"{tmp_path} {only} && build_libs main {tmp_path}"], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    calls = (tmp_path / "calls").read_text().splitlines()
+    timed, builds = calls[:-2], calls[-2:]
+    assert all(c.startswith("1 ") for c in timed)
+    assert any("--kv fp8" in c and "fixed-fp8-main-1.json" in c for c in timed)
+    assert any("bench-fp8-main-1.json" in c and "1,200000,16,8,fp8" in c for c in timed)
+    bf16 = [c for c in timed if "bf16-main-1" in c]
+    assert len(bf16) == (0 if only else 2)
+    assert builds == ["0 -m kdtree_lab build --json", "1 -m kdtree_lab build --json"]
+    assert (tmp_path / "out" / "results.tar.gz").exists()

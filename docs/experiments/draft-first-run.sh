@@ -25,14 +25,10 @@ ident() {  # NAME: digests of each configuration over its pool's grid (edge grid
       --out "$R/digest-$1-$2.json" 2>&1 | tail -1
   done
 }
-libs() {  # NAME: the normal and the timing library of the tree as it is now (cached by source digest)
-  python3 -m kdtree_lab build --json > "$R/build-$1.json"; echo "$1 build rc=$?"
-  KDT_E4M3_TIMING=1 python3 -m kdtree_lab build --json > "$R/build-timing-$1.json"; echo "$1 timing build rc=$?"
-}
-step "libraries, main"; libs main
+step "libraries, main"; build_libs main $R
 step "digests, main"; ident main
 git apply $P || exit 1
-step "libraries, patch"; libs patch
+step "libraries, patch"; build_libs patch $R
 step "digests, patch"; ident patch
 for pair in "${IDENT[@]}"; do
   set -- $pair
@@ -40,19 +36,6 @@ for pair in "${IDENT[@]}"; do
     | tail -1 || { echo "outputs differ (or a digest is missing): no timing"; pack; kernels_restore; exit 1; }
 done
 pack
-timed() {  # NAME: the short calls, then the long shapes (timing library, built above)
-  step "timing $1"
-  KDT_E4M3_TIMING=1 timeout 100 python3 scripts/fixed_cost.py --kv fp8 --impls cuda_sm120_e4m3_32,cuda_sm120_e4m3 \
-    --drafts 4,16 --lengths 128,4096 --nsplit 8 --repeat 10 --out "$R/fixed-fp8-$1.json" 2>&1 | grep -E "^auto" \
-    | cut -c1-120
-  KDT_E4M3_TIMING=1 timeout 80 python3 scripts/fixed_cost.py --impls cuda_sm120,cuda_sm120_roles --drafts 4,16 \
-    --lengths 128,4096 --nsplit 8 --repeat 10 --out "$R/fixed-bf16-$1.json" 2>&1 | grep -E "^auto" | cut -c1-120
-  KDT_E4M3_TIMING=1 timeout 60 python3 -m kdtree_lab bench --out "$R/bench-fp8-$1.json" --impl cuda_sm120_e4m3 \
-    --shape 1,200000,16,8,fp8 --shape 8,200000,16,8,fp8 2>&1 | grep -E "^cuda|rror|Killed" | cut -c1-100
-  KDT_E4M3_TIMING=1 timeout 60 python3 -m kdtree_lab bench --out "$R/bench-bf16-$1.json" --impl cuda_sm120_roles \
-    --shape 1,200000,16,8 2>&1 | grep -E "^cuda|rror|Killed" | cut -c1-100
-  pack
-}
-kernels_restore; timed main-1
-git apply $P || exit 1; timed patch-1
-kernels_restore; timed main-2
+kernels_restore; time_short_calls main-1 $R
+git apply $P || exit 1; time_short_calls patch-1 $R
+kernels_restore; time_short_calls main-2 $R

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# One device call (issue 52, the fixed cost; one home for the role split): the 64-row e4m3 form's draft block on the
+# bf16 role split's landed form (e4m3-draft-pvs.patch: pvs_qk / pvs_pv, the softmax in the PV warps) instead of the
+# first form's code (roles_qk / roles_pv, deleted by the patch). The landed form's outputs are the first form's bit
+# for bit (data/results/h100/2026-12-05-pv-softmax-landing/), so the e4m3 form's must be main's: digests over the fp8
+# GPU grid (normal library), then main, the patch and main again: a short call's marginal cost in a graph (timing
+# library, both e4m3 forms at N = 4 and 16, L = 128 and 4k) and the fp8 headline and B = 8; then the phase clocks of
+# the 64-row form's short calls with the patch (the draft block's span by role). ~7-8 minutes.
+#   bash docs/experiments/e4m3-draft-pvs-run.sh
+# Carry .whl-sglang. Results in $OUT/results.tar.gz (packed after each step).
+set -uo pipefail
+WHEELS=${WHEELS:-.whl-sglang}
+export KDT_PACK_DIR=/tmp/r  # results, packed into $OUT/results.tar.gz after each step (pack)
+source scripts/device_prologue.sh "bash docs/experiments/e4m3-draft-pvs-run.sh $*"
+P=docs/experiments/e4m3-draft-pvs.patch; R=$KDT_PACK_DIR
+mkdir -p $R; mv "$OUT"/*.json $R/
+kernels_snapshot  # the patch touches kernels/ only, so kernels_restore undoes it
+ident() {  # NAME: digests of the 64-row e4m3 form over the fp8 grid (edge grid + 60 random)
+  timeout 150 python3 -m kdtree_lab.checks.output_identity --impl cuda_sm120_e4m3 --kv fp8 --cases 60 \
+    --out "$R/digest-$1.json" 2>&1 | tail -1
+}
+step "libraries, main"; build_libs main $R
+step "digests, main"; ident main
+git apply $P || exit 1
+step "libraries, patch"; build_libs patch $R
+KDT_PHASE_CLOCKS=1 KDT_E4M3_TIMING=1 python3 -m kdtree_lab build --json > "$R/build-phase-patch.json"
+echo "phase build rc=$?"
+step "digests, patch"; ident patch
+python3 -m kdtree_lab.checks.output_identity --compare "$R/digest-main.json" "$R/digest-patch.json" | tail -1 \
+  || { echo "outputs differ (or a digest is missing): no timing"; pack; kernels_restore; exit 1; }
+pack
+kernels_restore; time_short_calls main-1 $R fp8
+git apply $P || exit 1; time_short_calls patch-1 $R fp8
+kernels_restore; time_short_calls main-2 $R fp8
+git apply $P || exit 1
+step "phase clocks, patch"
+KDT_PHASE_CLOCKS=1 KDT_E4M3_TIMING=1 timeout 120 python3 -m kdtree_lab.checks.phase_clocks --impl cuda_sm120_e4m3 \
+  --shape 1,128,16,8 --shape 1,4096,16,8 --out "$R/phase-e4m3-64-patch.json" 2>&1 | grep -E "draft|split|^==" \
+  | cut -c1-200
+pack
+kernels_restore
