@@ -89,10 +89,26 @@ def test_a_synthetic_call_splits_as_documented():
     assert out["combine.wait_done_us"] == pytest.approx(9.3)
     assert out["combine.end_us"] == pytest.approx(10.5)
     assert (out["qpass.entry_us"], out["qpass.end_us"]) == (pytest.approx(-1.5), pytest.approx(1.2))
+    assert out["split.entered_after_qpass"] == 0  # every CTA entered by 0.3 us, before the Q pass ended at 1.2
+    assert out["split.entered_after_qpass_end_us"] is None
     text = pc.table(out)
     assert "prologue" in text and "2.60" in text and "SM clock 2.0 GHz over 2 CTAs" in text
     assert "Q pass -1.5 -> 1.2 us" in text
     assert "draft block (QK/PV us): prologue 2.00/1.20, loop 6.00/7.00" in text
+
+
+def test_the_ctas_that_wait_for_the_q_pass_are_counted():
+    """A split CTA entering after the Q pass's end (the empty split, moved to 1.5 us) is counted with its end."""
+    s = _synthetic()
+    s.stamps[0, 1] = 0
+    _stamp(s, 0, 1, range(8), "entry", 10_000 + 1500)
+    _stamp(s, 0, 1, range(8), "done", 10_000 + 9600)
+    out = pc.summarize(s, (1, 3, 1))
+    assert out["split.entered_after_qpass"] == 1
+    assert out["split.entered_after_qpass_end_us"] == pytest.approx(9.6)
+    s.stamps[2] = 0  # no Q pass: not asked
+    out = pc.summarize(s, (1, 3, 1))
+    assert (out["split.entered_after_qpass"], out["split.entered_after_qpass_end_us"]) == (None, None)
 
 
 def test_repeated_calls_take_each_keys_median():

@@ -124,7 +124,8 @@ def summarize(s: Stamps, grid: tuple[int, int, int], ghz: float | None = None,
     prologue .. loop; the latest over the draft CTAs), the CTAs' entry spread and the kernels' spans on the global timer (from the split kernel's first
     entry): ``split.end_us`` (last stamp), ``combine.entry_us``, ``combine.wait_done_us``, ``combine.end_us``, and
     for the e4m3 forms ``qpass.entry_us`` (its first CTA's entry, before the split kernel's: negative) and
-    ``qpass.end_us`` (its last CTA's end; None where the call ran no Q pass). Raises
+    ``qpass.end_us`` (its last CTA's end; None where the call ran no Q pass), ``split.entered_after_qpass`` (how many
+    split CTAs entered after that end) and ``split.entered_after_qpass_end_us`` (the latest end among them). Raises
     ValueError where no split-kernel CTA stamped its entry."""
     gx, gy, gz = grid
     st, meta = s.stamps, s.meta
@@ -182,6 +183,14 @@ def summarize(s: Stamps, grid: tuple[int, int, int], ghz: float | None = None,
         v = st[kernel, :, :, MARKS.index(mark), 1]
         v = v[v > 0]
         out[key] = round((int(pick(v)) - t0_ns) / 1000.0, 3) if v.size else None
+    # the split CTAs that entered only after the Q pass's last CTA ended (on the SMs it held, as a split CTA needs the
+    # whole register file: the hypothesis these test) and the latest end among them
+    qdone = st[QPASS, :, :, MARKS.index("done"), 1]
+    qdone = qdone[qdone > 0]
+    late = [c for c, f in zip(ctas, first_ns) if qdone.size and f >= int(qdone.max())]
+    out["split.entered_after_qpass"] = len(late) if qdone.size else None
+    out["split.entered_after_qpass_end_us"] = (round((max(int(split_ns[c].max()) for c in late) - t0_ns) / 1000.0, 3)
+                                               if late else None)
     return out
 
 
@@ -213,7 +222,9 @@ def table(summary: dict) -> str:
                  f"{summary.get('split.entry_spread_us')} us; split kernel ends {summary.get('split.end_us')} us; "
                  f"combine {summary.get('combine.entry_us')} -> {summary.get('combine.wait_done_us')} -> "
                  f"{summary.get('combine.end_us')} us"
-                 + (f"; Q pass {summary['qpass.entry_us']} -> {summary.get('qpass.end_us')} us"
+                 + (f"; Q pass {summary['qpass.entry_us']} -> {summary.get('qpass.end_us')} us, "
+                    f"{summary.get('split.entered_after_qpass')} split CTAs entered after it (the last ending at "
+                    f"{summary.get('split.entered_after_qpass_end_us')} us)"
                     if summary.get("qpass.entry_us") is not None else ""))
     return "\n".join(lines)
 
