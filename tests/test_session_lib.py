@@ -97,11 +97,13 @@ def test_the_short_calls_time_what_they_name(tmp_path, only):
     fake = bin_dir / "python3"
     fake.write_text(f'#!/usr/bin/env bash\necho "${{KDT_E4M3_TIMING:-0}} $*" >> {tmp_path}/calls\n')
     fake.chmod(0o755)
+    results = tmp_path / "r"  # what pack tars: outside $OUT, where the tarball is written
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "OUT": str(tmp_path / "out"),
-           "KDT_PACK_DIR": str(tmp_path)}
+           "KDT_PACK_DIR": str(results)}
     (tmp_path / "out").mkdir()
+    results.mkdir()
     out = subprocess.run(["bash", "-c", f"source {ROOT / 'scripts/session_lib.sh'} && time_short_calls main-1 "
-                          f"{tmp_path} {only} && build_libs main {tmp_path}"], env=env, capture_output=True,
+                          f"{results} {only} && build_libs main {results}"], env=env, capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     calls = (tmp_path / "calls").read_text().splitlines()
