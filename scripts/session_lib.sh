@@ -22,6 +22,10 @@
 #   build_libs TAG DIR: the normal and the timing library of the tree as it is now (cached by source digest), their
 #     reports in DIR/build-TAG.json and DIR/build-timing-TAG.json: a call that times a patch against main builds each
 #     before the step that times it, whose timeout a build would eat
+#   ab_patch PATCH DIR CASES ONLY IMPL:KV...: a kernels-only PATCH against main (kernels_snapshot taken): for main,
+#     then with the patch, build_libs and a digest of each IMPL over its KV pool's grid (edge grid + CASES random);
+#     the digests compared (a difference, or a digest missing, ends the call before any timing, rc 1); then
+#     time_short_calls for main, the patch and main again (ONLY: fp8, or all); leaves kernels/ as main's
 #   time_short_calls TAG DIR [fp8]: issue 52's short calls (the marginal cost in a graph of ten, B = 1, H = 8, N = 4
 #     and 16, L = 128 and 4k: both e4m3 forms over fp8, and without fp8 the bf16 picks too), then the fp8 headline and
 #     B = 8 (and the bf16 headline), on the timing library, to DIR/fixed-*-TAG.json and DIR/bench-*-TAG.json, then pack
@@ -134,6 +138,32 @@ time_short_calls() {
   [ "${3:-}" = fp8 ] || KDT_E4M3_TIMING=1 timeout 60 python3 -m kdtree_lab bench --out "$2/bench-bf16-$1.json" \
     --impl cuda_sm120_roles --shape 1,200000,16,8 2>&1 | grep -E "^cuda|rror|Killed" | cut -c1-100
   pack
+}
+
+ab_patch() {
+  local patch=$1 dir=$2 cases=$3 only=$4 tag ik
+  shift 4
+  [ "$only" = fp8 ] || only=
+  for tag in main patch; do
+    if [ $tag = patch ]; then git apply "$patch" || return 1; fi
+    step "libraries and digests, $tag"; build_libs $tag "$dir"
+    for ik in "$@"; do
+      timeout 150 python3 -m kdtree_lab.checks.output_identity --impl "${ik%:*}" --kv "${ik#*:}" --cases "$cases" \
+        --out "$dir/digest-$tag-${ik%:*}.json" 2>&1 | tail -1
+    done
+  done
+  for ik in "$@"; do
+    if ! python3 -m kdtree_lab.checks.output_identity --compare "$dir/digest-main-${ik%:*}.json" \
+        "$dir/digest-patch-${ik%:*}.json" > "$dir/compare-${ik%:*}.txt" 2>&1; then
+      tail -1 "$dir/compare-${ik%:*}.txt"; echo "outputs differ (or a digest is missing): no timing"
+      pack; kernels_restore; return 1
+    fi
+    tail -1 "$dir/compare-${ik%:*}.txt"
+  done
+  pack
+  kernels_restore; time_short_calls main-1 "$dir" $only
+  git apply "$patch" || return 1; time_short_calls patch-1 "$dir" $only
+  kernels_restore; time_short_calls main-2 "$dir" $only
 }
 
 run_gates() {

@@ -115,3 +115,41 @@ def test_the_short_calls_time_what_they_name(tmp_path, only):
     assert len(bf16) == (0 if only else 2)
     assert builds == ["0 -m kdtree_lab build --json", "1 -m kdtree_lab build --json"]
     assert (tmp_path / "out" / "results.tar.gz").exists()
+
+
+@pytest.mark.parametrize("same", [True, False])
+def test_a_patch_is_timed_only_where_its_outputs_are_mains(tmp_path, same):
+    """ab_patch against stand-ins (python3 and git record their arguments; the digests' comparison answers `same`):
+    main's libraries and digests, then the patch's, each configuration compared; identical: main, the patch and main
+    again timed, the patch applied before its round and kernels/ restored before main's; different: no timing, rc 1."""
+    bin_dir, results = tmp_path / "bin", tmp_path / "r"
+    bin_dir.mkdir()
+    results.mkdir()
+    (tmp_path / "out").mkdir()
+    log = tmp_path / "calls"
+    for name, body in (("python3", f'echo "python3 $*" >> {log}\n[[ "$*" == *--compare* ]] && exit {0 if same else 1}\n'
+                                   'exit 0\n'),
+                       ("git", f'echo "git $*" >> {log}\n')):
+        (bin_dir / name).write_text("#!/usr/bin/env bash\n" + body)
+        (bin_dir / name).chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "OUT": str(tmp_path / "out"),
+           "KDT_PACK_DIR": str(results)}
+    out = subprocess.run(["bash", "-c", f"source {ROOT / 'scripts/session_lib.sh'} && "
+                          f"kernels_restore() {{ echo restore >> {log}; }} && "
+                          f"ab_patch p.patch {results} 20 fp8 cuda_sm120_e4m3:fp8 cuda_sm120:bf16"],
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == (0 if same else 1), out.stderr
+    calls = log.read_text().splitlines()
+    digests = [c for c in calls if "--out" in c and "output_identity" in c]
+    assert [c.split("--out ")[1].rsplit("/", 1)[1] for c in digests] == [
+        "digest-main-cuda_sm120_e4m3.json", "digest-main-cuda_sm120.json", "digest-patch-cuda_sm120_e4m3.json",
+        "digest-patch-cuda_sm120.json"]
+    assert "--kv fp8 --cases 20" in digests[0] and "--kv bf16" in digests[1]
+    applied = calls.index("git apply p.patch")
+    assert all(calls.index(d) > applied for d in digests[2:]) and all(calls.index(d) < applied for d in digests[:2])
+    fixed = [c.split("--out ")[1].split()[0].rsplit("/", 1)[1] for c in calls if "fixed_cost.py" in c]
+    if same:
+        assert fixed == ["fixed-fp8-main-1.json", "fixed-fp8-patch-1.json", "fixed-fp8-main-2.json"]  # fp8 only
+        assert calls.count("git apply p.patch") == 2 and calls.count("restore") == 2
+    else:
+        assert fixed == [] and "no timing" in out.stdout and calls[-1] == "restore"

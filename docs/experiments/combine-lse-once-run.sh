@@ -16,25 +16,4 @@ source scripts/device_prologue.sh "bash docs/experiments/combine-lse-once-run.sh
 P=docs/experiments/combine-lse-once.patch; R=$KDT_PACK_DIR
 mkdir -p $R; mv "$OUT"/*.json $R/
 kernels_snapshot  # the patch touches kernels/ only, so kernels_restore undoes it
-IDENT=("cuda_sm120 bf16" "cuda_sm120_roles bf16" "cuda_sm120_e4m3 fp8" "cuda_sm120_e4m3_32 fp8")
-ident() {  # NAME: digests of each configuration over its pool's grid (edge grid + 20 random)
-  for pair in "${IDENT[@]}"; do
-    set -- "$1" $pair
-    timeout 100 python3 -m kdtree_lab.checks.output_identity --impl $2 --kv $3 --cases 20 \
-      --out "$R/digest-$1-$2.json" 2>&1 | tail -1
-  done
-}
-step "libraries, main"; build_libs main $R
-step "digests, main"; ident main
-git apply $P || exit 1
-step "libraries, patch"; build_libs patch $R
-step "digests, patch"; ident patch
-for pair in "${IDENT[@]}"; do
-  set -- $pair
-  python3 -m kdtree_lab.checks.output_identity --compare "$R/digest-main-$1.json" "$R/digest-patch-$1.json" \
-    | tail -1 || { echo "outputs differ (or a digest is missing): no timing"; pack; kernels_restore; exit 1; }
-done
-pack
-kernels_restore; time_short_calls main-1 $R
-git apply $P || exit 1; time_short_calls patch-1 $R
-kernels_restore; time_short_calls main-2 $R
+ab_patch $P $R 20 all cuda_sm120:bf16 cuda_sm120_roles:bf16 cuda_sm120_e4m3:fp8 cuda_sm120_e4m3_32:fp8

@@ -15,25 +15,11 @@ source scripts/device_prologue.sh "bash docs/experiments/e4m3-draft-pvs-run.sh $
 P=docs/experiments/e4m3-draft-pvs.patch; R=$KDT_PACK_DIR
 mkdir -p $R; mv "$OUT"/*.json $R/
 kernels_snapshot  # the patch touches kernels/ only, so kernels_restore undoes it
-ident() {  # NAME: digests of the 64-row e4m3 form over the fp8 grid (edge grid + 60 random)
-  timeout 150 python3 -m kdtree_lab.checks.output_identity --impl cuda_sm120_e4m3 --kv fp8 --cases 60 \
-    --out "$R/digest-$1.json" 2>&1 | tail -1
-}
-step "libraries, main"; build_libs main $R
-step "digests, main"; ident main
-git apply $P || exit 1
-step "libraries, patch"; build_libs patch $R
-KDT_PHASE_CLOCKS=1 KDT_E4M3_TIMING=1 python3 -m kdtree_lab build --json > "$R/build-phase-patch.json"
-echo "phase build rc=$?"
-step "digests, patch"; ident patch
-python3 -m kdtree_lab.checks.output_identity --compare "$R/digest-main.json" "$R/digest-patch.json" | tail -1 \
-  || { echo "outputs differ (or a digest is missing): no timing"; pack; kernels_restore; exit 1; }
-pack
-kernels_restore; time_short_calls main-1 $R fp8
-git apply $P || exit 1; time_short_calls patch-1 $R fp8
-kernels_restore; time_short_calls main-2 $R fp8
+ab_patch $P $R 60 fp8 cuda_sm120_e4m3:fp8 || exit 1
 git apply $P || exit 1
 step "phase clocks, patch"
+KDT_PHASE_CLOCKS=1 KDT_E4M3_TIMING=1 python3 -m kdtree_lab build --json > "$R/build-phase-patch.json"
+echo "phase build rc=$?"
 KDT_PHASE_CLOCKS=1 KDT_E4M3_TIMING=1 timeout 120 python3 -m kdtree_lab.checks.phase_clocks --impl cuda_sm120_e4m3 \
   --shape 1,128,16,8 --shape 1,4096,16,8 --out "$R/phase-e4m3-64-patch.json" 2>&1 | grep -E "draft|split|^==" \
   | cut -c1-200
