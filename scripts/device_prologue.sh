@@ -1,9 +1,12 @@
 # Sourced at the start of a one-off device call (kernel experiments; scripts/h200_session.sh has its own steps):
 # installs the carried wheels (${WHEELS:-.whl}) into /tmp/site and puts them on the path, writes the provenance of
-# the calling command ($1) to $OUT/provenance.json, and builds the library (its checks to $OUT/build.json).
+# the calling command ($1) to $OUT/provenance.json, and builds the library (its checks to $OUT/build.json). A
+# results folder set in KDT_PACK_DIR (under /tmp) starts empty: a warm machine keeps /tmp between calls, and pack would otherwise
+# ship an earlier call's files (of the same names, overwritten or not) in this call's tarball.
 #   source scripts/device_prologue.sh "bash docs/experiments/NAME-run.sh"
 source scripts/session_lib.sh
 mkdir -p "$OUT"
+case "${KDT_PACK_DIR:-}" in /tmp/?*) rm -rf "$KDT_PACK_DIR" && mkdir -p "$KDT_PACK_DIR" ;; esac  # only under /tmp
 install_wheels || exit 1
 write_provenance "$1" "$OUT/provenance.json"
 python3 -m kdtree_lab build --json > "$OUT/build.json"; echo "build rc=$?"

@@ -153,3 +153,34 @@ def test_a_patch_is_timed_only_where_its_outputs_are_mains(tmp_path, same):
         assert calls.count("git apply p.patch") == 2 and calls.count("restore") == 2
     else:
         assert fixed == [] and "no timing" in out.stdout and calls[-1] == "restore"
+
+
+def test_a_calls_results_folder_starts_empty(tmp_path):
+    """device_prologue.sh against a stand-in python3 (wheels, provenance and build all no-ops): a KDT_PACK_DIR under
+    /tmp is emptied first (a warm machine keeps /tmp between calls, and pack would ship the last call's files again);
+    one elsewhere is left as it is."""
+    import tempfile
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").write_text("#!/usr/bin/env bash\nexit 0\n")
+    (bin_dir / "python3").chmod(0o755)
+    under_tmp = Path(tempfile.mkdtemp(dir="/tmp")) / "r"
+    elsewhere = tmp_path / "cwd" / "rel" / "r"
+    try:
+        for folder, relative in ((under_tmp, str(under_tmp)), (elsewhere, "rel/r")):
+            folder.mkdir(parents=True)
+            (folder / "fixed-fp8-main-1.json").write_text("{}")
+            env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "OUT": str(tmp_path / "out"),
+                   "KDT_PACK_DIR": relative}
+            cwd = tmp_path / "cwd"
+            (cwd / "scripts").mkdir(parents=True, exist_ok=True)
+            for name in ("device_prologue.sh", "session_lib.sh"):
+                (cwd / "scripts" / name).write_text((ROOT / "scripts" / name).read_text())
+            out = subprocess.run(["bash", "-c", "source scripts/device_prologue.sh 'a call'"], cwd=cwd, env=env,
+                                 capture_output=True, text=True, timeout=60)
+            assert out.returncode == 0, out.stderr
+            assert folder.is_dir()
+            assert list(folder.iterdir()) == ([] if folder == under_tmp else [folder / "fixed-fp8-main-1.json"])
+    finally:
+        import shutil
+        shutil.rmtree(under_tmp.parent, ignore_errors=True)

@@ -4,8 +4,10 @@
 # first form's code (roles_qk / roles_pv, deleted by the patch). The landed form's outputs are the first form's bit
 # for bit (data/results/h100/2026-12-05-pv-softmax-landing/), so the e4m3 form's must be main's: digests over the fp8
 # GPU grid (normal library), then main, the patch and main again: a short call's marginal cost in a graph (timing
-# library, both e4m3 forms at N = 4 and 16, L = 128 and 4k) and the fp8 headline and B = 8; then the phase clocks of
-# the 64-row form's short calls with the patch (the draft block's span by role). ~7-8 minutes.
+# library, both e4m3 forms at N = 4 and 16, L = 128 and 4k) and the fp8 headline and B = 8, then the patch once more
+# (2026-12-05's call put the headline +3% with the patch, one sample); then the phase clocks of the 64-row form's short
+# calls on main and with the patch, in this call (the draft block's span by role, and whether the split kernel's end
+# moves while the graph of ten does not). ~8-9 minutes.
 #   bash docs/experiments/e4m3-draft-pvs-run.sh
 # Carry .whl-sglang. Results in $OUT/results.tar.gz (packed after each step).
 set -uo pipefail
@@ -16,12 +18,15 @@ P=docs/experiments/e4m3-draft-pvs.patch; R=$KDT_PACK_DIR
 mkdir -p $R; mv "$OUT"/*.json $R/
 kernels_snapshot  # the patch touches kernels/ only, so kernels_restore undoes it
 ab_patch $P $R 60 fp8 cuda_sm120_e4m3:fp8 || exit 1
-git apply $P || exit 1
-step "phase clocks, patch"
-KDT_PHASE_CLOCKS=1 KDT_E4M3_TIMING=1 python3 -m kdtree_lab build --json > "$R/build-phase-patch.json"
-echo "phase build rc=$?"
-KDT_PHASE_CLOCKS=1 KDT_E4M3_TIMING=1 timeout 120 python3 -m kdtree_lab.checks.phase_clocks --impl cuda_sm120_e4m3 \
-  --shape 1,128,16,8 --shape 1,4096,16,8 --out "$R/phase-e4m3-64-patch.json" 2>&1 | grep -E "draft|split|^==" \
-  | cut -c1-200
-pack
+git apply $P || exit 1; time_short_calls patch-2 $R fp8; kernels_restore
+for tag in main patch; do
+  [ $tag = patch ] && { git apply $P || exit 1; }
+  step "phase clocks, $tag"
+  KDT_PHASE_CLOCKS=1 KDT_E4M3_TIMING=1 python3 -m kdtree_lab build --json > "$R/build-phase-$tag.json"
+  echo "phase build rc=$?"
+  KDT_PHASE_CLOCKS=1 KDT_E4M3_TIMING=1 timeout 120 python3 -m kdtree_lab.checks.phase_clocks --impl cuda_sm120_e4m3 \
+    --shape 1,128,16,8 --shape 1,4096,16,8 --out "$R/phase-e4m3-64-$tag.json" 2>&1 | grep -E "draft|split|^==" \
+    | cut -c1-240
+  pack
+done
 kernels_restore
