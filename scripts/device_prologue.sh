@@ -8,5 +8,7 @@ source scripts/session_lib.sh
 mkdir -p "$OUT"
 case "${KDT_PACK_DIR:-}" in /tmp/?*) rm -rf "$KDT_PACK_DIR" && mkdir -p "$KDT_PACK_DIR" ;; esac  # only under /tmp
 install_wheels || exit 1
+# libraries built before the call (scripts/prebuild.py, carried as .prebuilt): into build/, where the builds find them
+[ -d .prebuilt ] && python3 scripts/prebuild.py --unpack .prebuilt
 write_provenance "$1" "$OUT/provenance.json"
 python3 -m kdtree_lab build --json > "$OUT/build.json"; echo "build rc=$?"

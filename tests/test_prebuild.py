@@ -1,0 +1,84 @@
+"""scripts/prebuild.py: the libraries a device call would build, built before it and carried; on the device they are
+unpacked into build/ where the call's builds find them. The real build here proves the names are the ones a build of
+the same tree (a patch applied) computes, so the device finds them."""
+
+import importlib.util
+import json
+import lzma
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("prebuild", ROOT / "scripts" / "prebuild.py")
+prebuild = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(prebuild)
+
+COMMENT_PATCH = """\
+--- a/kernels/common/frame.cuh
++++ b/kernels/common/frame.cuh
+@@ -1 +1,2 @@
++// a comment: another tree, another library name
+ // The frame every verify kernel shares: MLA constants, the launch parameters (Params), where a CTA works
+"""
+
+
+def test_unpack_puts_each_library_whole_beside_its_log_and_keeps_what_is_there(tmp_path):
+    folder, build = tmp_path / "pre", tmp_path / "build"
+    folder.mkdir()
+    for name, body in (("libkdtree_verify-aaaa", b"\x7fELF one"), ("libkdtree_verify-bbbb", b"\x7fELF two"),
+                       ("libkdtree_verify-cccc", b"no log beside it")):
+        with lzma.open(folder / f"{name}.so.xz", "wb") as f:
+            f.write(body)
+        if name != "libkdtree_verify-cccc":
+            (folder / f"{name}.ptxas.log").write_text(f"log of {name}")
+    build.mkdir()
+    (build / "libkdtree_verify-bbbb.so").write_bytes(b"built on the device")
+    done = prebuild.unpack(folder, build)
+    assert [p.name for p in done] == ["libkdtree_verify-aaaa.so"]
+    assert (build / "libkdtree_verify-aaaa.so").read_bytes() == b"\x7fELF one"
+    assert (build / "libkdtree_verify-aaaa.so").stat().st_mode & 0o111
+    assert (build / "libkdtree_verify-aaaa.ptxas.log").read_text() == "log of libkdtree_verify-aaaa"
+    assert (build / "libkdtree_verify-bbbb.so").read_bytes() == b"built on the device"  # not overwritten
+    assert not (build / "libkdtree_verify-cccc.so").exists()  # a build finds a library only beside its log
+    assert sorted(p.name for p in build.iterdir()) == ["libkdtree_verify-aaaa.ptxas.log", "libkdtree_verify-aaaa.so",
+                                                       "libkdtree_verify-bbbb.so"]
+
+
+def test_bad_arguments_get_one_line_and_a_non_zero_exit(tmp_path):
+    bad = tmp_path / "bad.patch"
+    bad.write_text(COMMENT_PATCH.replace("The frame every verify kernel", "Nothing in this tree"))
+    for args, words in (([str(bad), "--out", str(tmp_path / "o")], f"{bad}: does not apply"),
+                        (["main", "--variants", "normal,fast", "--out", str(tmp_path / "o")], "found fast"),
+                        ([], "expected one or more trees")):
+        out = subprocess.run([sys.executable, str(ROOT / "scripts" / "prebuild.py"), *args], cwd=ROOT,
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode != 0 and words in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+def test_prebuilt_libraries_are_the_ones_a_build_of_the_tree_finds(tmp_path):
+    """main and main with a one-comment patch, the normal library: two names, each the one `kdtree_lab build` reports
+    for that tree (a copy with the patch applied by git apply, as on the device), and unpacked it is the file that was
+    packed (two nvcc runs need not give the same bytes around the same code: the name, a hash of what went in, is what
+    the build looks for)."""
+    from kdtree_lab.core.cuda_tools import find_nvcc
+
+    if not find_nvcc():
+        pytest.skip("nvcc not found: set CUDA_HOME or put nvcc on PATH (kdtree-lab doctor shows what is found)")
+    patch = tmp_path / "comment.patch"
+    patch.write_text(COMMENT_PATCH)
+    out = tmp_path / "pre"
+    libs = prebuild.prebuild(["main", str(patch)], ["normal"], out, max_mib=12)
+    assert len(libs) == 2 and libs[0].name != libs[1].name
+    copy = prebuild._patched_copy([patch], tmp_path / "tree")
+    report = json.loads(subprocess.run([sys.executable, "-m", "kdtree_lab", "build", "--json"], cwd=copy,
+                                       capture_output=True, text=True, check=True).stdout)
+    built = Path(report["build"]["library"])
+    assert report["build"]["cached"] is False and libs[1].name == f"{built.name}.xz"
+    build = tmp_path / "device-build"
+    prebuild.unpack(out, build)
+    assert (build / built.name).read_bytes() == lzma.decompress(libs[1].read_bytes())
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [p.name for p in libs] + [p.name.replace(".so.xz", ".ptxas.log") for p in libs])
