@@ -6,7 +6,11 @@
 #   source scripts/device_prologue.sh "bash docs/experiments/NAME-run.sh"
 source scripts/session_lib.sh
 mkdir -p "$OUT"
-case "${KDT_PACK_DIR:-}" in /tmp/?*) rm -rf "$KDT_PACK_DIR" && mkdir -p "$KDT_PACK_DIR" ;; esac  # only under /tmp
+case "${KDT_PACK_DIR:-}" in  # emptied only where named, and resolved, as a folder under /tmp
+  /tmp/?*) case "$(realpath -m -- "$KDT_PACK_DIR")" in
+             /tmp/?*) rm -rf -- "$KDT_PACK_DIR" && mkdir -p -- "$KDT_PACK_DIR" ;;
+           esac ;;
+esac
 install_wheels || exit 1
 # libraries built before the call (scripts/prebuild.py, carried as .prebuilt): into build/, where the builds find them
 [ -d .prebuilt ] && python3 scripts/prebuild.py --unpack .prebuilt

@@ -6,7 +6,9 @@ is a hash of its sources, flags, archs and nvcc version (kdtree_lab.kernels.buil
 nvcc (V13.0.88 on both machines) is the file the device would build. Each is stored xz-compressed (~6 MB -> ~0.8 MB:
 a call's whole working tree, carried wheels included, travels under 64 MiB), and scripts/device_prologue.sh unpacks
 whatever the carried folder holds into build/, where the device's build finds it cached. A library whose name does
-not match (another nvcc, a tree changed since) is simply not found, and the device builds as before.
+not match (another nvcc, a tree changed since) is simply not found, and the device builds as before. The name does
+not hash the host compiler or C library: a library built here (glibc 2.36) loads on the device (glibc 2.39), not
+necessarily the other way round.
 
     python scripts/prebuild.py TREE... [--variants normal,timing] [--out .prebuilt]
     python scripts/prebuild.py --unpack [.prebuilt]     # on the device (scripts/device_prologue.sh does it)
@@ -14,9 +16,10 @@ not match (another nvcc, a tree changed since) is simply not found, and the devi
 TREE is ``main`` (this working tree's kernels/) or patch files joined by ``+``, applied in order to a copy of this
 working tree's kernels/ (what the device call's ``git apply`` makes of them). Variants: ``normal``, ``timing``
 (``KDT_E4M3_TIMING=1``), ``phase`` (``KDT_PHASE_CLOCKS=1 KDT_E4M3_TIMING=1``, as the phase-clocks runs build it).
-Then carry the folder with the call: ``carry: [".whl-sglang", ".prebuilt"]``. Exits non-zero, with one line, when a
-patch does not apply, a build or its checks fail, or the folder passes ``--max-mib`` (the carry limit is 64 MiB in
-all, the wheels take ~27).
+Then carry the folder with the call: ``carry: [".whl-sglang", ".prebuilt"]``. Exits non-zero, with one line, when an
+argument is wrong (a patch file missing, an ``--out`` folder holding anything but prebuilt libraries), a patch does not
+apply, a build or its checks fail, or the folder passes ``--max-mib`` (what travels with a call is at most 64 MiB: the
+tracked files ~21, the wheels ~27); the folder named by ``--out`` is replaced only once every library is built.
 """
 
 from __future__ import annotations
@@ -41,10 +44,16 @@ SWITCHES = ("KDT_DEBUG_WAITS", "KDT_E4M3_TIMING", "KDT_PHASE_CLOCKS")  # what ch
 
 
 class PrebuildError(RuntimeError):
-    """A patch that does not apply, a failed build, or a folder past its size limit (the message says which)."""
+    """A bad argument, a patch that does not apply, a failed build, or a folder past its size limit (one line
+    naming the argument, what was expected and what was found)."""
 
 
-def _build(tree: Path, variant: str) -> Path:
+def _last_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[-1] if lines else "no output"
+
+
+def _build(tree: Path, variant: str, label: str) -> Path:
     """Build the library of ``tree`` (a folder holding kernels/ and kdtree_lab/) for ``variant``; its path."""
     env = {k: v for k, v in os.environ.items() if k not in SWITCHES}
     env.update(VARIANTS[variant])
@@ -55,9 +64,13 @@ def _build(tree: Path, variant: str) -> Path:
     except json.JSONDecodeError:
         report = {}
     if out.returncode != 0 or not report.get("ok"):
-        raise PrebuildError(f"{tree.name} {variant}: the build or its checks failed (exit {out.returncode}): "
-                            f"{(out.stderr or out.stdout).strip().splitlines()[-1:] or ['no output']}")
-    return Path(report["build"]["library"])
+        raise PrebuildError(f"{label} ({variant}): expected a library that builds and passes its checks, found exit "
+                            f"{out.returncode}: {_last_line(out.stderr or out.stdout)}")
+    lib = Path(report["build"]["library"])
+    if not lib.with_suffix(".ptxas.log").exists():
+        raise PrebuildError(f"{label} ({variant}): expected {lib.with_suffix('.ptxas.log').name} beside the library, "
+                            "found none")
+    return lib
 
 
 def _patched_copy(patches: list[Path], into: Path) -> Path:
@@ -69,33 +82,62 @@ def _patched_copy(patches: list[Path], into: Path) -> Path:
     for patch in patches:
         out = subprocess.run(["git", "apply", str(patch)], cwd=into, capture_output=True, text=True)
         if out.returncode != 0:
-            raise PrebuildError(f"{patch}: does not apply to this tree: {out.stderr.strip().splitlines()[:1]}")
+            raise PrebuildError(f"{patch}: expected a patch that applies to this tree (after the ones before it), "
+                                f"found: {_last_line(out.stderr)}")
     return into
 
 
-def prebuild(trees: list[str], variants: list[str], out_dir: Path, max_mib: float) -> list[Path]:
-    """Build every (tree, variant) and copy each library and its ptxas log into ``out_dir`` (emptied first)."""
-    bad = [v for v in variants if v not in VARIANTS]
-    if bad:
-        raise PrebuildError(f"--variants: expected some of {', '.join(VARIANTS)}, found {', '.join(bad)}")
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
-    out_dir.mkdir(parents=True)
-    libs = []
+def _is_prebuilt_folder(folder: Path) -> bool:
+    """Whether ``folder`` holds nothing but what prebuild writes (so replacing it loses nothing else)."""
+    return folder.is_dir() and all(f.is_file() and (f.name.endswith(".so.xz") or f.name.endswith(".ptxas.log"))
+                                   for f in folder.iterdir())
+
+
+def _check(trees: list[str], variants: list[str], out_dir: Path) -> None:
+    """Every argument's problem, before anything is built or removed."""
+    if not trees:
+        raise PrebuildError("TREE: expected one or more (main, or patch files joined by +), found none")
+    if not variants or any(v not in VARIANTS for v in variants):
+        raise PrebuildError(f"--variants: expected one or more of {', '.join(VARIANTS)}, found "
+                            f"'{','.join(variants)}'")
     for tree in trees:
-        with tempfile.TemporaryDirectory() as tmp:
-            folder = ROOT if tree == "main" else _patched_copy([Path(p).resolve() for p in tree.split("+")], Path(tmp))
-            for variant in variants:
-                lib = _build(folder, variant)
-                with open(lib, "rb") as src, lzma.open(out_dir / f"{lib.name}.xz", "wb", preset=6) as dst:
-                    shutil.copyfileobj(src, dst)
-                shutil.copy2(lib.with_suffix(".ptxas.log"), out_dir / lib.with_suffix(".ptxas.log").name)
-                libs.append(out_dir / f"{lib.name}.xz")
-                print(f"{tree} {variant}: {lib.name}", flush=True)
-    mib = sum(f.stat().st_size for f in out_dir.iterdir()) / 2**20
-    if mib > max_mib:
-        raise PrebuildError(f"{out_dir}: expected at most {max_mib:g} MiB to carry, found {mib:.1f} MiB "
-                            f"({len(libs)} libraries): name fewer trees or variants")
+        if tree != "main":
+            missing = [p for p in tree.split("+") if not Path(p).is_file()]
+            if missing:
+                raise PrebuildError(f"TREE {tree}: expected patch files, found no file {', '.join(missing)}")
+    if out_dir.exists() and not _is_prebuilt_folder(out_dir):
+        raise PrebuildError(f"--out {out_dir}: expected a new folder or one holding only prebuilt libraries "
+                            "(*.so.xz, *.ptxas.log), found other files: not replaced")
+
+
+def prebuild(trees: list[str], variants: list[str], out_dir: Path, max_mib: float) -> list[Path]:
+    """Build every (tree, variant), each library xz-compressed beside its ptxas log, into a staging folder that
+    replaces ``out_dir`` once all are built and fit ``max_mib`` (a failure leaves ``out_dir`` as it was)."""
+    _check(trees, variants, out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        libs = []
+        for tree in trees:
+            with tempfile.TemporaryDirectory() as tmp:
+                folder = ROOT if tree == "main" else _patched_copy([Path(p).resolve() for p in tree.split("+")],
+                                                                   Path(tmp))
+                for variant in variants:
+                    lib = _build(folder, variant, f"TREE {tree}")
+                    with open(lib, "rb") as src, lzma.open(stage / f"{lib.name}.xz", "wb", preset=6) as dst:
+                        shutil.copyfileobj(src, dst)
+                    shutil.copy2(lib.with_suffix(".ptxas.log"), stage / lib.with_suffix(".ptxas.log").name)
+                    libs.append(out_dir / f"{lib.name}.xz")
+                    print(f"{tree} {variant}: {lib.name}", flush=True)
+        mib = sum(f.stat().st_size for f in stage.iterdir()) / 2**20
+        if mib > max_mib:
+            raise PrebuildError(f"--max-mib: expected at most {max_mib:g} MiB to carry, found {mib:.1f} MiB "
+                                f"({len(libs)} libraries): name fewer trees or variants")
+        if out_dir.exists():
+            shutil.rmtree(out_dir)  # holds only prebuilt libraries (_check)
+        stage.rename(out_dir)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
     print(f"{out_dir}: {len(libs)} libraries, {mib:.1f} MiB", flush=True)
     return libs
 
@@ -131,14 +173,15 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.unpack:
         folder = Path(args.trees[0]) if args.trees else ROOT / ".prebuilt"
-        libs = unpack(folder) if folder.is_dir() else []
+        if not folder.is_dir():
+            print(f"prebuild: --unpack: expected a folder of prebuilt libraries, found no folder {folder}",
+                  file=sys.stderr)
+            return 1
+        libs = unpack(folder)
         print(f"prebuilt: {len(libs)} libraries into build/ ({', '.join(p.name for p in libs) or 'none new'})")
         return 0
-    if not args.trees:
-        print("prebuild: expected one or more trees (main, or patch files joined by +), found none", file=sys.stderr)
-        return 2
     try:
-        prebuild(args.trees, [v for v in args.variants.split(",") if v], args.out, args.max_mib)
+        prebuild(args.trees, [v for v in args.variants.split(",") if v], args.out.resolve(), args.max_mib)
     except PrebuildError as e:
         print(f"prebuild: {e}", file=sys.stderr)
         return 1

@@ -47,15 +47,27 @@ def test_unpack_puts_each_library_whole_beside_its_log_and_keeps_what_is_there(t
                                                        "libkdtree_verify-bbbb.so"]
 
 
-def test_bad_arguments_get_one_line_and_a_non_zero_exit(tmp_path):
+def test_bad_arguments_get_one_line_and_a_non_zero_exit_and_nothing_is_removed(tmp_path):
     bad = tmp_path / "bad.patch"
     bad.write_text(COMMENT_PATCH.replace("The frame every verify kernel", "Nothing in this tree"))
-    for args, words in (([str(bad), "--out", str(tmp_path / "o")], f"{bad}: does not apply"),
-                        (["main", "--variants", "normal,fast", "--out", str(tmp_path / "o")], "found fast"),
-                        ([], "expected one or more trees")):
+    kept = tmp_path / "kept"  # a folder of other files named by --out: refused, left as it was
+    kept.mkdir()
+    (kept / "notes.txt").write_text("mine")
+    last = tmp_path / "last"  # the last good prebuilt folder: a failed run leaves it
+    last.mkdir()
+    (last / "libkdtree_verify-aaaa.so.xz").write_bytes(b"x")
+    for args, words in (([str(bad), "--out", str(last)], f"{bad}: expected a patch that applies"),
+                        ([str(tmp_path / "gone.patch"), "--out", str(last)], "expected patch files, found no file"),
+                        (["main", "--variants", "normal,fast", "--out", str(last)], "found 'normal,fast'"),
+                        (["main", "--variants", ",", "--out", str(last)], "--variants: expected one or more"),
+                        (["main", "--out", str(kept)], "found other files: not replaced"),
+                        ([], "TREE: expected one or more"),
+                        (["--unpack", str(tmp_path / "nowhere")], "--unpack: expected a folder")):
         out = subprocess.run([sys.executable, str(ROOT / "scripts" / "prebuild.py"), *args], cwd=ROOT,
                              capture_output=True, text=True, timeout=120)
         assert out.returncode != 0 and words in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert (kept / "notes.txt").read_text() == "mine"
+    assert [p.name for p in last.iterdir()] == ["libkdtree_verify-aaaa.so.xz"]
 
 
 def test_prebuilt_libraries_are_the_ones_a_build_of_the_tree_finds(tmp_path):

@@ -158,7 +158,7 @@ def test_a_patch_is_timed_only_where_its_outputs_are_mains(tmp_path, same):
 def test_a_calls_results_folder_starts_empty(tmp_path):
     """device_prologue.sh against a stand-in python3 (wheels, provenance and build all no-ops): a KDT_PACK_DIR under
     /tmp is emptied first (a warm machine keeps /tmp between calls, and pack would ship the last call's files again);
-    one elsewhere is left as it is."""
+    one elsewhere, or named through /tmp/.. to elsewhere, is left as it is."""
     import tempfile
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -166,8 +166,10 @@ def test_a_calls_results_folder_starts_empty(tmp_path):
     (bin_dir / "python3").chmod(0o755)
     under_tmp = Path(tempfile.mkdtemp(dir="/tmp")) / "r"
     elsewhere = tmp_path / "cwd" / "rel" / "r"
+    escaping = Path(tempfile.mkdtemp(dir="/var/tmp")) / "r"  # named through /tmp/..: outside /tmp, left as it is
     try:
-        for folder, relative in ((under_tmp, str(under_tmp)), (elsewhere, "rel/r")):
+        for folder, relative in ((under_tmp, str(under_tmp)), (elsewhere, "rel/r"),
+                                 (escaping, f"/tmp/..{escaping}")):
             folder.mkdir(parents=True)
             (folder / "fixed-fp8-main-1.json").write_text("{}")
             env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "OUT": str(tmp_path / "out"),
@@ -184,3 +186,4 @@ def test_a_calls_results_folder_starts_empty(tmp_path):
     finally:
         import shutil
         shutil.rmtree(under_tmp.parent, ignore_errors=True)
+        shutil.rmtree(escaping.parent, ignore_errors=True)

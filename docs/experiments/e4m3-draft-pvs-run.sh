@@ -7,7 +7,7 @@
 # library, both e4m3 forms at N = 4 and 16, L = 128 and 4k) and the fp8 headline and B = 8, then the patch once more
 # (2026-12-05's call put the headline +3% with the patch, one sample); then the phase clocks of the 64-row form's short
 # calls on main and with the patch, in this call (the draft block's span by role, and whether the split kernel's end
-# moves while the graph of ten does not). ~8-9 minutes.
+# moves while the graph of ten does not). ~5-6 minutes (4.3 on 2026-12-05 before the second rounds).
 #   bash docs/experiments/e4m3-draft-pvs-run.sh
 # Carry .whl-sglang. Results in $OUT/results.tar.gz (packed after each step).
 set -uo pipefail
