@@ -158,7 +158,8 @@ def test_a_patch_is_timed_only_where_its_outputs_are_mains(tmp_path, same):
 def test_a_calls_results_folder_starts_empty(tmp_path):
     """device_prologue.sh against a stand-in python3 (wheels, provenance and build all no-ops): a KDT_PACK_DIR under
     /tmp is emptied first (a warm machine keeps /tmp between calls, and pack would ship the last call's files again);
-    one elsewhere, or named through /tmp/.. to elsewhere, is left as it is."""
+    one elsewhere, or named through /tmp/.. to elsewhere, is left as it is; either way the prologue writes its
+    provenance.json and build.json there, not in $OUT."""
     import tempfile
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -182,7 +183,9 @@ def test_a_calls_results_folder_starts_empty(tmp_path):
                                  capture_output=True, text=True, timeout=60)
             assert out.returncode == 0, out.stderr
             assert folder.is_dir()
-            assert list(folder.iterdir()) == ([] if folder == under_tmp else [folder / "fixed-fp8-main-1.json"])
+            kept = [] if folder == under_tmp else ["fixed-fp8-main-1.json"]
+            assert sorted(p.name for p in folder.iterdir()) == sorted(kept + ["build.json", "provenance.json"])
+            assert not list((tmp_path / "out").glob("*.json"))  # the prologue's files are in the results folder
     finally:
         import shutil
         shutil.rmtree(under_tmp.parent, ignore_errors=True)

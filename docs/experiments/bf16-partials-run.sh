@@ -9,7 +9,7 @@ set -uo pipefail
 WHEELS=${WHEELS:-.whl-sglang}
 export KDT_PACK_DIR=/tmp/r  # results, packed into $OUT/results.tar.gz after each step (pack)
 source scripts/device_prologue.sh "bash docs/experiments/bf16-partials-run.sh"
-R=$KDT_PACK_DIR; mkdir -p $R; mv "$OUT"/*.json $R/
+R=$KDT_PACK_DIR  # the prologue wrote provenance.json and build.json there
 fixed() {  # NAME: the fixed cost of the bf16 pool's default configurations at 1, 32 and 131 splits, then issue 52's
   # short fp8 calls (both e4m3 forms, N = 4 and 16, L = 128 and 4k; the normal library, whose e4m3 MMAs are emulated
   # on Hopper: main against the patch, not against the timing library's records)

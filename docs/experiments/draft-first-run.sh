@@ -15,6 +15,5 @@ WHEELS=${WHEELS:-.whl-sglang}
 export KDT_PACK_DIR=/tmp/r  # results, packed into $OUT/results.tar.gz after each step (pack)
 source scripts/device_prologue.sh "bash docs/experiments/draft-first-run.sh $*"
 P=docs/experiments/draft-first.patch; R=$KDT_PACK_DIR
-mkdir -p $R; mv "$OUT"/*.json $R/
 kernels_snapshot  # the patch touches kernels/ only, so kernels_restore undoes it
 ab_patch $P $R 20 all cuda_sm120:bf16 cuda_sm120_roles:bf16 cuda_sm120_e4m3:fp8 cuda_sm120_e4m3_32:fp8

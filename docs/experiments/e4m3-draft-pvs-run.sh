@@ -15,7 +15,6 @@ WHEELS=${WHEELS:-.whl-sglang}
 export KDT_PACK_DIR=/tmp/r  # results, packed into $OUT/results.tar.gz after each step (pack)
 source scripts/device_prologue.sh "bash docs/experiments/e4m3-draft-pvs-run.sh $*"
 P=docs/experiments/e4m3-draft-pvs.patch; R=$KDT_PACK_DIR
-mkdir -p $R; mv "$OUT"/*.json $R/
 kernels_snapshot  # the patch touches kernels/ only, so kernels_restore undoes it
 ab_patch $P $R 60 fp8 cuda_sm120_e4m3:fp8 || exit 1
 git apply $P || exit 1; time_short_calls patch-2 $R fp8; kernels_restore

@@ -12,7 +12,7 @@ set -uo pipefail
 WHEELS=${WHEELS:-.whl-sglang}
 export KDT_PACK_DIR=/tmp/r  # results, packed into $OUT/results.tar.gz after each step (pack)
 source scripts/device_prologue.sh "bash docs/experiments/indptr-loads-first-run.sh"
-R=$KDT_PACK_DIR; mkdir -p $R; mv "$OUT"/*.json $R/
+R=$KDT_PACK_DIR  # the prologue wrote provenance.json and build.json there
 kernels_snapshot
 fixed() {  # NAME
   echo "== $1"

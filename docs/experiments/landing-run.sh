@@ -28,7 +28,7 @@ for p in "${STACK[@]}"; do
   git apply "docs/experiments/$p" || { echo "landing-run.sh: docs/experiments/$p does not apply"; exit 1; }
 done
 source scripts/device_prologue.sh "bash docs/experiments/landing-run.sh $* (STACK: ${STACK[*]})"
-R=$KDT_PACK_DIR; mkdir -p $R; mv "$OUT"/*.json $R/
+R=$KDT_PACK_DIR  # the prologue wrote provenance.json and build.json there
 grid() {  # the stack's issue-52 figures: the card-floor grid, then the fixed cost under both carveouts
   step "card-floor grid"
   KDT_E4M3_TIMING=1 timeout ${GRID_TIMEOUT:-300} python3 -m kdtree_lab bench --preset card-floor \

@@ -16,7 +16,7 @@ set -uo pipefail
 WHEELS=${WHEELS:-.whl-sglang}
 export KDT_PACK_DIR=/tmp/r  # results, packed into $OUT/results.tar.gz after each step (pack)
 source scripts/device_prologue.sh "bash docs/experiments/phase-clocks-run.sh"
-R=$KDT_PACK_DIR; mkdir -p $R; mv "$OUT"/*.json $R/
+R=$KDT_PACK_DIR  # the prologue wrote provenance.json and build.json there
 # the phase timing library; its checks report sm_120a's 32-row form spilling 4 B in this build (rc 1, expected: the
 # H200 runs the sm_90a code, data/results/cpu/2026-12-05-phase-clocks-identity/), and the normal timing library the
 # fixed cost below loads, built now so that its build does not eat that step's time limit

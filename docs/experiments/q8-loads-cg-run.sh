@@ -13,7 +13,6 @@ WHEELS=${WHEELS:-.whl-sglang}
 export KDT_PACK_DIR=/tmp/r  # results, packed into $OUT/results.tar.gz after each step (pack)
 source scripts/device_prologue.sh "bash docs/experiments/q8-loads-cg-run.sh $*"
 P=docs/experiments/q8-loads-cg.patch; R=$KDT_PACK_DIR
-mkdir -p $R; mv "$OUT"/*.json $R/
 kernels_snapshot  # the patch touches kernels/ only, so kernels_restore undoes it
 ident() {  # NAME: digests of both e4m3 forms over the fp8 grid
   for impl in cuda_sm120_e4m3 cuda_sm120_e4m3_32; do
