@@ -18,7 +18,8 @@
 //   checks/      host programs that check a kernel's tile layout exhaustively (tests/test_kernel_layouts.py runs
 //                each; none since the third form left)
 // Work decomposition: grid = (row_tiles, nsplit + 1, bs); row tiles are the fastest grid dimension so the CTAs
-// sharing one prefix range run together and read the latent KV from DRAM once; split nsplit is the draft block.
+// sharing one prefix range run together and read the latent KV from DRAM once; split nsplit is the draft block,
+// at blockIdx.y 0 so that it is dispatched first (prefix split s at y = s + 1: setup_work).
 #include "kdtree_verify.h"
 
 #include <cuda_runtime.h>

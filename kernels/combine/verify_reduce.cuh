@@ -40,9 +40,21 @@ __global__ void __launch_bounds__(128, 1) verify_reduce_kernel(Params p) {
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
   if (valid) {
     const float* lse = p.lse_part + part0;
+    // the LSEs of splits lane + 32 i (i < HELD) in flight at once and kept for the weight sum (one round trip for
+    // S <= 32 HELD; a loop over the rest); values and order as one loop over s = lane, lane + 32, ...
+    constexpr int HELD = 5;
+    float held[HELD];
+#pragma unroll
+    for (int i = 0; i < HELD; ++i) held[i] = lane + 32 * i < S ? lse[(int64_t)(lane + 32 * i) * p.R] : -INFINITY;
     float m = -INFINITY;
     int last = -1;  // the last prefix split with a finite LSE
-    for (int s = lane; s < S; s += 32) {
+#pragma unroll
+    for (int i = 0; i < HELD; ++i) {
+      const int s = lane + 32 * i;
+      m = fmaxf(m, held[i]);
+      if (s < S - 1 && held[i] != -INFINITY) last = s;
+    }
+    for (int s = lane + 32 * HELD; s < S; s += 32) {
       const float x = lse[(int64_t)s * p.R];
       m = fmaxf(m, x);
       if (s < S - 1 && x != -INFINITY) last = s;
@@ -53,7 +65,10 @@ __global__ void __launch_bounds__(128, 1) verify_reduce_kernel(Params p) {
       last = max(last, __shfl_xor_sync(0xffffffffu, last, o));
     }
     if (m != -INFINITY) {
-      for (int s = lane; s < S; s += 32) wsum += exp2f(lse[(int64_t)s * p.R] - m);
+#pragma unroll
+      for (int i = 0; i < HELD; ++i)
+        if (lane + 32 * i < S) wsum += exp2f(held[i] - m);
+      for (int s = lane + 32 * HELD; s < S; s += 32) wsum += exp2f(lse[(int64_t)s * p.R] - m);
 #pragma unroll
       for (int o = 16; o > 0; o >>= 1) wsum += __shfl_xor_sync(0xffffffffu, wsum, o);
       const float* part = p.o_part + part0 * D_V + col;

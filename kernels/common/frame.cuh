@@ -62,13 +62,14 @@ struct Work {
   bool draft;
 };
 
-// Fills `w` for CTA (row tile, split, request) = blockIdx; returns false when the CTA has nothing to compute:
+// Fills `w` for CTA (row tile, blockIdx.y, request) = blockIdx; returns false when the CTA has nothing to compute:
 // past the request's last row tile, or an empty split (it writes an LSE of -inf, which the reduce ignores).
 // Prefix split boundaries are multiples of `gran` tokens and cover at least MIN_SPLIT_TOKENS.
-// `tile`: the row tile (a cluster's CTAs that share one pass theirs).
+// `tile`: the row tile (a cluster's CTAs that share one pass theirs). blockIdx.y 0 is the draft block (split
+// nsplit), y > 0 prefix split y - 1: the draft block, the longest CTA of a short call, is dispatched first.
 template <int BM, int THREADS>
 __device__ __forceinline__ bool setup_work(const Params& p, int gran, Work& w, int tile = blockIdx.x) {
-  const int split = blockIdx.y, b = blockIdx.z, tid = threadIdx.x;
+  const int split = blockIdx.y == 0 ? p.nsplit : (int)blockIdx.y - 1, b = blockIdx.z, tid = threadIdx.x;
   w.tok0 = load_qo(p, b);
   int n_b = (int)(load_qo(p, b + 1) - w.tok0);
   if (n_b > p.N) {
