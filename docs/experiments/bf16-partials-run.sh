@@ -11,10 +11,11 @@ export KDT_PACK_DIR=/tmp/r  # results, packed into $OUT/results.tar.gz after eac
 source scripts/device_prologue.sh "bash docs/experiments/bf16-partials-run.sh"
 R=$KDT_PACK_DIR  # the prologue wrote provenance.json and build.json there
 fixed() {  # NAME: the fixed cost of the bf16 pool's default configurations at 1, 32 and 131 splits, then issue 52's
-  # short fp8 calls (both e4m3 forms, N = 4 and 16, L = 128 and 4k; the normal library, whose e4m3 MMAs are emulated
-  # on Hopper: main against the patch, not against the timing library's records)
+  # short fp8 calls (both e4m3 forms, N = 4 and 16, L = 128 and 4k) on the timing library (KDT_E4M3_TIMING=1: the
+  # card's MMA count at an e4m3 rate; on 2026-12-05 the normal library's emulated MMAs made the 64-row form's prefix
+  # CTAs longer, 23.5 us against 18.3 a call, which may hide what its epilogue costs)
   timeout 100 python3 scripts/fixed_cost.py --nsplit 1,32,131 --out "$R/fixed-cost-$1.json" 2>&1 | grep -E "floor|rror"
-  timeout 100 python3 scripts/fixed_cost.py --kv fp8 --impls cuda_sm120_e4m3_32,cuda_sm120_e4m3 --drafts 4,16 \
+  KDT_E4M3_TIMING=1 timeout 100 python3 scripts/fixed_cost.py --kv fp8 --impls cuda_sm120_e4m3_32,cuda_sm120_e4m3 --drafts 4,16 \
     --lengths 128,4096 --nsplit 8 --repeat 10 --out "$R/fixed-cost-fp8-$1.json" 2>&1 | grep -E "^auto|rror" | cut -c1-200
   pack
 }
