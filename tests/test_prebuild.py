@@ -5,8 +5,10 @@ the same tree (a patch applied) computes, so the device finds them."""
 import importlib.util
 import json
 import lzma
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -94,3 +96,19 @@ def test_prebuilt_libraries_are_the_ones_a_build_of_the_tree_finds(tmp_path):
     assert (build / built.name).read_bytes() == lzma.decompress(libs[1].read_bytes())
     assert sorted(p.name for p in out.iterdir()) == sorted(
         [p.name for p in libs] + [p.name.replace(".so.xz", ".ptxas.log") for p in libs])
+
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_the_folder_and_its_staging_folder_are_ignored_by_git():
+    """A build takes minutes and stages its libraries in a sibling folder (``..prebuilt.XXXX``, prebuild's
+    ``mkdtemp`` prefix) before the rename; neither may be picked up by ``git add -A`` meanwhile (the thirty-first
+    session committed a staging folder that way)."""
+    stage = Path(tempfile.mkdtemp(prefix="..prebuilt.", dir=ROOT))
+    try:
+        (stage / "libkdtree_verify-0000000000000000.so.xz").write_bytes(b"x")
+        for path in (stage / "libkdtree_verify-0000000000000000.so.xz", ROOT / ".prebuilt" / "a.so.xz"):
+            rc = subprocess.run(["git", "-C", str(ROOT), "check-ignore", "-q", str(path)]).returncode
+            assert rc == 0, f"{path.relative_to(ROOT)}: expected git to ignore it"
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
