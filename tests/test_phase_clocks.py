@@ -84,7 +84,7 @@ def test_a_synthetic_call_splits_as_documented():
     assert out["draft.qk.first_us"] is None  # never stamped
     assert out["split.entry_spread_us"] == pytest.approx(0.3)
     assert out["split.end_us"] == pytest.approx(9.1)
-    assert (out["split.last_cta"], out["split.last_cta_split"], out["split.last_cta_draft"]) == (2, 2, 1)
+    assert (out["split.last_cta"], out["split.last_cta_y"], out["split.last_cta_draft"]) == (2, 2, 1)
     assert out["combine.entry_us"] == pytest.approx(4.0)
     assert out["combine.wait_done_us"] == pytest.approx(9.3)
     assert out["combine.end_us"] == pytest.approx(10.5)

@@ -8,8 +8,8 @@
 # First ab_patch with draft-order.patch (outputs of four configurations against main's, then issue 52's short fp8
 # calls and fp8 headlines for main / patch / main); then two rounds of three trees, main (the stack), main with both
 # landed patches reverted (git apply -R, newest first) and main with draft-order.patch, each timed by bench at B = 1,
-# L = 32k, N = 4 and 16 (both e4m3 forms over fp8, the bf16 first sm_120 kernel and role split) and B = 8, L = 200k,
-# N = 16, on the timing library. ~6-7 minutes (with .prebuilt holding the three trees' libraries: the reverted tree's
+# L = 32k, N = 4 and 16 (both e4m3 forms over fp8 on the timing library, the bf16 first sm_120 kernel and role split
+# on the normal one) and B = 8, L = 200k, N = 16. ~6-7 minutes (with .prebuilt holding the three trees' libraries: the reverted tree's
 # from `git diff HEAD 404e24c -- kernels` as a patch, docs/experiments/README.md; without them ~25 s a build here).
 # Carry .whl-sglang and .prebuilt. Results in $OUT/results.tar.gz (packed after each step).
 #   bash docs/experiments/draft-order-run.sh
@@ -25,7 +25,7 @@ revert() { git apply -R "$L/combine-lse-once.patch" && git apply -R "$L/draft-fi
 revert || { echo "draft-order-run.sh: the landed patches do not revert on this tree"; exit 1; }
 build_libs before "$R"
 kernels_restore
-timed() {  # TAG: the shapes above on the timing library
+timed() {  # TAG: the shapes above (fp8 on the timing library, bf16 on the normal one)
   step "timing $1"
   KDT_E4M3_TIMING=1 timeout 90 python3 -m kdtree_lab bench --out "$R/ab-fp8-$1.json" \
     --impl cuda_sm120_e4m3_32,cuda_sm120_e4m3 --shape 1,32768,4,8,fp8 --shape 1,32768,16,8,fp8 \
