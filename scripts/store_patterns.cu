@@ -13,7 +13,8 @@
 //   line_f4   whole 512-B stretches of one row: the 8 warps take rows in turn (the same bytes, another owner)
 //   e4m3_b16  e4m3_f4's places with bf16 values (8 B a lane): 8 rows x 32 B, half the bytes
 // Prints one JSON object: per pattern and grid (every SM, one CTA), the median time of a launch at `reps` and at 1
-// (CUDA events over `launches` launches), the time a rep takes, bytes a cycle a SM at the SM clock.
+// (CUDA events over `launches` launches), the time a rep takes, bytes a cycle a SM at the clock the device reports
+// (cudaDevAttrClockRate, its boost clock: under load the SMs may run slower, so a lower bound on bytes a cycle).
 //   nvcc -O3 -std=c++17 -arch=sm_90a -o store_patterns scripts/store_patterns.cu && ./store_patterns
 #include <cuda_runtime.h>
 
