@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 namespace {
@@ -42,28 +43,30 @@ __device__ __forceinline__ void st2u(void* p, unsigned a, unsigned b) {
   asm volatile("st.global.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(a), "r"(b) : "memory");
 }
 
+// The places an MMA epilogue stores a thread's fragments at, in warp w's 64 columns of the 64 rows: rows g and g + 8 of
+// each 16-row m-tile, STEPS stretches STEP columns apart, each WIDTH columns from t4's; f(element index) for each.
+// mma_f2 (the role split's float2s: STEPS 8, STEP 8, WIDTH 2) and e4m3_f4 / e4m3_b16 (the e4m3 forms': 4, 16, 4).
+template <int STEPS, int STEP, int WIDTH, typename F>
+__device__ __forceinline__ void fragment_places(int w, int lane, F&& f) {
+  const int g = lane >> 2, t4 = lane & 3;
+#pragma unroll
+  for (int m = 0; m < 4; ++m)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int k = 0; k < STEPS; ++k) f((16 * m + 8 * h + g) * COLS + 64 * w + STEP * k + WIDTH * t4);
+}
+
 template <int P>
 __global__ void __launch_bounds__(THREADS, 1) store_kernel(float* out, int reps, float v) {
-  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t4 = lane & 3;
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
   float* blk = out + (size_t)blockIdx.x * BLOCK;
   for (int r = 0; r < reps; ++r) {
     const float x = v + r;  // a value the compiler cannot hoist out of the loop
     if constexpr (P == MMA_F2) {
-#pragma unroll
-      for (int m = 0; m < 4; ++m)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-#pragma unroll
-          for (int nt = 0; nt < 8; ++nt)
-            st2(blk + (16 * m + 8 * h + g) * COLS + 64 * w + 8 * nt + 2 * t4, x, x + 1.f);
+      fragment_places<8, 8, 2>(w, lane, [&](int i) { st2(blk + i, x, x + 1.f); });
     } else if constexpr (P == E4M3_F4) {
-#pragma unroll
-      for (int m = 0; m < 4; ++m)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-#pragma unroll
-          for (int cc = 0; cc < 4; ++cc)
-            st4(blk + (16 * m + 8 * h + g) * COLS + 64 * w + 16 * cc + 4 * t4, x, x + 1.f, x + 2.f, x + 3.f);
+      fragment_places<4, 16, 4>(w, lane, [&](int i) { st4(blk + i, x, x + 1.f, x + 2.f, x + 3.f); });
     } else if constexpr (P == ROWS_F4) {
 #pragma unroll
       for (int i = 0; i < ROWS / 2; ++i)
@@ -76,14 +79,8 @@ __global__ void __launch_bounds__(THREADS, 1) store_kernel(float* out, int reps,
       }
     } else {  // E4M3_B16: four bf16 (8 bytes) where E4M3_F4 puts four floats, in a bf16 block of the same rows
       unsigned short* b16 = reinterpret_cast<unsigned short*>(blk);
-      const unsigned bits = __float_as_uint(x) >> 16;
-#pragma unroll
-      for (int m = 0; m < 4; ++m)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-#pragma unroll
-          for (int cc = 0; cc < 4; ++cc)
-            st2u(b16 + (16 * m + 8 * h + g) * COLS + 64 * w + 16 * cc + 4 * t4, bits | (bits << 16), bits);
+      const unsigned bits = __float_as_uint(x) >> 16, two = bits | (bits << 16);
+      fragment_places<4, 16, 4>(w, lane, [&](int i) { st2u(b16 + i, two, two); });
     }
   }
 }

@@ -3,18 +3,18 @@ widths and counts its header describes: a benchmark whose stores the compiler dr
 else), and the wrapper's table reads its JSON. No GPU: the timing itself is a device call's
 (docs/experiments/store-patterns-run.sh)."""
 
-import importlib.util
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from kdtree_lab.core.cuda_tools import find_cuda_tool, find_nvcc
 
-ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("store_patterns", ROOT / "scripts" / "store_patterns.py")
-store_patterns = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(store_patterns)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+import sass_identity  # noqa: E402
+import store_patterns  # noqa: E402
 
 # pattern index (the kernel's template argument) -> (store opcode, stores a rep a thread)
 EXPECTED = {0: ("STG.E.64", 64), 1: ("STG.E.128", 32), 2: ("STG.E.128", 32), 3: ("STG.E.128", 32),
@@ -24,13 +24,11 @@ EXPECTED = {0: ("STG.E.64", 64), 1: ("STG.E.128", 32), 2: ("STG.E.128", 32), 3: 
 @pytest.mark.skipif(not find_nvcc() or not find_cuda_tool("cuobjdump"), reason="needs nvcc and cuobjdump")
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_120a"])
 def test_each_pattern_issues_the_stores_it_names(arch, tmp_path):
-    import subprocess
-
     exe = store_patterns.build(arch, tmp_path / "store_patterns")
     sass = subprocess.run([find_cuda_tool("cuobjdump"), "-sass", str(exe)], capture_output=True, text=True,
                           check=True).stdout
     found = {}
-    for fn, body in re.findall(r"Function : (\S+)(.*?)(?=Function : |\Z)", sass, re.S):
+    for fn, body in sass_identity.functions(sass).items():
         m = re.search(r"store_kernelILi(\d)E", fn)
         if m:
             found[int(m.group(1))] = re.findall(r"\bSTG\.E[.0-9A-Z]*", body)
