@@ -35,12 +35,15 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from kdtree_lab.kernels.build import BUILD_SWITCHES  # noqa: E402  (the switches that change a library)
+
 VARIANTS = {
     "normal": {},
     "timing": {"KDT_E4M3_TIMING": "1"},
     "phase": {"KDT_PHASE_CLOCKS": "1", "KDT_E4M3_TIMING": "1"},
 }
-SWITCHES = ("KDT_DEBUG_WAITS", "KDT_E4M3_TIMING", "KDT_PHASE_CLOCKS")  # what changes a library (build.debug_defines)
 
 
 class PrebuildError(RuntimeError):
@@ -55,7 +58,7 @@ def _last_line(text: str) -> str:
 
 def _build(tree: Path, variant: str, label: str) -> Path:
     """Build the library of ``tree`` (a folder holding kernels/ and kdtree_lab/) for ``variant``; its path."""
-    env = {k: v for k, v in os.environ.items() if k not in SWITCHES}
+    env = {k: v for k, v in os.environ.items() if k not in BUILD_SWITCHES}
     env.update(VARIANTS[variant])
     out = subprocess.run([sys.executable, "-m", "kdtree_lab", "build", "--json"], cwd=tree, env=env,
                          capture_output=True, text=True)

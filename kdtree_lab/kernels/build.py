@@ -136,6 +136,13 @@ def _nvcc_version(nvcc: str) -> str:
     return m.group(2) if m else out.strip().splitlines()[-1]
 
 
+# The environment's development switches that change a library (its own cached file): each switch (=1) -> the define
+# it adds, in the order the build passes them (debug_defines; the file name hashes them). scripts/prebuild.py clears
+# them all before it sets a variant's.
+BUILD_SWITCHES = {"KDT_DEBUG_WAITS": "-DKDT_DEBUG_WAITS", "KDT_E4M3_TIMING": "-DKDT_E4M3_TIMING_PROXY",
+                  "KDT_PHASE_CLOCKS": "-DKDT_PHASE_CLOCKS"}
+
+
 def debug_waits() -> bool:
     """KDT_DEBUG_WAITS=1 in the environment: build the debug library, whose every mbarrier wait traps after 2 s,
     naming itself (kernels/common/ptx.cuh)."""
@@ -173,8 +180,7 @@ def phase_clocks() -> bool:
 
 def debug_defines() -> tuple[str, ...]:
     """The defines the environment's development switches add to the library's build (its own cached file)."""
-    return ((("-DKDT_DEBUG_WAITS",) if debug_waits() else ()) + (("-DKDT_E4M3_TIMING_PROXY",)
-            if e4m3_timing_proxy() else ()) + (("-DKDT_PHASE_CLOCKS",) if phase_clocks() else ()))
+    return tuple(define for switch, define in BUILD_SWITCHES.items() if os.environ.get(switch) == "1")
 
 
 # Configurations whose arithmetic an arch lacks and the library emulates there (kernels/common/ptx.cuh, mma_e4m3):
