@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
-# Device calls (issue 52): the whole suite's gates of the Q pass's fragments loaded at L2 (q8-loads-cg.patch; measured
-# on 2026-12-05, data/results/h100/2026-12-05-stack-landing/call5-q8-loads-cg/: outputs identical, the headline
-# equal, B = 8 +0.4%, the 32-row form's N = 16 short calls +0.5-0.8 us in one step each; its e4m3 graph tests
-# passed), then issue 52's figures with it from one run:
+# Device calls (issue 52): the whole suite's gates of the patches in STACK (empty since 2026-12-05: q8-loads-cg.patch
+# passed them but was slower at the headline, data/results/h100/2026-12-05-queue-decisions/), then issue 52's
+# figures from one run (with an empty STACK, main's):
 #   bash docs/experiments/landing-run.sh gates        the parity and graph tests (edge grid + 500 random, 23 capture
 #                                                     sizes x 100 replays, calls back to back; ~6-8 minutes serially)
 #   bash docs/experiments/landing-run.sh gates2 grid  the hook against SGLang and the wgmma tests (~3-4 minutes), then
@@ -16,7 +15,7 @@
 # (scripts/readme_tables.py).
 # Carry .whl-sglang. Results in $OUT/results.tar.gz (packed after each step). tests/test_experiments.py builds STACK
 # applied together, in this order.
-STACK=(q8-loads-cg.patch)
+STACK=()
 set -uo pipefail
 WHEELS=${WHEELS:-.whl-sglang}
 export KDT_PACK_DIR=/tmp/r  # results, packed into $OUT/results.tar.gz after each step (pack)
