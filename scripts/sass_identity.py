@@ -1,6 +1,8 @@
 """Prove a kernel-source refactor changed no instruction: build the library from two trees (the library's own nvcc
 command, kdtree_lab.kernels.build) for sm_120a and sm_90a, normal and timing library (KDT_E4M3_TIMING=1), dump each
-kernel's SASS with cuobjdump and compare per-kernel hashes and the ptxas resource lines. No GPU needed.
+kernel's SASS with cuobjdump and compare per-kernel hashes and the ptxas resource lines. No GPU needed. For a kernel
+that differs, the share of its instructions still in the first tree's order with register, predicate and barrier
+numbers and constants ignored (``in_order``): how far ptxas rescheduled code a change did not touch.
 
     python scripts/sass_identity.py build OUT --kernels DIR [--timing]   # OUT/lib.so, OUT/ptxas.log, OUT/sass/*.sass
     python scripts/sass_identity.py compare BEFORE AFTER [--json FILE]   # exit 1 when any kernel differs
@@ -9,6 +11,7 @@ kernel's SASS with cuobjdump and compare per-kernel hashes and the ptxas resourc
 from __future__ import annotations
 
 import argparse
+import difflib
 import hashlib
 import json
 import re
@@ -74,6 +77,28 @@ def resources(log: str) -> dict[str, str]:
     return res
 
 
+def shapes(body: str) -> list[str]:
+    """A function's instructions (``functions``' form) with register, predicate and barrier numbers and constants
+    replaced by placeholders: what stays when ptxas only renames."""
+    out = []
+    for line in body.splitlines():
+        m = re.match(r"/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;", line.strip())
+        if m:
+            text = re.sub(r"\b(?:U?R\d+|U?P\d|B\d+)\b", "r", m.group(1))
+            out.append(re.sub(r"0x[0-9a-f]+", "c", text))
+    return out
+
+
+def in_order(before: str, after: str) -> float:
+    """The share of ``before``'s instructions (``shapes``) found in ``after`` in the same order (difflib's matching
+    blocks, no junk heuristic): 1.0 for a renaming only."""
+    a, b = shapes(before), shapes(after)
+    if not a:
+        return 1.0 if not b else 0.0
+    blocks = difflib.SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks()
+    return sum(m.size for m in blocks) / len(a)
+
+
 def compare(before: Path, after: Path) -> dict:
     rows, differ = [], 0
     names = sorted({p.name for p in (before / "sass").iterdir()} | {p.name for p in (after / "sass").iterdir()})
@@ -85,10 +110,12 @@ def compare(before: Path, after: Path) -> dict:
         rb, ra = res_b.get(f"{arch} {func}"), res_a.get(f"{arch} {func}")
         same = hb == ha and rb == ra
         differ += not same
+        order = (round(in_order((before / "sass" / n).read_text(), (after / "sass" / n).read_text()), 3)
+                 if hb and ha and hb != ha else None)
         rows.append({"arch": arch, "kernel": B._short(func), "mangled": func, "sass_before": hb, "sass_after": ha,
                      "instructions": len((after / "sass" / n).read_text().splitlines()) // 2
                      if (after / "sass" / n).exists() else None,
-                     "resources_before": rb, "resources_after": ra, "identical": same})
+                     "resources_before": rb, "resources_after": ra, "identical": same, "in_order": order})
     return {"kernels": rows, "differ": differ}
 
 
@@ -109,8 +136,9 @@ def main() -> None:
         return
     r = compare(args.before, args.after)
     for row in r["kernels"]:
+        order = f"{row['in_order']:4.0%} in order" if row["in_order"] is not None else " " * 13
         print(f"{'same  ' if row['identical'] else 'DIFFER'} {row['arch']:8} {row['kernel']:40} "
-              f"{row['sass_before']} {row['sass_after']}  {row['resources_after']}")
+              f"{row['sass_before']} {row['sass_after']}  {order}  {row['resources_after']}")
     if args.json:
         args.json.write_text(json.dumps(r, indent=1) + "\n")
     sys.exit(1 if r["differ"] else 0)

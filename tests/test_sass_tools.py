@@ -84,3 +84,15 @@ def test_the_load_census_counts_what_a_pass_issues_before_it_waits():
     assert sass_census.load_loops(chase)[0]["ahead"] == 1
     cold = ins[:6] + [(0x170, "EXIT"), (0x180, "BRA 0x120")]  # code past the exit that branches into the loop
     assert [lp["start"] for lp in sass_census.load_loops(cold)] == ["0x100"]
+
+
+def test_in_order_ignores_renaming_and_counts_moved_instructions():
+    foo = sass_identity.functions(SASS)["_Z3fooPf"]
+    renamed = foo.replace("R8", "R9").replace("R12", "R14").replace("P0", "P3").replace("0x4]", "0x8]")
+    assert renamed != foo
+    assert sass_identity.in_order(foo, renamed) == 1.0
+    lines = foo.splitlines()  # two lines an instruction: move the LDSM (instruction 2) before the MOV (instruction 0)
+    moved = "\n".join(lines[4:6] + lines[0:4] + lines[6:]) + "\n"
+    assert sass_identity.shapes(moved)[0].startswith("LDSM")
+    assert sass_identity.in_order(foo, moved) == 5 / 6
+    assert sass_identity.in_order(foo, sass_identity.functions(SASS)["_Z3barv"]) == 1 / 6  # only EXIT in common
