@@ -35,11 +35,12 @@ KERNEL_PATCHES = [p for p in PATCHES if "+++ b/kernels/" in p.read_text()]
 
 
 def _stacks(folder: Path = EXPERIMENTS) -> list[tuple[Path, list[Path]]]:
-    """(run script, its patches in order) for each run script in ``folder`` with a `STACK=(a.patch b.patch)` line."""
+    """(run script, its patches in order) for each run script in ``folder`` with a `STACK=(a.patch b.patch)` line; an
+    empty `STACK=()` (main's gates, nothing applied) is not a stack."""
     found = []
     for run in sorted(folder.glob("*-run.sh")):
         m = re.search(r"^STACK=\(([^)]*)\)", run.read_text(), re.M)
-        if m:
+        if m and m.group(1).split():
             found.append((run, [folder / name for name in m.group(1).split()]))
     return found
 
@@ -88,6 +89,7 @@ def test_a_stack_line_is_found(tmp_path):
     """A run script's STACK line names its patches in order (landing-run.sh's)."""
     (tmp_path / "landing-run.sh").write_text("#!/usr/bin/env bash\nSTACK=(a.patch b.patch)\nset -u\n")
     (tmp_path / "other-run.sh").write_text("#!/usr/bin/env bash\n# STACK=(c.patch) in a comment is not one\n")
+    (tmp_path / "empty-run.sh").write_text("#!/usr/bin/env bash\nSTACK=()\n")
     assert _stacks(tmp_path) == [(tmp_path / "landing-run.sh", [tmp_path / "a.patch", tmp_path / "b.patch"])]
 
 
