@@ -14,7 +14,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # docs_tables, beside this file
 
 from docs_tables.defaults import chain_peers_table, configs_table, current_table, headline_sentence  # noqa: E402
-from docs_tables.card_floor import issue52_targets_table  # noqa: E402
+from docs_tables.card_floor import issue52_h100_table, issue52_targets_table  # noqa: E402
 from docs_tables.fp8 import (e4m3_accuracy_table, e4m3_ceiling_table, fp8_fresh_sentence,  # noqa: E402
                              fp8_headline_sentence, fp8_table)
 from docs_tables.h200 import (bench_table, fixed_cost_table, floors_table, issue18_targets_table,  # noqa: E402
@@ -37,7 +37,7 @@ BLOCKS = {"headline": headline_sentence, "configs": configs_table, "current": cu
           "chain_peers": chain_peers_table, "fp8_headline": fp8_headline_sentence, "fp8_fresh": fp8_fresh_sentence,
           "b12x": b12x_sentence, "b12x_table": b12x_table, "card_model": card_model_table,
           "sm120_checks": card_checks_table, "rtx_headline": rtx_headline_sentence,
-          "issue52_targets": issue52_targets_table}
+          "issue52_targets": issue52_targets_table, "issue52_h100": issue52_h100_table}
 FILES = (ROOT / "README.md", *(ROOT / "docs" / f"{name}.md" for name in ("kernels", "results", "performance",
                                                                          "performance-history", "memory", "sglang", "speculation")))
 

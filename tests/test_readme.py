@@ -3,6 +3,7 @@ the committed results give today, the results index naming every folder, the CPU
 none of the statements that went stale."""
 
 import importlib.util
+import json
 import re
 
 import pytest
@@ -15,6 +16,7 @@ readme_tables = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(readme_tables)
 BLOCKS, FILES, render = readme_tables.BLOCKS, readme_tables.FILES, readme_tables.render
 import docs_tables.rtx as rtx_tables  # noqa: E402  (readme_tables put scripts/ on sys.path)
+import docs_tables.card_floor as card_floor_tables  # noqa: E402
 import docs_tables.runs as runs_of_record  # noqa: E402
 README = (ROOT / "README.md").read_text()
 DOCS = {p.name: p.read_text() for p in sorted((ROOT / "docs").glob("*.md"))}
@@ -44,7 +46,8 @@ def test_docs_tables_are_generated_from_committed_results():
             assert f"<!-- BEGIN {name} -->\n<!-- END {name} -->" not in text, f"{path.name}: empty {name} block"
     where = {"README.md": ("headline", "rtx_headline"),
              "results.md": ("current", "sm120", "sm120_targets", "rtx_prediction", "card_model", "sm120_checks"),
-             "kernels.md": ("configs",), "performance.md": ("floors", "sm120_fp8", "issue18_targets", "xqa_peer"),
+             "kernels.md": ("configs",), "performance.md": ("floors", "sm120_fp8", "issue18_targets", "xqa_peer",
+                                                         "issue52_targets", "issue52_h100"),
              "performance-history.md": ("versions", "v5", "targets", "fixed_cost"),
              "speculation.md": ("speculation",)}
     for page, names in where.items():
@@ -88,6 +91,30 @@ def test_the_rtx_predictions_follow_the_per_shape_choice(monkeypatch):
     with pytest.raises(ValueError, match="no committed issue grid holds the rows of cuda_sm120_roles, which sm_120 "
                                          "selects"):
         rtx_tables.rtx_prediction_table()
+
+
+def test_the_h100_table_has_a_row_per_grid_call_and_names_a_missing_row(tmp_path, monkeypatch):
+    """Issue 52's H100 table: one row per committed card-floor grid with its fixed cost beside it (landing-run.sh
+    grid), none for a grid without one, and a grid lacking a shape the targets read is refused by folder."""
+    calls = [f.parent for f in (RESULTS / "h100").rglob("bench-card-floor.json")
+             if (f.parent / "fixed-cost-driver.json").exists()]
+    table = card_floor_tables.issue52_h100_table()
+    assert calls and all(f"| `{c.relative_to(RESULTS / 'h100')}` (" in table for c in calls)
+    assert len([line for line in table.splitlines() if line.startswith("| `")]) == len(calls)
+    src = calls[0]
+    for name in ("bench-card-floor.json", "fixed-cost-driver.json"):
+        (tmp_path / "h100" / "a").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "h100" / "a" / name).write_bytes((src / name).read_bytes())
+    data = json.loads((src / "bench-card-floor.json").read_text())
+    data["rows"] = [r for r in data["rows"] if not (r["impl"] == "cuda_sm120_e4m3" and r["B"] == 1 and r["N"] == 16
+                                                   and r["L"] == 200_000 and r["H"] == 8)]
+    (tmp_path / "h100" / "b").mkdir()
+    (tmp_path / "h100" / "b" / "bench-card-floor.json").write_text(json.dumps(data))
+    monkeypatch.setattr(card_floor_tables, "RESULTS", tmp_path)
+    assert len([line for line in card_floor_tables.issue52_h100_table().splitlines() if line.startswith("| `a`")]) == 1
+    (tmp_path / "h100" / "b" / "fixed-cost-driver.json").write_bytes((src / "fixed-cost-driver.json").read_bytes())
+    with pytest.raises(LookupError, match="b: no cuda_sm120_e4m3 row over fp8"):
+        card_floor_tables.issue52_h100_table()
 
 
 @pytest.mark.parametrize("gpu", ["h100", "h200"])

@@ -9,6 +9,6 @@ block name to its function and rewrites the pages).
 - ``fp8``: fp8 pools, the mma.sync rate per instruction, the e4m3 configuration's accuracy.
 - ``peers``: b12x's dense MLA, the closest sm_120 peer, beside ours.
 - ``rtx``: predictions for RTX cards.
-- ``card_floor``: issue 52's targets, the sm_120 forms against their runs' floors.
+- ``card_floor``: issue 52's targets, the sm_120 forms against their runs' floors (H200 records; each H100 grid call).
 - ``speculation``: notebook 07's tables.
 """

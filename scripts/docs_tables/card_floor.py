@@ -4,10 +4,11 @@ bytes and MMA floors of the run it comes from."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from kdtree_lab.checks.bench_presets import CARD_FLOOR_FIRST, CARD_FLOOR_ROWS
 from kdtree_lab.checks.bench_results import ISSUE_PRESETS
-from kdtree_lab.core.paths import ROOT
+from kdtree_lab.core.paths import RESULTS, ROOT
 from kdtree_lab.speculate.card_model import verify_work
 
 from .common import _long_compute_bound, _rel, _span, _target_lines, grid_rows
@@ -80,10 +81,8 @@ def _one(picks: set, what: str) -> str:
     return picks.pop()
 
 
-def issue52_targets_table() -> str:
-    """Issue 52's speed targets on the H200 under sm_120's limits: what an sm_120 card runs per shape and pool
-    (forced), each figure beside its run's floors, from the newest committed grids and the fixed cost's run of
-    record."""
+def _picks() -> dict[tuple, tuple[str, str]]:
+    """(bf16, fp8) configuration an RTX card runs at each shape the targets read; ValueError where the cards differ."""
     from kdtree_lab.budget.presets import gpus
     from kdtree_lab.speculate.card_model import cards
 
@@ -91,6 +90,14 @@ def issue52_targets_table() -> str:
     runs = {k: _card_runs(presets[0], k) for k in (HEADLINE, *CHAINS_32, *COMPUTE_BOUND, *SHORT)}
     if any(_card_runs(g, k) != runs[k] for g in presets for k in runs):
         raise ValueError("cards: the RTX cards select different configurations; the table assumes one per shape")
+    return runs
+
+
+def issue52_targets_table() -> str:
+    """Issue 52's speed targets on the H200 under sm_120's limits: what an sm_120 card runs per shape and pool
+    (forced), each figure beside its run's floors, from the newest committed grids and the fixed cost's run of
+    record."""
+    runs = _picks()
     src = _Sources()
     met = lambda ok: "met" if ok else "**not met**"  # noqa: E731
     rows = []
@@ -148,3 +155,62 @@ def issue52_targets_table() -> str:
                          f"(forced), from {src.words()}; the fixed cost from `{_rel(FIXED_CARD)}`. Floors: the pool's "
                          "KV bytes at the run's copy rate, the configuration's padded MMAs at its mma.sync rate for "
                          "their kind.", rows)
+
+
+H100_RUNS = "h100"  # data/results/h100/: the H100 calls' card-floor grids, each with its fixed cost in its folder
+
+
+def _h100_runs() -> list[tuple[Path, dict]]:
+    """(folder, grid) of every committed H100 card-floor grid that has its fixed-cost run beside it
+    (`landing-run.sh grid`), oldest first."""
+    found = []
+    for path in sorted((RESULTS / H100_RUNS).rglob("bench-card-floor.json")):
+        data = json.loads(path.read_text())
+        if data.get("preset") == "card-floor" and (path.parent / "fixed-cost-driver.json").exists():
+            found.append((path.parent, data))
+    return sorted(found, key=lambda t: t[1]["provenance"]["date_utc"])
+
+
+def issue52_h100_table() -> str:
+    """Issue 52's figures from every H100 run of `landing-run.sh grid` (card-floor grid and fixed cost in one call),
+    one row each: what an RTX card runs per shape, forced, timed on the H100 (its own copy and mma.sync ceilings)."""
+    runs = _picks()
+    lines = ["Every H100 call of `docs/experiments/landing-run.sh grid` (the card-floor grid on the timing library and "
+             "the fixed cost in one call), oldest first; the configurations an RTX PRO 6000 / RTX 5090 runs per shape "
+             "and pool, forced. A row compares with another H100 row only (single medians, which stray between "
+             "calls most at B = 1, 32k), never with the H200 table above.", "",
+             "| run (folder; UTC date, commit, source digest: the kernels it ran) | fp8 headline <= "
+             f"{FP8_HEADLINE_MS} ms | bf16 headline <= {BF16_HEADLINE_MS} ms | 32 rows over fp8 <= {FP8_OVER_BF16}x "
+             "(B 1 200k, B 8 200k, B 1 32k, B 8 32k) | bf16 >= "
+             f"{MMA_SHARE:.0%} of mma.sync ({len(COMPUTE_BOUND)} shapes) | fixed cost <= {FIXED_US:.0f} us (N = 4, 16;"
+             " under `KDT_CARVEOUT=100`) |", "|---|---|---|---|---|---|"]
+    for folder, data in _h100_runs():
+        if not data.get("timing_library"):
+            raise LookupError(f"data/results/h100/{folder.relative_to(RESULTS / H100_RUNS)}: its e4m3 rows are the "
+                              "H100's emulation (not run with KDT_E4M3_TIMING=1), not what sm_120a issues")
+        rows = {(r["impl"], r.get("kv", "bf16"), r["B"], r["L"], r["N"], r["H"]): r for r in data["rows"]}
+
+        def ms(impl: str, kv: str, key: tuple) -> float:
+            if (impl, kv, *key) not in rows:
+                raise LookupError(f"data/results/h100/{folder.relative_to(RESULTS / H100_RUNS)}: no {impl} row over "
+                                  f"{kv} at B, L, N, H = {key}")
+            return rows[(impl, kv, *key)]["ms"]
+
+        bf16, fp8 = runs[HEADLINE]
+        ratios = [ms(runs[k][1], "fp8", k) / ms(runs[k][0], "bf16", k) for k in CHAINS_32]
+        for k in COMPUTE_BOUND:
+            ms(runs[k][0], "bf16", k)  # LookupError naming a missing row
+        shares = [rows[(runs[k][0], "bf16", *k)]["TFLOP/s"] / data["ceilings"]["mma_sync_tflops"]
+                  for k in COMPUTE_BOUND]
+        fixed = []
+        for name in ("fixed-cost-driver.json", "fixed-cost-100.json"):
+            if (folder / name).exists():
+                _, by = _fixed(folder / name)
+                fixed.append(" / ".join(f"{1e3 * by[(runs[k][1], k[2], k[1])]['marginal_ms']:.1f}" for k in SHORT))
+        prov = data["provenance"]
+        lines.append(f"| `{folder.relative_to(RESULTS / H100_RUNS)}` ({prov['date_utc'][:16].replace('T', ' ')}; "
+                     f"{prov['git_commit'][:7]}, sources {prov['source_sha256'][:12]})"
+                     f" | {ms(fp8, 'fp8', HEADLINE):.4f} | {ms(bf16, 'bf16', HEADLINE):.4f} | "
+                     + " / ".join(f"{x:.2f}" for x in ratios) + f" | {_span(shares, '.0%')} | "
+                     + (f"{fixed[0]} ({fixed[1]})" if len(fixed) > 1 else fixed[0]) + " |")
+    return "\n".join(lines)
