@@ -1,11 +1,14 @@
 """Prove a kernel-source refactor changed no instruction: build the library from two trees (the library's own nvcc
 command, kdtree_lab.kernels.build) for sm_120a and sm_90a, normal and timing library (KDT_E4M3_TIMING=1), dump each
-kernel's SASS with cuobjdump and compare per-kernel hashes and the ptxas resource lines. No GPU needed. For a kernel
-that differs, the share of its instructions still in the first tree's order with register, predicate and barrier
-numbers and constants ignored (``in_order``): how far ptxas rescheduled code a change did not touch.
+kernel's SASS with cuobjdump and compare per-kernel hashes and the ptxas resource lines. No GPU needed. A kernel whose
+encodings differ but whose instructions are the same one for one, registers included, once a compare's operands are
+put in one order (ISETP.GT a, b is ISETP.LT b, a) and operand-reuse hints dropped, is reported EQUIV (the same
+computation in the same schedule). For a kernel that differs, the share of its instructions still in the first tree's
+order with register, predicate and barrier numbers and constants ignored (``in_order``): how far ptxas rescheduled
+code a change did not touch.
 
     python scripts/sass_identity.py build OUT --kernels DIR [--timing]   # OUT/lib.so, OUT/ptxas.log, OUT/sass/*.sass
-    python scripts/sass_identity.py compare BEFORE AFTER [--json FILE]   # exit 1 when any kernel differs
+    python scripts/sass_identity.py compare BEFORE AFTER [--json FILE]   # exit 1 when a kernel differs (not EQUIV)
 """
 
 from __future__ import annotations
@@ -77,15 +80,33 @@ def resources(log: str) -> dict[str, str]:
     return res
 
 
-def shapes(body: str) -> list[str]:
-    """A function's instructions (``functions``' form) with register, predicate and barrier numbers and constants
-    replaced by placeholders: what stays when ptxas only renames."""
+_COMMUTED = {"GT": "LT", "GE": "LE"}
+
+
+def canonical(body: str) -> list[str]:
+    """A function's instruction texts (``functions``' form, registers kept) with operand-reuse hints dropped and each
+    two-operand compare written one way: ``?SETP.GT|GE ... P, Q, a, b, R`` as ``?SETP.LT|LE ... P, Q, b, a, R``."""
     out = []
     for line in body.splitlines():
         m = re.match(r"/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;", line.strip())
-        if m:
-            text = re.sub(r"\b(?:U?R\d+|U?P\d|B\d+)\b", "r", m.group(1))
-            out.append(re.sub(r"0x[0-9a-f]+", "c", text))
+        if not m:
+            continue
+        text = m.group(1).replace(".reuse", "")
+        c = re.match(r"^(@!?U?P\w+ +)?(\w?SETP)\.(GT|GE)(\S*) (\S+), (\S+), (\S+), (\S+), (\S+)$", text)
+        if c:
+            guard, op, cmp, rest, p, q, a, b, r = c.groups()
+            text = f"{guard or ''}{op}.{_COMMUTED[cmp]}{rest} {p}, {q}, {b}, {a}, {r}"
+        out.append(text)
+    return out
+
+
+def shapes(body: str) -> list[str]:
+    """A function's instructions in ``canonical`` form with register, predicate and barrier numbers and constants
+    replaced by placeholders: what stays when ptxas only renames."""
+    out = []
+    for text in canonical(body):
+        text = re.sub(r"\b(?:U?R\d+|U?P\d|B\d+)\b", "r", text)
+        out.append(re.sub(r"0x[0-9a-f]+", "c", text))
     return out
 
 
@@ -108,14 +129,17 @@ def compare(before: Path, after: Path) -> dict:
                   else None for d in (before, after))
         arch, func = n.removesuffix(".sass").split(".", 1)
         rb, ra = res_b.get(f"{arch} {func}"), res_a.get(f"{arch} {func}")
+        both = hb and ha and hb != ha
+        equiv = bool(both and rb == ra and canonical((before / "sass" / n).read_text())
+                     == canonical((after / "sass" / n).read_text()))
         same = hb == ha and rb == ra
-        differ += not same
-        order = (round(in_order((before / "sass" / n).read_text(), (after / "sass" / n).read_text()), 3)
-                 if hb and ha and hb != ha else None)
+        differ += not (same or equiv)
+        order = round(in_order((before / "sass" / n).read_text(), (after / "sass" / n).read_text()), 3) if both else None
         rows.append({"arch": arch, "kernel": B._short(func), "mangled": func, "sass_before": hb, "sass_after": ha,
                      "instructions": len((after / "sass" / n).read_text().splitlines()) // 2
                      if (after / "sass" / n).exists() else None,
-                     "resources_before": rb, "resources_after": ra, "identical": same, "in_order": order})
+                     "resources_before": rb, "resources_after": ra, "identical": same, "equivalent": same or equiv,
+                     "in_order": order})
     return {"kernels": rows, "differ": differ}
 
 
@@ -137,7 +161,8 @@ def main() -> None:
     r = compare(args.before, args.after)
     for row in r["kernels"]:
         order = f"{row['in_order']:4.0%} in order" if row["in_order"] is not None else " " * 13
-        print(f"{'same  ' if row['identical'] else 'DIFFER'} {row['arch']:8} {row['kernel']:40} "
+        verdict = "same  " if row["identical"] else "EQUIV " if row["equivalent"] else "DIFFER"
+        print(f"{verdict} {row['arch']:8} {row['kernel']:40} "
               f"{row['sass_before']} {row['sass_after']}  {order}  {row['resources_after']}")
     if args.json:
         args.json.write_text(json.dumps(r, indent=1) + "\n")

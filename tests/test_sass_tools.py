@@ -96,3 +96,24 @@ def test_in_order_ignores_renaming_and_counts_moved_instructions():
     assert sass_identity.shapes(moved)[0].startswith("LDSM")
     assert sass_identity.in_order(foo, moved) == 5 / 6
     assert sass_identity.in_order(foo, sass_identity.functions(SASS)["_Z3barv"]) == 1 / 6  # only EXIT in common
+
+
+def _one(instructions: list[str]) -> str:
+    return "".join(f"/*{16 * i:04x}*/ {t} ;\n/* 0x0 */\n" for i, t in enumerate(instructions))
+
+
+def test_a_commuted_compare_and_reuse_hints_are_equivalent_and_nothing_else_is(tmp_path):
+    main = _one(["ISETP.LT.AND P5, PT, R37.reuse, R10, P5", "@!P5 SEL R3, R3, R37, P5", "EXIT"])
+    same_computation = _one(["ISETP.GT.AND P5, PT, R10, R37, P5", "@!P5 SEL R3, R3, R37, P5", "EXIT"])
+    other_predicate = _one(["ISETP.GT.AND P5, PT, R37, R10, P5", "@!P5 SEL R3, R3, R37, P5", "EXIT"])
+    assert sass_identity.canonical(main) == sass_identity.canonical(same_computation)
+    assert sass_identity.canonical(main) != sass_identity.canonical(other_predicate)
+    assert sass_identity.in_order(main, same_computation) == 1.0
+    for tree, body in (("a", main), ("b", same_computation), ("c", other_predicate)):
+        (tmp_path / tree / "sass").mkdir(parents=True)
+        (tmp_path / tree / "sass" / "sm_90a._Z3foov.sass").write_text(body)
+        (tmp_path / tree / "ptxas.log").write_text("ptxas info    : Compiling entry function '_Z3foov' for 'sm_90a'\n"
+                                                   "ptxas info    : Used 40 registers\n")
+    equiv = sass_identity.compare(tmp_path / "a", tmp_path / "b")
+    assert equiv["differ"] == 0 and equiv["kernels"][0]["equivalent"] and not equiv["kernels"][0]["identical"]
+    assert sass_identity.compare(tmp_path / "a", tmp_path / "c")["differ"] == 1
