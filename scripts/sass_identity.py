@@ -1,9 +1,9 @@
 """Prove a kernel-source refactor changed no instruction: build the library from two trees (the library's own nvcc
 command, kdtree_lab.kernels.build) for sm_120a and sm_90a, normal and timing library (KDT_E4M3_TIMING=1), dump each
 kernel's SASS with cuobjdump and compare per-kernel hashes and the ptxas resource lines. No GPU needed. A kernel whose
-encodings differ but whose instructions are the same one for one, registers included, once a compare's operands are
-put in one order (ISETP.GT a, b is ISETP.LT b, a) and operand-reuse hints dropped, is reported EQUIV (the same
-computation in the same schedule). For a kernel that differs, the share of its instructions still in the first tree's
+encodings differ but whose instructions are the same one for one, registers and control bits (stalls, scoreboards)
+included, once a compare's operands are put in one order (ISETP.GT a, b is ISETP.LT b, a) and operand-reuse hints
+dropped, is reported EQUIV (the same computation in the same schedule). For a kernel that differs, the share of its instructions still in the first tree's
 order with register, predicate and barrier numbers and constants ignored (``in_order``): how far ptxas rescheduled
 code a change did not touch.
 
@@ -80,31 +80,43 @@ def resources(log: str) -> dict[str, str]:
     return res
 
 
-_COMMUTED = {"GT": "LT", "GE": "LE"}
+_COMMUTED = {"GT": "LT", "GE": "LE", "GTU": "LTU", "GEU": "LEU"}
+_SWAPPABLE = re.compile(r"^(@!?U?P\w+ +)?(U?ISETP|FSETP|DSETP)\.(GTU?|GEU?)(\.\S*)? (\S+), (\S+), (\S+), (\S+), (\S+)$")
+_REUSE = 0xF << 58  # the high word's operand-reuse flags (a hint to the register file's operand cache)
 
 
-def canonical(body: str) -> list[str]:
-    """A function's instruction texts (``functions``' form, registers kept) with operand-reuse hints dropped and each
-    two-operand compare written one way: ``?SETP.GT|GE ... P, Q, a, b, R`` as ``?SETP.LT|LE ... P, Q, b, a, R``."""
-    out = []
-    for line in body.splitlines():
+def _instructions(body: str) -> list[tuple[str, int]]:
+    """(text, control bits) of each instruction of a function (``functions``' form): the text with operand-reuse hints
+    dropped and each two-operand compare written one way (``?SETP.GT|GE a, b`` as ``?SETP.LT|LE b, a``; ISETP,
+    UISETP, FSETP, DSETP only, where that is the same predicate), the control bits the high encoding word's top 23
+    (stall count, yield, scoreboards, wait mask) without the reuse flags."""
+    out: list[tuple[str, int]] = []
+    lines = body.splitlines()
+    for k, line in enumerate(lines):
         m = re.match(r"/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;", line.strip())
         if not m:
             continue
-        text = m.group(1).replace(".reuse", "")
-        c = re.match(r"^(@!?U?P\w+ +)?(\w?SETP)\.(GT|GE)(\S*) (\S+), (\S+), (\S+), (\S+), (\S+)$", text)
+        text = m.group(1).replace(".reuse", "").replace(" ,", ",")
+        c = _SWAPPABLE.match(text)
         if c:
             guard, op, cmp, rest, p, q, a, b, r = c.groups()
-            text = f"{guard or ''}{op}.{_COMMUTED[cmp]}{rest} {p}, {q}, {b}, {a}, {r}"
-        out.append(text)
+            text = f"{guard or ''}{op}.{_COMMUTED[cmp]}{rest or ''} {p}, {q}, {b}, {a}, {r}"
+        hi = re.search(r"0x([0-9a-f]{16})", lines[k + 1]) if k + 1 < len(lines) else None
+        out.append((text, ((int(hi.group(1), 16) & ~_REUSE) >> 41) if hi else -1))
     return out
 
 
+def canonical(body: str) -> list[str]:
+    """What EQUIV compares: each instruction's ``_instructions`` text (registers kept) with its control bits, so two
+    functions are equivalent when they issue the same operations on the same registers in the same schedule."""
+    return [f"{text} [{ctrl:#x}]" for text, ctrl in _instructions(body)]
+
+
 def shapes(body: str) -> list[str]:
-    """A function's instructions in ``canonical`` form with register, predicate and barrier numbers and constants
-    replaced by placeholders: what stays when ptxas only renames."""
+    """A function's instruction texts (``_instructions``, no control bits) with register, predicate and barrier numbers
+    and constants replaced by placeholders: what stays when ptxas only renames."""
     out = []
-    for text in canonical(body):
+    for text, _ in _instructions(body):
         text = re.sub(r"\b(?:U?R\d+|U?P\d|B\d+)\b", "r", text)
         out.append(re.sub(r"0x[0-9a-f]+", "c", text))
     return out
@@ -112,7 +124,7 @@ def shapes(body: str) -> list[str]:
 
 def in_order(before: str, after: str) -> float:
     """The share of ``before``'s instructions (``shapes``) found in ``after`` in the same order (difflib's matching
-    blocks, no junk heuristic): 1.0 for a renaming only."""
+    blocks, no junk heuristic; a lower bound of the longest common subsequence): 1.0 for a renaming only."""
     a, b = shapes(before), shapes(after)
     if not a:
         return 1.0 if not b else 0.0

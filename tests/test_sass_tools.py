@@ -5,6 +5,8 @@ split's PV loop) was compared by half its encoding; a function's every instructi
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
 import sass_census  # noqa: E402
@@ -98,22 +100,46 @@ def test_in_order_ignores_renaming_and_counts_moved_instructions():
     assert sass_identity.in_order(foo, sass_identity.functions(SASS)["_Z3barv"]) == 1 / 6  # only EXIT in common
 
 
-def _one(instructions: list[str]) -> str:
-    return "".join(f"/*{16 * i:04x}*/ {t} ;\n/* 0x0 */\n" for i, t in enumerate(instructions))
+def _one(instructions: list[tuple[str, int]]) -> str:
+    """cuobjdump-shaped text of (instruction, high encoding word) pairs."""
+    return "".join(f"/*{16 * i:04x}*/ {t} ;   /* 0x0000000a2500720c */\n/* {hi:#018x} */\n"
+                   for i, (t, hi) in enumerate(instructions))
 
 
-def test_a_commuted_compare_and_reuse_hints_are_equivalent_and_nothing_else_is(tmp_path):
-    main = _one(["ISETP.LT.AND P5, PT, R37.reuse, R10, P5", "@!P5 SEL R3, R3, R37, P5", "EXIT"])
-    same_computation = _one(["ISETP.GT.AND P5, PT, R10, R37, P5", "@!P5 SEL R3, R3, R37, P5", "EXIT"])
-    other_predicate = _one(["ISETP.GT.AND P5, PT, R37, R10, P5", "@!P5 SEL R3, R3, R37, P5", "EXIT"])
-    assert sass_identity.canonical(main) == sass_identity.canonical(same_computation)
-    assert sass_identity.canonical(main) != sass_identity.canonical(other_predicate)
-    assert sass_identity.in_order(main, same_computation) == 1.0
-    for tree, body in (("a", main), ("b", same_computation), ("c", other_predicate)):
+HI = 0x000FE40002FA1270  # a compare's high word: control bits 0x7f2 (stall, yield, scoreboards) above bit 41
+REUSE_A = 1 << 58  # its first operand's reuse flag
+
+
+@pytest.mark.parametrize("after, verdict", [
+    ([("ISETP.GT.AND P5, PT, R10, R37, P5", HI), ("@!P5 SEL R3, R3, R37, P5", HI), ("EXIT", HI)], "equivalent"),
+    ([("ISETP.LT.AND P5, PT, R37, R10, P5", HI), ("@!P5 SEL R3, R3, R37, P5", HI), ("EXIT", HI)], "equivalent"),
+    ([("ISETP.GT.AND P5, PT, R37, R10, P5", HI), ("@!P5 SEL R3, R3, R37, P5", HI), ("EXIT", HI)], "differ"),
+    ([("ISETP.GT.AND P5, PT, R10, R37, P5", HI + (1 << 41)), ("@!P5 SEL R3, R3, R37, P5", HI), ("EXIT", HI)],
+     "differ"),  # another stall count: another schedule
+    ([("ISETP.GT.AND P5, PT, R10, R37, P5", HI), ("@P5 SEL R3, R3, R37, P5", HI), ("EXIT", HI)], "differ"),  # guard
+])
+def test_a_commuted_compare_and_reuse_hints_are_equivalent_and_nothing_else_is(tmp_path, after, verdict):
+    main = _one([("ISETP.LT.AND P5, PT, R37.reuse, R10, P5", HI | REUSE_A), ("@!P5 SEL R3, R3, R37, P5", HI),
+                 ("EXIT", HI)])
+    for tree, body in (("a", main), ("b", _one(after))):
         (tmp_path / tree / "sass").mkdir(parents=True)
         (tmp_path / tree / "sass" / "sm_90a._Z3foov.sass").write_text(body)
         (tmp_path / tree / "ptxas.log").write_text("ptxas info    : Compiling entry function '_Z3foov' for 'sm_90a'\n"
                                                    "ptxas info    : Used 40 registers\n")
-    equiv = sass_identity.compare(tmp_path / "a", tmp_path / "b")
-    assert equiv["differ"] == 0 and equiv["kernels"][0]["equivalent"] and not equiv["kernels"][0]["identical"]
-    assert sass_identity.compare(tmp_path / "a", tmp_path / "c")["differ"] == 1
+    r = sass_identity.compare(tmp_path / "a", tmp_path / "b")
+    assert r["kernels"][0]["equivalent"] == (verdict == "equivalent") and not r["kernels"][0]["identical"]
+    assert r["differ"] == (verdict == "differ")
+    if verdict == "equivalent":  # the same code under another register budget is another kernel
+        (tmp_path / "b" / "ptxas.log").write_text((tmp_path / "b" / "ptxas.log").read_text().replace("40", "48"))
+        assert sass_identity.compare(tmp_path / "a", tmp_path / "b")["differ"] == 1
+
+
+@pytest.mark.parametrize("text, canonical", [
+    ("ISETP.GE.U32.AND P0, PT, R4, R5, PT", "ISETP.LE.U32.AND P0, PT, R5, R4, PT"),
+    ("FSETP.GTU.FTZ.AND P1, PT, -R2, |R3|, PT", "FSETP.LTU.FTZ.AND P1, PT, |R3|, -R2, PT"),
+    ("FSETP.NEU.FTZ.AND P2, PT, R7, -INF , PT", "FSETP.NEU.FTZ.AND P2, PT, R7, -INF, PT"),
+    ("ISETP.GT.U32.AND.EX P0, PT, R1, R2, PT, P1", "ISETP.GT.U32.AND.EX P0, PT, R1, R2, PT, P1"),  # a chain: kept
+    ("HSETP2.GT.AND P0, P1, R1, R2, PT", "HSETP2.GT.AND P0, P1, R1, R2, PT"),  # two halves: not swapped
+])
+def test_only_two_operand_compares_of_one_value_are_commuted(text, canonical):
+    assert sass_identity.canonical(_one([(text, HI)])) == [f"{canonical} [0x7f2]"]
