@@ -93,28 +93,42 @@ def test_the_rtx_predictions_follow_the_per_shape_choice(monkeypatch):
         rtx_tables.rtx_prediction_table()
 
 
-def test_the_h100_table_has_a_row_per_grid_call_and_names_a_missing_row(tmp_path, monkeypatch):
-    """Issue 52's H100 table: one row per committed card-floor grid with its fixed cost beside it (landing-run.sh
-    grid), none for a grid without one, and a grid lacking a shape the targets read is refused by folder."""
-    calls = [f.parent for f in (RESULTS / "h100").rglob("bench-card-floor.json")
-             if (f.parent / "fixed-cost-driver.json").exists()]
+def test_the_h100_table_has_a_row_per_grid_call_and_refuses_what_it_cannot_read(tmp_path, monkeypatch):
+    """Issue 52's H100 table: one row per committed card-floor grid, oldest first, with the fixed cost run beside it
+    (or "no run"); a grid lacking a shape the targets read, a fixed-cost run under another carveout than its name or
+    off the timing library, and another GPU's grid are refused by folder."""
+    calls = sorted((f.parent for f in (RESULTS / "h100").rglob("bench-card-floor.json")),
+                   key=lambda c: json.loads((c / "bench-card-floor.json").read_text())["provenance"]["date_utc"])
     table = card_floor_tables.issue52_h100_table()
-    assert calls and all(f"| `{c.relative_to(RESULTS / 'h100')}` (" in table for c in calls)
-    assert len([line for line in table.splitlines() if line.startswith("| `")]) == len(calls)
-    src = calls[0]
-    for name in ("bench-card-floor.json", "fixed-cost-driver.json"):
-        (tmp_path / "h100" / "a").mkdir(parents=True, exist_ok=True)
-        (tmp_path / "h100" / "a" / name).write_bytes((src / name).read_bytes())
-    data = json.loads((src / "bench-card-floor.json").read_text())
-    data["rows"] = [r for r in data["rows"] if not (r["impl"] == "cuda_sm120_e4m3" and r["B"] == 1 and r["N"] == 16
-                                                   and r["L"] == 200_000 and r["H"] == 8)]
-    (tmp_path / "h100" / "b").mkdir()
-    (tmp_path / "h100" / "b" / "bench-card-floor.json").write_text(json.dumps(data))
+    rows = [line for line in table.splitlines() if line.startswith("| `")]
+    assert calls and [r.split("`")[1] for r in rows] == [str(c.relative_to(RESULTS / "h100")) for c in calls]
+    src = calls[-1]
+    grid = json.loads((src / "bench-card-floor.json").read_text())
     monkeypatch.setattr(card_floor_tables, "RESULTS", tmp_path)
-    assert len([line for line in card_floor_tables.issue52_h100_table().splitlines() if line.startswith("| `a`")]) == 1
-    (tmp_path / "h100" / "b" / "fixed-cost-driver.json").write_bytes((src / "fixed-cost-driver.json").read_bytes())
-    with pytest.raises(LookupError, match="b: no cuda_sm120_e4m3 row over fp8"):
-        card_floor_tables.issue52_h100_table()
+
+    def one(grid: dict, fixed: dict | None = None) -> str:
+        folder = tmp_path / "h100" / "x"
+        folder.mkdir(parents=True, exist_ok=True)
+        for f in folder.iterdir():
+            f.unlink()
+        (folder / "bench-card-floor.json").write_text(json.dumps(grid))
+        for name, data in (fixed or {}).items():
+            (folder / name).write_text(json.dumps(data))
+        return card_floor_tables.issue52_h100_table()
+
+    driver = json.loads((src / "fixed-cost-driver.json").read_text())
+    assert "| no run (no KDT_CARVEOUT=100 run) |" in one(grid)
+    assert "(no KDT_CARVEOUT=100 run) |" in one(grid, {"fixed-cost-driver.json": driver})
+    with pytest.raises(LookupError, match="x/fixed-cost-100.json: expected KDT_CARVEOUT=100, found None"):
+        one(grid, {"fixed-cost-driver.json": driver, "fixed-cost-100.json": driver})
+    with pytest.raises(LookupError, match="x/fixed-cost-driver.json: its e4m3 rows are the H100's emulation"):
+        one(grid, {"fixed-cost-driver.json": {**driver, "timing_library": False}})
+    with pytest.raises(LookupError, match="x/bench-card-floor.json: expected an H100 run, found NVIDIA H200"):
+        one({**grid, "provenance": {**grid["provenance"], "gpu": "NVIDIA H200"}})
+    short = {**grid, "rows": [r for r in grid["rows"] if not (r["impl"] == "cuda_sm120_e4m3" and r["B"] == 1
+                                                               and r["N"] == 16 and r["L"] == 200_000 and r["H"] == 8)]}
+    with pytest.raises(LookupError, match="x: no cuda_sm120_e4m3 row over fp8"):
+        one(short)
 
 
 @pytest.mark.parametrize("gpu", ["h100", "h200"])

@@ -158,42 +158,60 @@ def issue52_targets_table() -> str:
 
 
 H100_RUNS = "h100"  # data/results/h100/: the H100 calls' card-floor grids, each with its fixed cost in its folder
+_FIXED_H100 = (("fixed-cost-driver.json", None), ("fixed-cost-100.json", 100))  # (file, KDT_CARVEOUT it ran under)
 
 
 def _h100_runs() -> list[tuple[Path, dict]]:
-    """(folder, grid) of every committed H100 card-floor grid that has its fixed-cost run beside it
-    (`landing-run.sh grid`), oldest first."""
+    """(folder, grid) of every committed H100 card-floor grid, oldest first (by its provenance date)."""
     found = []
     for path in sorted((RESULTS / H100_RUNS).rglob("bench-card-floor.json")):
         data = json.loads(path.read_text())
-        if data.get("preset") == "card-floor" and (path.parent / "fixed-cost-driver.json").exists():
+        if data.get("preset") == "card-floor":
             found.append((path.parent, data))
-    return sorted(found, key=lambda t: t[1]["provenance"]["date_utc"])
+    return sorted(found, key=lambda t: t[1].get("provenance", {}).get("date_utc", ""))
+
+
+def _h100_problem(data: dict, carveout: int | None) -> str | None:
+    """What keeps an H100 result (a grid or a fixed-cost run) out of the table: another GPU, the emulated e4m3 rows,
+    another carveout than its name says, a resumed grid; None when none does."""
+    gpu = data.get("gpu") or data.get("provenance", {}).get("gpu", "")
+    if "H100" not in gpu:
+        return f"expected an H100 run, found {gpu or 'no GPU named'}"
+    if not data.get("timing_library"):
+        return "its e4m3 rows are the H100's emulation (not run with KDT_E4M3_TIMING=1), not what sm_120a issues"
+    if data.get("carveout") != carveout:
+        return f"expected KDT_CARVEOUT={carveout}, found {data.get('carveout')}"
+    if "resumed_from" in data:
+        return "a resumed grid, not one call"
+    return None
 
 
 def issue52_h100_table() -> str:
-    """Issue 52's figures from every H100 run of `landing-run.sh grid` (card-floor grid and fixed cost in one call),
-    one row each: what an RTX card runs per shape, forced, timed on the H100 (its own copy and mma.sync ceilings)."""
+    """Issue 52's figures from every committed H100 card-floor grid, one row each with the fixed cost run beside it
+    (`landing-run.sh grid`): what an RTX card runs per shape, forced, timed on the H100 (its own ceilings)."""
     runs = _picks()
+    chains = ", ".join(f"B {k[0]} {k[1] // 1000}k" for k in CHAINS_32)
+    short = ", ".join(str(k[2]) for k in SHORT)
+    b, length, _, h = SHORT[0]
     lines = ["Every H100 call of `docs/experiments/landing-run.sh grid` (the card-floor grid on the timing library and "
              "the fixed cost in one call), oldest first; the configurations an RTX PRO 6000 / RTX 5090 runs per shape "
              "and pool, forced. A row compares with another H100 row only (single medians, which stray between "
-             "calls most at B = 1, 32k), never with the H200 table above.", "",
+             "calls most at B = 1, 32k), never with the H200 table above; a commit marked + ran on a tree that differed "
+             "from it (patches applied, or the run script's STACK edited: its folder's README says which).", "",
              "| run (folder; UTC date, commit, source digest: the kernels it ran) | fp8 headline <= "
              f"{FP8_HEADLINE_MS} ms | bf16 headline <= {BF16_HEADLINE_MS} ms | 32 rows over fp8 <= {FP8_OVER_BF16}x "
-             "(B 1 200k, B 8 200k, B 1 32k, B 8 32k) | bf16 >= "
-             f"{MMA_SHARE:.0%} of mma.sync ({len(COMPUTE_BOUND)} shapes) | fixed cost <= {FIXED_US:.0f} us (N = 4, 16;"
-             " under `KDT_CARVEOUT=100`) |", "|---|---|---|---|---|---|"]
+             f"({chains}) | bf16 >= {MMA_SHARE:.0%} of mma.sync ({len(COMPUTE_BOUND)} shapes) | fixed cost <= "
+             f"{FIXED_US:.0f} us (B = {b}, L = {length // 1024}k, H = {h}, fp8; N = {short}; under "
+             "`KDT_CARVEOUT=100`) |", "|---|---|---|---|---|---|"]
     for folder, data in _h100_runs():
-        if not data.get("timing_library"):
-            raise LookupError(f"data/results/h100/{folder.relative_to(RESULTS / H100_RUNS)}: its e4m3 rows are the "
-                              "H100's emulation (not run with KDT_E4M3_TIMING=1), not what sm_120a issues")
+        where = f"data/results/h100/{folder.relative_to(RESULTS / H100_RUNS)}"
+        if problem := _h100_problem(data, None):
+            raise LookupError(f"{where}/bench-card-floor.json: {problem}")
         rows = {(r["impl"], r.get("kv", "bf16"), r["B"], r["L"], r["N"], r["H"]): r for r in data["rows"]}
 
         def ms(impl: str, kv: str, key: tuple) -> float:
             if (impl, kv, *key) not in rows:
-                raise LookupError(f"data/results/h100/{folder.relative_to(RESULTS / H100_RUNS)}: no {impl} row over "
-                                  f"{kv} at B, L, N, H = {key}")
+                raise LookupError(f"{where}: no {impl} row over {kv} at B, L, N, H = {key}")
             return rows[(impl, kv, *key)]["ms"]
 
         bf16, fp8 = runs[HEADLINE]
@@ -203,14 +221,22 @@ def issue52_h100_table() -> str:
         shares = [rows[(runs[k][0], "bf16", *k)]["TFLOP/s"] / data["ceilings"]["mma_sync_tflops"]
                   for k in COMPUTE_BOUND]
         fixed = []
-        for name in ("fixed-cost-driver.json", "fixed-cost-100.json"):
-            if (folder / name).exists():
-                _, by = _fixed(folder / name)
-                fixed.append(" / ".join(f"{1e3 * by[(runs[k][1], k[2], k[1])]['marginal_ms']:.1f}" for k in SHORT))
+        for name, carveout in _FIXED_H100:
+            if not (folder / name).exists():
+                fixed.append("no run" if carveout is None else f"no KDT_CARVEOUT={carveout} run")
+                continue
+            fdata, by = _fixed(folder / name)
+            if problem := _h100_problem(fdata, carveout):
+                raise LookupError(f"{where}/{name}: {problem}")
+            missing = [k for k in SHORT if (runs[k][1], k[2], k[1]) not in by]
+            if missing:
+                raise LookupError(f"{where}/{name}: no {runs[missing[0]][1]} row at the automatic split count at "
+                                  f"B, L, N, H = {missing[0]}")
+            fixed.append(" / ".join(f"{1e3 * by[(runs[k][1], k[2], k[1])]['marginal_ms']:.1f}" for k in SHORT))
         prov = data["provenance"]
+        commit = prov["git_commit"][:7] + ("+" if prov.get("git_dirty") else "")
         lines.append(f"| `{folder.relative_to(RESULTS / H100_RUNS)}` ({prov['date_utc'][:16].replace('T', ' ')}; "
-                     f"{prov['git_commit'][:7]}, sources {prov['source_sha256'][:12]})"
-                     f" | {ms(fp8, 'fp8', HEADLINE):.4f} | {ms(bf16, 'bf16', HEADLINE):.4f} | "
-                     + " / ".join(f"{x:.2f}" for x in ratios) + f" | {_span(shares, '.0%')} | "
-                     + (f"{fixed[0]} ({fixed[1]})" if len(fixed) > 1 else fixed[0]) + " |")
+                     f"{commit}, sources {prov['source_sha256'][:12]}) | {ms(fp8, 'fp8', HEADLINE):.4f} | "
+                     f"{ms(bf16, 'bf16', HEADLINE):.4f} | " + " / ".join(f"{x:.2f}" for x in ratios)
+                     + f" | {_span(shares, '.0%')} | {fixed[0]} ({fixed[1]}) |")
     return "\n".join(lines)
