@@ -137,19 +137,17 @@ def compare(before: Path, after: Path) -> dict:
     names = sorted({p.name for p in (before / "sass").iterdir()} | {p.name for p in (after / "sass").iterdir()})
     res_b, res_a = resources((before / "ptxas.log").read_text()), resources((after / "ptxas.log").read_text())
     for n in names:
-        hb, ha = (hashlib.sha256((d / "sass" / n).read_bytes()).hexdigest()[:16] if (d / "sass" / n).exists()
-                  else None for d in (before, after))
+        text_b, text_a = ((d / "sass" / n).read_text() if (d / "sass" / n).exists() else None for d in (before, after))
+        hb, ha = (hashlib.sha256(t.encode()).hexdigest()[:16] if t is not None else None for t in (text_b, text_a))
         arch, func = n.removesuffix(".sass").split(".", 1)
         rb, ra = res_b.get(f"{arch} {func}"), res_a.get(f"{arch} {func}")
         both = hb and ha and hb != ha
-        equiv = bool(both and rb == ra and canonical((before / "sass" / n).read_text())
-                     == canonical((after / "sass" / n).read_text()))
+        equiv = bool(both and rb == ra and canonical(text_b) == canonical(text_a))
         same = hb == ha and rb == ra
         differ += not (same or equiv)
-        order = round(in_order((before / "sass" / n).read_text(), (after / "sass" / n).read_text()), 3) if both else None
+        order = round(in_order(text_b, text_a), 3) if both else None
         rows.append({"arch": arch, "kernel": B._short(func), "mangled": func, "sass_before": hb, "sass_after": ha,
-                     "instructions": len((after / "sass" / n).read_text().splitlines()) // 2
-                     if (after / "sass" / n).exists() else None,
+                     "instructions": len(text_a.splitlines()) // 2 if text_a is not None else None,
                      "resources_before": rb, "resources_after": ra, "identical": same, "equivalent": same or equiv,
                      "in_order": order})
     return {"kernels": rows, "differ": differ}

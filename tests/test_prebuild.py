@@ -98,7 +98,6 @@ def test_prebuilt_libraries_are_the_ones_a_build_of_the_tree_finds(tmp_path):
         [p.name for p in libs] + [p.name.replace(".so.xz", ".ptxas.log") for p in libs])
 
 
-
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 def test_the_folder_and_its_staging_folder_are_ignored_by_git():
     """A build takes minutes and stages its libraries in a sibling folder (``..prebuilt.XXXX``, prebuild's

@@ -143,10 +143,15 @@ BUILD_SWITCHES = {"KDT_DEBUG_WAITS": "-DKDT_DEBUG_WAITS", "KDT_E4M3_TIMING": "-D
                   "KDT_PHASE_CLOCKS": "-DKDT_PHASE_CLOCKS"}
 
 
+def _switched_on(switch: str) -> bool:
+    """A development switch of BUILD_SWITCHES (or another KDT_ flag) is on when the environment sets it to 1."""
+    return os.environ.get(switch) == "1"
+
+
 def debug_waits() -> bool:
     """KDT_DEBUG_WAITS=1 in the environment: build the debug library, whose every mbarrier wait traps after 2 s,
     naming itself (kernels/common/ptx.cuh)."""
-    return os.environ.get("KDT_DEBUG_WAITS") == "1"
+    return _switched_on("KDT_DEBUG_WAITS")
 
 
 def e4m3_timing_proxy() -> bool:
@@ -154,7 +159,7 @@ def e4m3_timing_proxy() -> bool:
     the same registers (wrong results: for timing only). A GPU without e4m3 tensor cores (the H200) then issues what
     sm_120a issues, one MMA of one MMA's cost per e4m3 MMA, instead of its emulation (docs/performance.md, "e4m3
     tensor cores on sm_120"). Its own library file; parity refuses to run on it."""
-    return os.environ.get("KDT_E4M3_TIMING") == "1"
+    return _switched_on("KDT_E4M3_TIMING")
 
 
 def carveout_switch() -> int | None:
@@ -175,12 +180,12 @@ def phase_clocks() -> bool:
     """KDT_PHASE_CLOCKS=1 in the environment: build the phase library, whose sm_120 e4m3 forms, bf16 role split (the
     64-row e4m3 form's draft block) and combine stamp each warp's progress through its CTA's work (kernels/common/phase.cuh; kdtree_lab.checks.phase_clocks reads it).
     Its own library file; its times are its own (each stamp is two stores)."""
-    return os.environ.get("KDT_PHASE_CLOCKS") == "1"
+    return _switched_on("KDT_PHASE_CLOCKS")
 
 
 def debug_defines() -> tuple[str, ...]:
     """The defines the environment's development switches add to the library's build (its own cached file)."""
-    return tuple(define for switch, define in BUILD_SWITCHES.items() if os.environ.get(switch) == "1")
+    return tuple(define for switch, define in BUILD_SWITCHES.items() if _switched_on(switch))
 
 
 # Configurations whose arithmetic an arch lacks and the library emulates there (kernels/common/ptx.cuh, mma_e4m3):

@@ -70,6 +70,16 @@ def _floors(impl: str, key: tuple, kv: str, ceilings: dict) -> tuple[float, floa
     return work.kv_bytes / (ceilings["copy_gbps"] * 1e6), work.flops / (rate * 1e9)
 
 
+def _mma_share(row: dict, ceilings: dict) -> float:
+    """A bf16 row's tensor rate as a share of its run's mma.sync peak (the bf16 target's measure)."""
+    return row["TFLOP/s"] / ceilings["mma_sync_tflops"]
+
+
+def _fixed_us(by: dict, impl: str, key: tuple) -> float:
+    """The marginal cost (us) of one call of ``impl`` at ``key`` (B, L, N, H) in a fixed-cost run's rows (``_fixed``)."""
+    return 1e3 * by[(impl, key[2], key[1])]["marginal_ms"]
+
+
 def _shape(key: tuple) -> str:
     b, length, n, h = key
     return f"B = {b}, L = {length // 1000}k, N = {n}, H = {h}"
@@ -131,7 +141,7 @@ def issue52_targets_table() -> str:
     shares = []
     for key in COMPUTE_BOUND:
         r, c = src.row(runs[key][0], "bf16", key)
-        shares.append(r["TFLOP/s"] / c["mma_sync_tflops"])
+        shares.append(_mma_share(r, c))
     rows.append((f"bf16, compute-bound shapes (H x N >= 128, L >= 32k; H = 8, 16, B = 1, 8): >= {MMA_SHARE:.0%} of "
                  "the mma.sync peak", f"{_span(shares, '.0%')} over {len(shares)} shapes "
                  f"({sum(x >= MMA_SHARE for x in shares)} at or above {MMA_SHARE:.0%})",
@@ -143,7 +153,7 @@ def issue52_targets_table() -> str:
     cells, worst = [], 0.0
     for key in SHORT:
         impl = runs[key][1]
-        us = 1e3 * fixed[(impl, key[2], key[1])]["marginal_ms"]
+        us = _fixed_us(fixed, impl, key)
         worst = max(worst, us)
         cells.append(f"N = {key[2]}: {us:.1f} us (`{impl}`)")
     floor = 1e3 * data["marginal_floor_ms"]["2"]
@@ -218,8 +228,7 @@ def issue52_h100_table() -> str:
         ratios = [ms(runs[k][1], "fp8", k) / ms(runs[k][0], "bf16", k) for k in CHAINS_32]
         for k in COMPUTE_BOUND:
             ms(runs[k][0], "bf16", k)  # LookupError naming a missing row
-        shares = [rows[(runs[k][0], "bf16", *k)]["TFLOP/s"] / data["ceilings"]["mma_sync_tflops"]
-                  for k in COMPUTE_BOUND]
+        shares = [_mma_share(rows[(runs[k][0], "bf16", *k)], data["ceilings"]) for k in COMPUTE_BOUND]
         fixed = []
         for name, carveout in _FIXED_H100:
             if not (folder / name).exists():
@@ -232,7 +241,7 @@ def issue52_h100_table() -> str:
             if missing:
                 raise LookupError(f"{where}/{name}: no {runs[missing[0]][1]} row at the automatic split count at "
                                   f"B, L, N, H = {missing[0]}")
-            fixed.append(" / ".join(f"{1e3 * by[(runs[k][1], k[2], k[1])]['marginal_ms']:.1f}" for k in SHORT))
+            fixed.append(" / ".join(f"{_fixed_us(by, runs[k][1], k):.1f}" for k in SHORT))
         prov = data["provenance"]
         commit = prov["git_commit"][:7] + ("+" if prov.get("git_dirty") else "")
         lines.append(f"| `{folder.relative_to(RESULTS / H100_RUNS)}` ({prov['date_utc'][:16].replace('T', ' ')}; "
