@@ -33,9 +33,13 @@ ARCHS = ("sm_120a", "sm_90a")
 def build(out: Path, kernels: Path, timing: bool) -> None:
     """The library's nvcc command (build_library's flags, defines and gencodes) on kernels/kdtree_verify.cu of another
     tree, then per-kernel SASS files."""
+    nvcc, cuobjdump = find_nvcc(), find_cuda_tool("cuobjdump")
+    if not nvcc or not cuobjdump:  # before minutes of nvcc, not after
+        sys.exit(f"sass_identity.py build: expected nvcc and cuobjdump (PATH, beside nvcc or in the triton wheel), "
+                 f"found nvcc={nvcc}, cuobjdump={cuobjdump}")
     out.mkdir(parents=True, exist_ok=True)
     lib = out / "lib.so"
-    cmd = B.nvcc_command(find_nvcc(), ARCHS, lib, kernels, ("-DKDT_E4M3_TIMING_PROXY",) if timing else ())
+    cmd = B.nvcc_command(nvcc, ARCHS, lib, kernels, ("-DKDT_E4M3_TIMING_PROXY",) if timing else ())
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode:
         sys.exit(proc.stderr[-4000:])
@@ -43,7 +47,6 @@ def build(out: Path, kernels: Path, timing: bool) -> None:
     (out / "command.txt").write_text(" ".join(cmd) + "\n")
     sass_dir = out / "sass"
     sass_dir.mkdir(exist_ok=True)
-    cuobjdump = find_cuda_tool("cuobjdump")
     for arch in ARCHS:
         text = subprocess.run([cuobjdump, "-sass", "-arch", arch.rstrip("a"), str(lib)], capture_output=True,
                               text=True, check=True).stdout

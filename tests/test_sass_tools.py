@@ -143,3 +143,14 @@ def test_a_commuted_compare_and_reuse_hints_are_equivalent_and_nothing_else_is(t
 ])
 def test_only_two_operand_compares_of_one_value_are_commuted(text, canonical):
     assert sass_identity.canonical(_one([(text, HI)])) == [f"{canonical} [0x7f2]"]
+
+
+def test_build_without_cuobjdump_stops_in_one_line_before_nvcc(tmp_path, monkeypatch):
+    """A machine without cuobjdump (the triton wheel's is found only from the venv) is told so before nvcc runs,
+    not by a TypeError after minutes of it."""
+    monkeypatch.setattr(sass_identity, "find_cuda_tool", lambda name: None)
+    monkeypatch.setattr(sass_identity.subprocess, "run", lambda *a, **k: pytest.fail("nvcc ran"))
+    with pytest.raises(SystemExit) as e:
+        sass_identity.build(tmp_path / "out", tmp_path, timing=False)
+    assert "expected nvcc and cuobjdump" in str(e.value) and "cuobjdump=None" in str(e.value)
+    assert not (tmp_path / "out").exists()
