@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Device calls (issue 52, the fixed cost): the 64-row e4m3 form's draft block with its Q loads in flight before its
+# first K tile's wait (draft-q-early.patch: roles_qk's latent Q fragments as weak ld.global instead of ld.global.nc,
+# which ptxas sank past the rope's cp.async wait, the QK barrier and the first tile's mbarrier wait, into that tile's
+# MMAs, on sm_90a and sm_120a; the same bytes, so the same outputs). Only verify_sm120_e4m3_kernel<64>'s SASS moves.
+#   call 1: bash docs/experiments/draft-q-early-run.sh     outputs against main's (fp8 grid, normal library), then
+#           main / patch / main / patch: the short calls of both e4m3 forms (a graph of ten, N = 4 and 16, L = 128
+#           and 4k) and the fp8 headline and B = 8 (timing library); then the phase clocks of the 64-row form's short
+#           calls, main and patch (the draft block's first tile and the split kernel's end) (~6 minutes)
+#   call 2: bash docs/experiments/draft-q-early-run.sh gates            where its rule says land: the fp8 and e4m3
+#           parity and graph tests (edge grid + 500 random, 23 capture sizes x 100 replays), the hook against SGLang
+#           over fp8 (~9 minutes); then gates-sanitize: the four sanitizers on cuda_sm120_e4m3 (~1 minute)
+# Carry .whl-sglang and .prebuilt. Results in $OUT/results.tar.gz (packed after each step).
+set -uo pipefail
+WHEELS=${WHEELS:-.whl-sglang}
+export KDT_PACK_DIR=/tmp/r  # results, packed into $OUT/results.tar.gz after each step (pack)
+source scripts/device_prologue.sh "bash docs/experiments/draft-q-early-run.sh $*"
+P=docs/experiments/draft-q-early.patch; R=$KDT_PACK_DIR
+case "${1:-}" in gates|gates-sanitize) e4m3_64_gates "$1" $P qearly "$R"; exit $? ;; esac
+kernels_snapshot  # the patch touches kernels/ only, so kernels_restore undoes it
+ab_patch $P $R 60 fp8 cuda_sm120_e4m3:fp8 || exit 1
+git apply $P || exit 1; time_short_calls patch-2 $R fp8; kernels_restore
+for tag in main patch; do
+  [ $tag = patch ] && { git apply $P || exit 1; }
+  step "phase clocks, $tag"
+  KDT_PHASE_CLOCKS=1 KDT_E4M3_TIMING=1 python3 -m kdtree_lab build --json > "$R/build-phase-$tag.json"
+  echo "phase build rc=$?"
+  KDT_PHASE_CLOCKS=1 KDT_E4M3_TIMING=1 timeout 120 python3 -m kdtree_lab.checks.phase_clocks --impl cuda_sm120_e4m3 \
+    --shape 1,128,16,8 --shape 1,4096,16,8 --out "$R/phase-e4m3-64-$tag.json" 2>&1 | grep -E "draft|split|^==" \
+    | cut -c1-240
+  pack
+done
+kernels_restore
