@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# One device call (issue 52, the fixed cost): the combine loads the draft block's partial row and each warp's first
+# eight prefix splits' with the LSEs, right after its wait (combine-loads-ahead.patch), where main's waits three round
+# trips one after another (the LSEs; then the draft partial, once the weights are known; then the splits'). Only the
+# splits the split rule fills are loaded ahead (split_chunk, kernels/common/frame.cuh, now shared by setup_work and
+# the combine through Params::gran), so no row is read that this call did not write; the same values in the same
+# order, so the same outputs. Every configuration's combine changes: ab_patch (outputs of five configurations against
+# main's, bit for bit; the short calls of every sm_120 form and the headlines for main / patch / main), a second patch
+# step, then the phase clocks of the 64-row e4m3 form's short calls for main and the patch (the combine's wait to its
+# end). ~7-8 minutes with .prebuilt holding both trees' libraries. The whole suite's gates come before it lands
+# (landing-run.sh with STACK=(combine-loads-ahead.patch)).
+# Carry .whl-sglang and .prebuilt. Results in $OUT/results.tar.gz (packed after each step).
+#   bash docs/experiments/combine-loads-ahead-run.sh
+set -uo pipefail
+WHEELS=${WHEELS:-.whl-sglang}
+export KDT_PACK_DIR=/tmp/r  # results, packed into $OUT/results.tar.gz after each step (pack)
+source scripts/device_prologue.sh "bash docs/experiments/combine-loads-ahead-run.sh"
+R=$KDT_PACK_DIR  # the prologue wrote provenance.json and build.json there
+P=docs/experiments/combine-loads-ahead.patch
+kernels_snapshot  # main's kernels/; the patch touches kernels/ only
+ab_patch $P "$R" 40 all cuda_sm120:bf16 cuda_sm120_roles:bf16 cuda_sm120_fp8:fp8 cuda_sm120_e4m3:fp8 \
+  cuda_sm120_e4m3_32:fp8 || exit 1
+git apply $P || exit 1; time_short_calls patch-2 "$R"; kernels_restore
+for tag in main patch; do
+  [ $tag = patch ] && { git apply $P || exit 1; }
+  step "phase clocks, $tag"
+  KDT_PHASE_CLOCKS=1 KDT_E4M3_TIMING=1 python3 -m kdtree_lab build --json > "$R/build-phase-$tag.json"
+  echo "phase build rc=$?"
+  KDT_PHASE_CLOCKS=1 KDT_E4M3_TIMING=1 timeout 120 python3 -m kdtree_lab.checks.phase_clocks --impl cuda_sm120_e4m3 \
+    --shape 1,128,16,8 --shape 1,4096,16,8 --out "$R/phase-e4m3-64-$tag.json" 2>&1 | grep -E "combine|split|^==" \
+    | cut -c1-240
+  pack
+done
+kernels_restore
