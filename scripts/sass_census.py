@@ -7,7 +7,12 @@ depth d waits on the MMA latency unless n / d chains cover it). The counts are s
 as a rescale that is usually skipped, counts in full: `FMUL` is listed so it can be subtracted). What
 docs/performance-history.md's census did by hand, for a prediction written before a device call.
 
+With `--timeline`, a kernel's global loads, asynchronous copies, waits and MMAs in program order, runs of one kind
+collapsed: whether ptxas issued a load before or after a wait the source put it ahead of (it sinks read-only loads
+past barriers and mbarrier waits to their first use: docs/experiments/README.md, `e4m3-64-q-early.patch`).
+
     python scripts/sass_census.py LIB --kernel verify_sm120_roles_kernel [--arch sm_90a] [--loads] [--json FILE]
+    python scripts/sass_census.py LIB --kernel verify_reduce_kernel --timeline
 """
 
 from __future__ import annotations
@@ -134,12 +139,45 @@ def load_loops(ins: list[tuple[int, str]]) -> list[dict]:
     return rows
 
 
-def census(library: Path, kernel: str, arch: str, loads: bool = False) -> dict[str, list[dict]]:
+def _event(text: str) -> str | None:
+    """What an instruction is on the timeline, or None: a global load by width (`.nc` for a read-only one), an
+    asynchronous copy, a wait (cp.async, a named barrier, an mbarrier, griddepcontrol.wait), an mbarrier arrival, a
+    register move (setmaxnreg), a tensor-core MMA, an exit."""
+    op, first = opcode(text), text.split()[0]
+    if op == "LDG":
+        width = next((w for w in ("128", "64", "U16", "U8", "S16", "S8") if f".{w}" in first), "32")
+        return f"LDG.{width}" + (".nc" if ".CONSTANT" in first else "")
+    if op == "SYNCS":
+        return "mbarrier wait" if "PHASECHK" in first else "mbarrier arrive" if "ARRIVE" in first else None
+    named = {"LDGSTS": "cp.async", "LDGDEPBAR": "cp.async commit", "DEPBAR": "cp.async wait", "ACQBULK":
+             "griddepcontrol.wait", "ARRIVES": "cp.async arrive", "USETMAXREG": "setmaxnreg", "EXIT": "EXIT"}
+    if op in named:
+        return named[op]
+    if op == "BAR" and ".SYNC" in first:
+        return "bar.sync " + " ".join(text.split()[1:])
+    return "MMA" if op in MMA_OPS else None
+
+
+def timeline(ins: list[tuple[int, str]]) -> list[dict]:
+    """The function's events (_event) in program order, consecutive ones of one kind as one row with their count."""
+    rows: list[dict] = []
+    for addr, text in ins:
+        what = _event(text)
+        if what is None:
+            continue
+        if rows and rows[-1]["event"] == what and not what.startswith(("bar.sync", "EXIT")):
+            rows[-1]["count"] += 1
+        else:
+            rows.append({"start": hex(addr), "event": what, "count": 1})
+    return rows
+
+
+def census(library: Path, kernel: str, arch: str, loads: bool = False, walk=None) -> dict[str, list[dict]]:
     """Per function of the library whose mangled name contains ``kernel``: its innermost MMA loops on ``arch`` (or,
     with ``loads``, its innermost loops of global loads)."""
     text = subprocess.run([find_cuda_tool("cuobjdump"), "-sass", "-arch", arch.rstrip("a"), str(library)],
                           capture_output=True, text=True, check=True).stdout
-    walk = load_loops if loads else mma_loops
+    walk = walk or (load_loops if loads else mma_loops)
     return {name: walk(instructions(body)) for name, body in functions(text).items() if kernel in name}
 
 
@@ -150,12 +188,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--arch", default="sm_90a", help="sm_90a (what the H200 runs of every kernel) or sm_120a")
     ap.add_argument("--loads", action="store_true",
                     help="the loops of global loads instead (a prologue's): loads a pass and how many it issues ahead")
+    ap.add_argument("--timeline", action="store_true",
+                    help="the loads, copies, waits and MMAs in program order instead (runs of one kind collapsed)")
     ap.add_argument("--json", type=Path, help="also write the census here")
     a = ap.parse_args(argv)
-    result = census(a.library, a.kernel, a.arch, a.loads)
+    result = census(a.library, a.kernel, a.arch, a.loads, timeline if a.timeline else None)
     if not result:
         print(f"--kernel: no function of {a.library} contains {a.kernel!r}", file=sys.stderr)
         return 2
+    if a.timeline:
+        for name, rows in result.items():
+            print(f"{name} ({a.arch}): {len(rows)} events")
+            for r in rows:
+                print(f"  {r['start']:>8} {r['event']}" + (f" x{r['count']}" if r["count"] > 1 else ""))
+        if a.json:
+            a.json.write_text(json.dumps({"library": str(a.library), "arch": a.arch, "functions": result}, indent=1))
+        return 0
     cols = ["start", "instructions", "loads", "ahead"] if a.loads else ["start", "instructions", *CLASSES, "chain"]
     what = "load loop" if a.loads else "MMA loop"
     for name, rows in result.items():

@@ -154,3 +154,22 @@ def test_build_without_cuobjdump_stops_in_one_line_before_nvcc(tmp_path, monkeyp
         sass_identity.build(tmp_path / "out", tmp_path, timing=False)
     assert "expected nvcc and cuobjdump" in str(e.value) and "cuobjdump=None" in str(e.value)
     assert not (tmp_path / "out").exists()
+
+
+def test_the_timeline_shows_a_load_sunk_past_the_waits_in_program_order():
+    """The read the e4m3-64-q-early experiment rests on: the loads' place among the cp.async wait, the named barrier
+    and the mbarrier wait, with runs of one kind collapsed and each barrier its own row."""
+    text = _one([("LDGSTS.E.BYPASS.128 [R0+0xd800], desc[UR20][R2.64+0x400]", HI),
+                 ("LDGSTS.E.BYPASS.128 [R0+0xda00], desc[UR20][R2.64+0x600]", HI), ("LDGDEPBAR", HI),
+                 ("DEPBAR.LE SB0, 0x0", HI), ("BAR.SYNC.DEFER_BLOCKING 0x4, 0x80", HI),
+                 ("SYNCS.PHASECHK.TRANS64.TRYWAIT P6, [UR11+0x18420], R7", HI),
+                 ("@P1 LDG.E.CONSTANT R20, desc[UR20][R4.64]", HI), ("LDG.E.CONSTANT R22, desc[UR20][R2.64+0x10]", HI),
+                 ("HMMA.16816.F32.BF16 R4, R20, R12, R4", HI), ("LDG.E.128 R8, desc[UR4][R6.64]", HI),
+                 ("LDG.E.64 R2, desc[UR4][R2.64]", HI), ("SYNCS.ARRIVE.TRANS64.A1T0 RZ, [R10+URZ+0x17c38], RZ", HI),
+                 ("BAR.SYNC.DEFER_BLOCKING 0x0", HI), ("BAR.SYNC.DEFER_BLOCKING 0x0", HI), ("EXIT", HI)])
+    rows = sass_census.timeline(sass_census.instructions(text))
+    assert [(r["event"], r["count"]) for r in rows] == [
+        ("cp.async", 2), ("cp.async commit", 1), ("cp.async wait", 1), ("bar.sync 0x4, 0x80", 1), ("mbarrier wait", 1),
+        ("LDG.32.nc", 2), ("MMA", 1), ("LDG.128", 1), ("LDG.64", 1), ("mbarrier arrive", 1), ("bar.sync 0x0", 1),
+        ("bar.sync 0x0", 1), ("EXIT", 1)]
+    assert rows[5]["start"] == hex(16 * 6)
