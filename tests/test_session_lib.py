@@ -155,6 +155,34 @@ def test_a_patch_is_timed_only_where_its_outputs_are_mains(tmp_path, same):
         assert fixed == [] and "no timing" in out.stdout and calls[-1] == "restore"
 
 
+def test_the_phase_clocks_time_main_then_the_patch_on_the_phase_build(tmp_path):
+    """phase_ab against stand-ins (python3 and git record their arguments and the build switches): main's phase build
+    and clocks, then the patch applied and its, each named by the tree, both shapes; kernels/ restored at the end."""
+    bin_dir, results = tmp_path / "bin", tmp_path / "r"
+    bin_dir.mkdir()
+    results.mkdir()
+    (tmp_path / "out").mkdir()
+    log = tmp_path / "calls"
+    for name, body in (("python3", f'echo "python3 ${{KDT_PHASE_CLOCKS:-0}}${{KDT_E4M3_TIMING:-0}} $*" >> {log}\n'),
+                       ("git", f'echo "git $*" >> {log}\n')):
+        (bin_dir / name).write_text("#!/usr/bin/env bash\n" + body)
+        (bin_dir / name).chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "OUT": str(tmp_path / "out"),
+           "KDT_PACK_DIR": str(results)}
+    out = subprocess.run(["bash", "-c", f"source {ROOT / 'scripts/session_lib.sh'} && "
+                          f"kernels_restore() {{ echo restore >> {log}; }} && phase_ab p.patch {results} 'split'"],
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    calls = log.read_text().splitlines()
+    assert [c.split()[0] + " " + c.split()[1] for c in calls if c.startswith("python3")] == ["python3 11"] * 4
+    assert calls.index("git apply p.patch") == 2 and calls[-1] == "restore"
+    clocks = [c for c in calls if "phase_clocks" in c]
+    assert [c.split("--out ")[1].rsplit("/", 1)[1] for c in clocks] == ["phase-e4m3-64-main.json",
+                                                                         "phase-e4m3-64-patch.json"]
+    assert all("--shape 1,128,16,8 --shape 1,4096,16,8" in c and "--impl cuda_sm120_e4m3" in c for c in clocks)
+    assert (results / "build-phase-main.json").exists() and (results / "build-phase-patch.json").exists()
+
+
 def test_a_calls_results_folder_starts_empty(tmp_path):
     """device_prologue.sh against a stand-in python3 (wheels, provenance and build all no-ops): a KDT_PACK_DIR under
     /tmp is emptied first (a warm machine keeps /tmp between calls, and pack would ship the last call's files again);

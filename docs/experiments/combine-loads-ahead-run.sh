@@ -21,14 +21,4 @@ kernels_snapshot  # main's kernels/; the patch touches kernels/ only
 ab_patch $P "$R" 40 all cuda_sm120:bf16 cuda_sm120_roles:bf16 cuda_sm120_fp8:fp8 cuda_sm120_e4m3:fp8 \
   cuda_sm120_e4m3_32:fp8 cuda_wgmma_v5:bf16 || exit 1
 git apply $P || exit 1; time_short_calls patch-2 "$R"; kernels_restore
-for tag in main patch; do
-  [ $tag = patch ] && { git apply $P || exit 1; }
-  step "phase clocks, $tag"
-  KDT_PHASE_CLOCKS=1 KDT_E4M3_TIMING=1 python3 -m kdtree_lab build --json > "$R/build-phase-$tag.json"
-  echo "phase build rc=$?"
-  KDT_PHASE_CLOCKS=1 KDT_E4M3_TIMING=1 timeout 120 python3 -m kdtree_lab.checks.phase_clocks --impl cuda_sm120_e4m3 \
-    --shape 1,128,16,8 --shape 1,4096,16,8 --out "$R/phase-e4m3-64-$tag.json" 2>&1 | grep -E "combine|split|^==" \
-    | cut -c1-240
-  pack
-done
-kernels_restore
+phase_ab $P "$R" "combine|split|^=="
