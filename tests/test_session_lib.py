@@ -117,29 +117,35 @@ def test_the_short_calls_time_what_they_name(tmp_path, only):
     assert (tmp_path / "out" / "results.tar.gz").exists()
 
 
-@pytest.mark.parametrize("same", [True, False])
-def test_a_patch_is_timed_only_where_its_outputs_are_mains(tmp_path, same):
-    """ab_patch against stand-ins (python3 and git record their arguments; the digests' comparison answers `same`):
-    main's libraries and digests, then the patch's, each configuration compared; identical: main, the patch and main
-    again timed, the patch applied before its round and kernels/ restored before main's; different: no timing, rc 1."""
+def _with_stand_ins(tmp_path, python3: str, command: str) -> tuple[subprocess.CompletedProcess, list[str], Path]:
+    """Run a session_lib COMMAND with python3 (its bash body, after it logs "python3 ARGS" to the calls file) and git
+    (logs "git ARGS") as stand-ins and kernels_restore logging "restore": (the run, the calls in order, the results
+    folder KDT_PACK_DIR)."""
     bin_dir, results = tmp_path / "bin", tmp_path / "r"
     bin_dir.mkdir()
     results.mkdir()
     (tmp_path / "out").mkdir()
     log = tmp_path / "calls"
-    for name, body in (("python3", f'echo "python3 $*" >> {log}\n[[ "$*" == *--compare* ]] && exit {0 if same else 1}\n'
-                                   'exit 0\n'),
-                       ("git", f'echo "git $*" >> {log}\n')):
+    log.touch()
+    for name, body in (("python3", f'echo "python3 $*" >> {log}\n' + python3), ("git", f'echo "git $*" >> {log}\n')):
         (bin_dir / name).write_text("#!/usr/bin/env bash\n" + body)
         (bin_dir / name).chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "OUT": str(tmp_path / "out"),
            "KDT_PACK_DIR": str(results)}
     out = subprocess.run(["bash", "-c", f"source {ROOT / 'scripts/session_lib.sh'} && "
-                          f"kernels_restore() {{ echo restore >> {log}; }} && "
-                          f"ab_patch p.patch {results} 20 fp8 cuda_sm120_e4m3:fp8 cuda_sm120:bf16"],
+                          f"kernels_restore() {{ echo restore >> {log}; }} && {command.format(results=results)}"],
                          env=env, capture_output=True, text=True, timeout=60)
+    return out, log.read_text().splitlines(), results
+
+
+@pytest.mark.parametrize("same", [True, False])
+def test_a_patch_is_timed_only_where_its_outputs_are_mains(tmp_path, same):
+    """ab_patch against stand-ins (python3 and git record their arguments; the digests' comparison answers `same`):
+    main's libraries and digests, then the patch's, each configuration compared; identical: main, the patch and main
+    again timed, the patch applied before its round and kernels/ restored before main's; different: no timing, rc 1."""
+    out, calls, _ = _with_stand_ins(tmp_path, f'[[ "$*" == *--compare* ]] && exit {0 if same else 1}\nexit 0\n',
+                                    "ab_patch p.patch {results} 20 fp8 cuda_sm120_e4m3:fp8 cuda_sm120:bf16")
     assert out.returncode == (0 if same else 1), out.stderr
-    calls = log.read_text().splitlines()
     digests = [c for c in calls if "--out" in c and "output_identity" in c]
     assert [c.split("--out ")[1].rsplit("/", 1)[1] for c in digests] == [
         "digest-main-cuda_sm120_e4m3.json", "digest-main-cuda_sm120.json", "digest-patch-cuda_sm120_e4m3.json",
@@ -156,25 +162,13 @@ def test_a_patch_is_timed_only_where_its_outputs_are_mains(tmp_path, same):
 
 
 def test_the_phase_clocks_time_main_then_the_patch_on_the_phase_build(tmp_path):
-    """phase_ab against stand-ins (python3 and git record their arguments and the build switches): main's phase build
-    and clocks, then the patch applied and its, each named by the tree, both shapes; kernels/ restored at the end."""
-    bin_dir, results = tmp_path / "bin", tmp_path / "r"
-    bin_dir.mkdir()
-    results.mkdir()
-    (tmp_path / "out").mkdir()
-    log = tmp_path / "calls"
-    for name, body in (("python3", f'echo "python3 ${{KDT_PHASE_CLOCKS:-0}}${{KDT_E4M3_TIMING:-0}} $*" >> {log}\n'),
-                       ("git", f'echo "git $*" >> {log}\n')):
-        (bin_dir / name).write_text("#!/usr/bin/env bash\n" + body)
-        (bin_dir / name).chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "OUT": str(tmp_path / "out"),
-           "KDT_PACK_DIR": str(results)}
-    out = subprocess.run(["bash", "-c", f"source {ROOT / 'scripts/session_lib.sh'} && "
-                          f"kernels_restore() {{ echo restore >> {log}; }} && phase_ab p.patch {results} 'split'"],
-                         env=env, capture_output=True, text=True, timeout=60)
+    """phase_ab against stand-ins (python3 also logs the build switches): main's phase build and clocks, then the
+    patch applied and its, each named by the tree, both shapes; kernels/ restored at the end."""
+    out, calls, results = _with_stand_ins(tmp_path, 'echo "switches ${KDT_PHASE_CLOCKS:-0}${KDT_E4M3_TIMING:-0}" >> '
+                                          f'{tmp_path / "calls"}\n', "phase_ab p.patch {results} split")
     assert out.returncode == 0, out.stderr
-    calls = log.read_text().splitlines()
-    assert [c.split()[0] + " " + c.split()[1] for c in calls if c.startswith("python3")] == ["python3 11"] * 4
+    assert [c for c in calls if c.startswith("switches")] == ["switches 11"] * 4
+    calls = [c for c in calls if not c.startswith("switches")]
     assert calls.index("git apply p.patch") == 2 and calls[-1] == "restore"
     clocks = [c for c in calls if "phase_clocks" in c]
     assert [c.split("--out ")[1].rsplit("/", 1)[1] for c in clocks] == ["phase-e4m3-64-main.json",
