@@ -172,12 +172,11 @@ def timeline(ins: list[tuple[int, str]]) -> list[dict]:
     return rows
 
 
-def census(library: Path, kernel: str, arch: str, loads: bool = False, walk=None) -> dict[str, list[dict]]:
-    """Per function of the library whose mangled name contains ``kernel``: its innermost MMA loops on ``arch`` (or,
-    with ``loads``, its innermost loops of global loads)."""
+def census(library: Path, kernel: str, arch: str, walk=mma_loops) -> dict[str, list[dict]]:
+    """Per function of the library whose mangled name contains ``kernel``: ``walk`` of its instructions on ``arch``
+    (its innermost MMA loops; ``load_loops``: its innermost loops of global loads; ``timeline``: its events)."""
     text = subprocess.run([find_cuda_tool("cuobjdump"), "-sass", "-arch", arch.rstrip("a"), str(library)],
                           capture_output=True, text=True, check=True).stdout
-    walk = walk or (load_loops if loads else mma_loops)
     return {name: walk(instructions(body)) for name, body in functions(text).items() if kernel in name}
 
 
@@ -186,27 +185,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("library", type=Path)
     ap.add_argument("--kernel", required=True, help="a substring of the kernels' mangled names")
     ap.add_argument("--arch", default="sm_90a", help="sm_90a (what the H200 runs of every kernel) or sm_120a")
-    ap.add_argument("--loads", action="store_true",
-                    help="the loops of global loads instead (a prologue's): loads a pass and how many it issues ahead")
-    ap.add_argument("--timeline", action="store_true",
-                    help="the loads, copies, waits and MMAs in program order instead (runs of one kind collapsed)")
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--loads", action="store_true",
+                      help="the loops of global loads instead (a prologue's): loads a pass and how many go ahead")
+    mode.add_argument("--timeline", action="store_true",
+                      help="the loads, copies, waits and MMAs in program order instead (runs of one kind collapsed)")
     ap.add_argument("--json", type=Path, help="also write the census here")
     a = ap.parse_args(argv)
-    result = census(a.library, a.kernel, a.arch, a.loads, timeline if a.timeline else None)
+    result = census(a.library, a.kernel, a.arch, timeline if a.timeline else load_loops if a.loads else mma_loops)
     if not result:
         print(f"--kernel: no function of {a.library} contains {a.kernel!r}", file=sys.stderr)
         return 2
-    if a.timeline:
-        for name, rows in result.items():
+    for name, rows in result.items():
+        if a.timeline:
             print(f"{name} ({a.arch}): {len(rows)} events")
             for r in rows:
                 print(f"  {r['start']:>8} {r['event']}" + (f" x{r['count']}" if r["count"] > 1 else ""))
-        if a.json:
-            a.json.write_text(json.dumps({"library": str(a.library), "arch": a.arch, "functions": result}, indent=1))
-        return 0
-    cols = ["start", "instructions", "loads", "ahead"] if a.loads else ["start", "instructions", *CLASSES, "chain"]
-    what = "load loop" if a.loads else "MMA loop"
-    for name, rows in result.items():
+            continue
+        cols = ["start", "instructions", "loads", "ahead"] if a.loads else ["start", "instructions", *CLASSES, "chain"]
+        what = "load loop" if a.loads else "MMA loop"
         print(f"{name} ({a.arch}): {len(rows)} {what}{'s' * (len(rows) != 1)}")
         print("  " + " ".join(f"{c:>9}" for c in cols))
         for r in rows:

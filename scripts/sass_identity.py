@@ -3,9 +3,9 @@ command, kdtree_lab.kernels.build) for sm_120a and sm_90a, normal and timing lib
 kernel's SASS with cuobjdump and compare per-kernel hashes and the ptxas resource lines. No GPU needed. A kernel whose
 encodings differ but whose instructions are the same one for one, registers and control bits (stalls, scoreboards)
 included, once a compare's operands are put in one order (ISETP.GT a, b is ISETP.LT b, a) and operand-reuse hints
-dropped, is reported EQUIV (the same computation in the same schedule). For a kernel that differs, the share of its instructions still in the first tree's
-order with register, predicate and barrier numbers and constants ignored (``in_order``): how far ptxas rescheduled
-code a change did not touch.
+dropped, is reported EQUIV (the same computation in the same schedule). For a kernel that differs, the share of its
+instructions still in the first tree's order with register, predicate and barrier numbers and constants ignored
+(``in_order``): how far ptxas rescheduled code a change did not touch.
 
     python scripts/sass_identity.py build OUT --kernels DIR [--timing]   # OUT/lib.so, OUT/ptxas.log, OUT/sass/*.sass
     python scripts/sass_identity.py compare BEFORE AFTER [--json FILE]   # exit 1 when a kernel differs (not EQUIV)
