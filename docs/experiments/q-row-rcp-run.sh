@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# One device call (issue 52, the fixed cost): the role-split kernels' Q rows addressed without an integer division
+# (q-row-rcp.patch). q_row (roles_common.cuh) divided each row by H (node and head) behind a branch; the QK warps' Q
+# prologue calls it for ten rows a lane, so on sm_90a, what the H100 and H200 run, it was 944 instructions in the
+# 64-row e4m3 form's draft block and 1,245 in every CTA of the bf16 role split before their first barrier. The patch
+# computes the quotient through MUFU.RCP with one correction each way (node_head, kernels/common/frame.cuh) and
+# selects instead of branching: 520 and 844 on sm_90a (374 and 501 on sm_120a, from 434 and 569). The same
+# addresses, so the same outputs. ab_patch (outputs of the three configurations it touches against main's, bit for
+# bit; the short calls of every sm_120 form and the headlines for main / patch / main), a second patch step, then the
+# phase clocks of the 64-row e4m3 form's short calls for main and the patch (the draft block's prologue and end).
+# ~7-8 minutes with .prebuilt holding both trees' libraries. The whole suite's gates come before it lands
+# (landing-run.sh with STACK=(q-row-rcp.patch)).
+# Carry .whl-sglang and .prebuilt. Results in $OUT/results.tar.gz (packed after each step).
+#   bash docs/experiments/q-row-rcp-run.sh
+set -uo pipefail
+WHEELS=${WHEELS:-.whl-sglang}
+export KDT_PACK_DIR=/tmp/r  # results, packed into $OUT/results.tar.gz after each step (pack)
+source scripts/device_prologue.sh "bash docs/experiments/q-row-rcp-run.sh"
+R=$KDT_PACK_DIR  # the prologue wrote provenance.json and build.json there
+P=docs/experiments/q-row-rcp.patch
+kernels_snapshot  # main's kernels/; the patch touches kernels/ only
+ab_patch $P "$R" 40 all cuda_sm120_roles:bf16 cuda_sm120_e4m3:fp8 cuda_sm120_e4m3_32:fp8 || exit 1
+git apply $P || exit 1; time_short_calls patch-2 "$R"; kernels_restore
+phase_ab $P "$R" "draft|split|^=="
