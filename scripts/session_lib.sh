@@ -26,10 +26,11 @@
 #     then with the patch, build_libs and a digest of each IMPL over its KV pool's grid (edge grid + CASES random);
 #     the digests compared (a difference, or a digest missing, ends the call before any timing, rc 1); then
 #     time_short_calls for main, the patch and main again (ONLY: fp8, or all); leaves kernels/ as main's
-#   phase_ab PATCH DIR PATTERN: the phase clocks of the 64-row e4m3 form's short calls (B = 1, H = 8, N = 16, L = 128
-#     and 4k; the phase build of the timing library) for main, then with PATCH (kernels_snapshot taken), to
-#     DIR/phase-e4m3-64-{main,patch}.json and DIR/build-phase-*.json, the output lines matching PATTERN shown;
-#     leaves kernels/ as main's
+#   phase_clocks_of TAG DIR PATTERN: the phase clocks of the 64-row e4m3 form's short calls (B = 1, H = 8, N = 16,
+#     L = 128 and 4k; the phase build of the timing library) on the tree as it is, to DIR/phase-e4m3-64-TAG.json and
+#     DIR/build-phase-TAG.json, the output lines matching PATTERN shown
+#   phase_ab PATCH DIR PATTERN: phase_clocks_of main, then with PATCH (kernels_snapshot taken) as patch; leaves
+#     kernels/ as main's
 #   time_short_calls TAG DIR [fp8]: issue 52's short calls (the marginal cost in a graph of ten, B = 1, H = 8, N = 4
 #     and 16, L = 128 and 4k: both e4m3 forms over fp8, and without fp8 the bf16 picks too), then the fp8 headline and
 #     B = 8 (and the bf16 headline), on the timing library, to DIR/fixed-*-TAG.json and DIR/bench-*-TAG.json, then pack
@@ -170,18 +171,22 @@ ab_patch() {
   kernels_restore; time_short_calls main-2 "$dir" $only
 }
 
+phase_clocks_of() {
+  local tag=$1 dir=$2 pattern=$3
+  step "phase clocks, $tag"
+  KDT_PHASE_CLOCKS=1 KDT_E4M3_TIMING=1 python3 -m kdtree_lab build --json > "$dir/build-phase-$tag.json"
+  echo "phase build rc=$?"
+  KDT_PHASE_CLOCKS=1 KDT_E4M3_TIMING=1 timeout 120 python3 -m kdtree_lab.checks.phase_clocks --impl cuda_sm120_e4m3 \
+    --shape 1,128,16,8 --shape 1,4096,16,8 --out "$dir/phase-e4m3-64-$tag.json" 2>&1 | grep -E "$pattern" \
+    | cut -c1-240
+  pack
+}
+
 phase_ab() {
-  local patch=$1 dir=$2 pattern=$3 tag
-  for tag in main patch; do
-    if [ $tag = patch ]; then git apply "$patch" || return 1; fi
-    step "phase clocks, $tag"
-    KDT_PHASE_CLOCKS=1 KDT_E4M3_TIMING=1 python3 -m kdtree_lab build --json > "$dir/build-phase-$tag.json"
-    echo "phase build rc=$?"
-    KDT_PHASE_CLOCKS=1 KDT_E4M3_TIMING=1 timeout 120 python3 -m kdtree_lab.checks.phase_clocks --impl cuda_sm120_e4m3 \
-      --shape 1,128,16,8 --shape 1,4096,16,8 --out "$dir/phase-e4m3-64-$tag.json" 2>&1 | grep -E "$pattern" \
-      | cut -c1-240
-    pack
-  done
+  local patch=$1 dir=$2 pattern=$3
+  phase_clocks_of main "$dir" "$pattern"
+  git apply "$patch" || return 1
+  phase_clocks_of patch "$dir" "$pattern"
   kernels_restore
 }
 
