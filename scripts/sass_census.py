@@ -9,7 +9,8 @@ docs/performance-history.md's census did by hand, for a prediction written befor
 
 With `--timeline`, a kernel's global loads, asynchronous copies, waits and MMAs in program order, runs of one kind
 collapsed: whether ptxas issued a load before or after a wait the source put it ahead of (it sinks read-only loads
-past barriers and mbarrier waits to their first use: docs/experiments/README.md, `e4m3-64-q-early.patch`).
+past barriers and mbarrier waits to their first use: `e4m3-64-q-early.patch` in
+data/results/h100/2026-12-06-draft-prologue-and-combine/, which moved them back and no call's time with them).
 
     python scripts/sass_census.py LIB --kernel verify_sm120_roles_kernel [--arch sm_90a] [--loads] [--json FILE]
     python scripts/sass_census.py LIB --kernel verify_reduce_kernel --timeline
