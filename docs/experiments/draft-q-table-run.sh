@@ -2,8 +2,9 @@
 # One device call (issue 52, the fixed cost): the 64-row e4m3 form's draft block reads its Q rows' addresses from a
 # table (draft-q-table.patch). After q-row-rcp.patch (node_head, no branch) its QK warps still spent 520 sm_90a / 374
 # sm_120a instructions before their first barrier, most of them ten rows' node, head and 64-bit address a lane; here
-# the kernel's first 64 threads write the 64 rows' addresses to shared memory (CfgRoles::O_QROWS, 512 B) before the
-# barrier that follows the mbarriers' init, and roles_qk reads them: 329 / 168. The patch holds q-row-rcp.patch's
+# the kernel's first 64 threads write the 64 rows' addresses to shared memory (CfgRoles::O_QROWS: 512 B of the swap
+# buffer, first written after the QK warps' prologue barrier) before the barrier that follows the mbarriers' init,
+# and roles_qk reads them: 329 / 168. The patch holds q-row-rcp.patch's
 # change as well (written against main; regenerate it over main once q-row-rcp lands: then only the table differs).
 # The same addresses, so the same outputs. ab_patch (outputs of both e4m3 forms against main's, bit for bit; their
 # short calls and the fp8 headlines for main / patch / main), a second patch step, then the phase clocks of the 64-row
