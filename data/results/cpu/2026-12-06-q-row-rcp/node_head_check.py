@@ -10,7 +10,6 @@ for H in range(1, 1025):
         r = np.float32(r0)
         for _ in range(abs(ulp)):
             r = np.nextafter(r, np.float32(np.inf if ulp > 0 else -np.inf), dtype=np.float32)
-        if H == 1: r = np.float32(1.0)
         t = np.trunc(grf * r).astype(np.int64)
         h = gr - t * H
         up = h >= H; t[up] += 1; h[up] -= H
