@@ -4,8 +4,7 @@
 # sm_120a instructions before their first barrier, most of them ten rows' node, head and 64-bit address a lane; here
 # the kernel's first 64 threads write the 64 rows' addresses to shared memory (CfgRoles::O_QROWS: 512 B of the swap
 # buffer, first written after the QK warps' prologue barrier) before the barrier that follows the mbarriers' init,
-# and roles_qk reads them: 329 / 168. The patch holds q-row-rcp.patch's
-# change as well (written against main; regenerate it over main once q-row-rcp lands: then only the table differs).
+# and roles_qk reads them: 329 / 168 (the patch over main with q-row-rcp.patch landed: only the table).
 # The same addresses, so the same outputs. ab_patch (outputs of both e4m3 forms against main's, bit for bit; their
 # short calls and the fp8 headlines for main / patch / main), a second patch step, then the phase clocks of the 64-row
 # form's short calls for main and the patch (the draft block's prologue and end). ~6 minutes with .prebuilt holding

@@ -51,6 +51,19 @@ struct Params {
   uint8_t* q8; float* q8_scale;  // the e4m3 forms' Q terms and row scales (their Q pass's; in the workspace)
 };
 
+// (gr / H, gr % H) for a row gr of draft node x head, 0 <= gr < 2^21 (the launch caps N x H at 2^20; a CTA's tile
+// reaches past it by less than 64) and H >= 1: its node and head, without the integer division's ~25 instructions
+// and the branch ptxas puts around them. gr and H are exact in fp32 and the quotient through MUFU.RCP is off by less
+// than one (its relative error is below 2^-21 and gr / H < 2^20, or H = 1); one step each way corrects it (checked
+// for every gr < 2^21 and H <= 1024 with the reciprocal off by up to 2 ulp: data/results/cpu/2026-12-06-q-row-rcp/).
+__device__ __forceinline__ int2 node_head(int gr, int H) {
+  int t = __float2int_rz(__int2float_rn(gr) * __fdividef(1.f, __int2float_rn(H)));
+  int h = gr - t * H;
+  if (h >= H) { ++t; h -= H; }
+  if (h < 0) { --t; h += H; }
+  return make_int2(t, h);
+}
+
 __device__ __forceinline__ int64_t load_qo(const Params& p, int i) {
   return p.qo64 ? reinterpret_cast<const int64_t*>(p.qo)[i] : (int64_t)reinterpret_cast<const int32_t*>(p.qo)[i];
 }

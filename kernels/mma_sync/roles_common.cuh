@@ -49,11 +49,20 @@ __device__ __forceinline__ void init_role_mbarriers(uint32_t mbar) {
   mbar_init(mbar + 8 * C::MB_STATS, C::QK_THREADS);
 }
 
-// Row r (0..BM-1) of the CTA's Q tile in global memory; nullptr past the request's rows.
+// Row r (0..BM-1) of the CTA's Q tile in global memory; nullptr past the request's rows. RCP: the node and head
+// through node_head (a few instructions, no branch: the e4m3 form's draft block); else by an integer division
+// behind a branch (the bf16 role split and the Q pass, whose schedules the other form moved).
+template <bool RCP = false>
 __device__ __forceinline__ const __nv_bfloat16* q_row(const Params& p, const Work& w, int r) {
   const int gr = w.row0 + r;
-  if (gr >= w.rows_b) return nullptr;
-  return p.q + (w.tok0 + gr / p.H) * p.q_st + (int64_t)(gr % p.H) * p.q_sh;
+  if constexpr (RCP) {
+    const int2 th = node_head(gr, p.H);
+    const __nv_bfloat16* row = p.q + (w.tok0 + th.x) * p.q_st + (int64_t)th.y * p.q_sh;
+    return gr < w.rows_b ? row : nullptr;
+  } else {
+    if (gr >= w.rows_b) return nullptr;
+    return p.q + (w.tok0 + gr / p.H) * p.q_st + (int64_t)(gr % p.H) * p.q_sh;
+  }
 }
 
 // Visibility of this lane's 4 NT scores of the tile whose first key is key0 (relative to kbeg): bit 4 n + e is row

@@ -167,7 +167,7 @@ __device__ __forceinline__ void roles_qk(const RolesCtx& c) {
   // this warp's rows and dims -> registers, straight from global memory. Rows past the request's are zeros.
   for (int idx = tid; idx < C::BM * 8; idx += C::QK_THREADS) {
     const int r = idx >> 3, ch = idx & 7;
-    const __nv_bfloat16* src = q_row(p, w, r);
+    const __nv_bfloat16* src = q_row<true>(p, w, r);
     cp_async_16s(c.base + C::O_ROPE + r * 128 + ((ch ^ (r & 7)) << 4), src ? src + D_V + 8 * ch : p.q,
                  src ? 16 : 0);
   }
@@ -175,7 +175,7 @@ __device__ __forceinline__ void roles_qk(const RolesCtx& c) {
   // memory, two rows per 128-byte line: row r, chunk c at line r >> 1, position ((r & 1) * 4 + c) ^ ((r >> 1) & 7)
   for (int idx = tid; idx < C::BM * 4; idx += C::QK_THREADS) {
     const int r = idx >> 2, ch = idx & 3;
-    const __nv_bfloat16* src = q_row(p, w, r);
+    const __nv_bfloat16* src = q_row<true>(p, w, r);
     cp_async_16s(c.base + C::O_QTAIL + line_pair_offset(r, ch), src ? src + 256 * (ch >> 1) + 240 + 8 * (ch & 1) : p.q,
                  src ? 16 : 0);
   }
@@ -186,7 +186,7 @@ __device__ __forceinline__ void roles_qk(const RolesCtx& c) {
   for (int m = 0; m < 2; ++m)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const __nv_bfloat16* row = q_row(p, w, 32 * rh + 16 * m + 8 * h + g);
+      const __nv_bfloat16* row = q_row<true>(p, w, 32 * rh + 16 * m + 8 * h + g);
       const __nv_bfloat16* at = row ? row + 256 * dh + 2 * t4 : nullptr;
 #pragma unroll
       for (int kk = 0; kk < 15; ++kk)
@@ -212,7 +212,7 @@ __device__ __forceinline__ void roles_qk(const RolesCtx& c) {
   auto full = [&](int t) { return c.mbar + 8 * (C::MB_FULL + kslot(t)); };
   auto parity = [](int t) -> uint32_t { return (t / DEPTH) & 1; };
   const DraftMask dm = draft_mask(p, w);
-  const int node0 = (w.row0 + 16 * q + g) / p.H, node1 = (w.row0 + 16 * q + 8 + g) / p.H;
+  const int node0 = node_head(w.row0 + 16 * q + g, p.H).x, node1 = node_head(w.row0 + 16 * q + 8 + g, p.H).x;
   const int span = w.kend - w.kbeg;  // keys of this split (the draft block: kbeg = 0)
   const float scale = DRAFT ? p.scale_draft : p.scale_pre;
   float m_ref[2] = {-INFINITY, -INFINITY}, l_part[2] = {0.f, 0.f};
