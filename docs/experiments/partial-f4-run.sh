@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# One device call (issue 52, the fixed cost): the bf16 kernels' and every draft block's partial rows in 16-byte
-# stores (partial-f4.patch: write_partial_row_f4, lane pairs swap one n-tile's two values, so a warp store covers
-# 8 rows x 64 B instead of 8 x 32 B; the same values at the same places). store-patterns-run.sh timed the float2
-# pattern at 1.40x the float4 one's time with every SM storing (alone, equal): data/results/h100/2026-12-05-queue-decisions/.
+# One device call (issue 52, the fixed cost): the bf16-pool kernels' partial rows in 16-byte stores (partial-f4.patch:
+# write_partial_row_f4, lane pairs swap one n-tile's two values, so a warp store covers 8 rows x 64 B instead of
+# 8 x 32 B; the same values at the same places). Run on 2026-12-06 with the patch in every kernel's bf16 path
+# (data/results/h100/2026-12-06-qrcp-landing-and-partial-f4/: the fp8 headline +2.4% / +2.5%); confined since to the
+# two bf16-pool kernels, whose SASS is the one measured (every other kernel's main's), so this call is now a check.
+# store-patterns-run.sh timed the float2 pattern at 1.40x the float4 one's time with every SM storing (alone, equal):
+# data/results/h100/2026-12-05-queue-decisions/.
 # ab_patch (outputs of five configurations against main's, bit for bit; issue 52's short calls, both pools, and the
 # headlines for main / patch / main), a second patch step of them, then main / patch / main / patch at
 # the bf16 shapes where many CTAs store at once (N = 16: B = 8 at 200k and 32k, B = 1 at 32k). The graph tests and
