@@ -3,7 +3,7 @@
 # in the bf16 role split's pvs_qk and the Q pass, node_head for pvs_pv's node index) against main with q-row-rcp.patch
 # landed. main with it is the form measured on 2026-12-06 byte for byte in every kernel
 # (data/results/cpu/2026-12-06-q-row-rcp/), so it lands on the whole suite's gates alone (landing-run.sh gates,
-# gates2, gates3 with it in STACK: docs/experiments/README.md, queue item 1). This call times it again where a session
+# gates2, gates3 with it in STACK: docs/experiments/README.md, queue item 2). This call times it again where a session
 # wants the short calls over main as it is now: ab_patch (outputs of the role split and both e4m3 forms against
 # main's, bit for bit; every short call and the headlines for main / patch / main), then a second patch step.
 # ~5 minutes with .prebuilt holding both trees' libraries.
