@@ -36,12 +36,13 @@ KERNEL_PATCHES = [p for p in PATCHES if "+++ b/kernels/" in p.read_text()]
 
 def _stacks(folder: Path = EXPERIMENTS) -> list[tuple[Path, list[Path]]]:
     """(run script, its patches in order) for each run script in ``folder`` with a `STACK=(a.patch b.patch)` line; an
-    empty `STACK=()` (main's gates, nothing applied) is not a stack."""
+    empty `STACK=()` (main's gates, nothing applied) is not a stack. A patch may be named from the repository's root
+    (`docs/experiments/a.patch`), as landing-run.sh takes it too."""
     found = []
     for run in sorted(folder.glob("*-run.sh")):
         m = re.search(r"^STACK=\(([^)]*)\)", run.read_text(), re.M)
         if m and m.group(1).split():
-            found.append((run, [folder / name for name in m.group(1).split()]))
+            found.append((run, [folder / name.removeprefix("docs/experiments/") for name in m.group(1).split()]))
     return found
 
 
@@ -87,7 +88,7 @@ def test_an_allowance_covers_only_its_kernel_and_must_match():
 
 def test_a_stack_line_is_found(tmp_path):
     """A run script's STACK line names its patches in order (landing-run.sh's)."""
-    (tmp_path / "landing-run.sh").write_text("#!/usr/bin/env bash\nSTACK=(a.patch b.patch)\nset -u\n")
+    (tmp_path / "landing-run.sh").write_text("#!/usr/bin/env bash\nSTACK=(a.patch docs/experiments/b.patch)\nset -u\n")
     (tmp_path / "other-run.sh").write_text("#!/usr/bin/env bash\n# STACK=(c.patch) in a comment is not one\n")
     (tmp_path / "empty-run.sh").write_text("#!/usr/bin/env bash\nSTACK=()\n")
     assert _stacks(tmp_path) == [(tmp_path / "landing-run.sh", [tmp_path / "a.patch", tmp_path / "b.patch"])]

@@ -24,6 +24,7 @@ for m in "$@"; do
 done
 [ $# -gt 0 ] || { echo "landing-run.sh: expected gates, gates2, gates3 or grid, found nothing"; exit 2; }
 for p in "${STACK[@]}"; do
+  p=${p#docs/experiments/}  # a name, or the path from the repository's root (an edit made on the way to a call)
   git apply "docs/experiments/$p" || { echo "landing-run.sh: docs/experiments/$p does not apply"; exit 1; }
 done
 source scripts/device_prologue.sh "bash docs/experiments/landing-run.sh $* (STACK: ${STACK[*]})"
