@@ -6,7 +6,7 @@
 # (the stack) and main with both landed patches reverted (git apply -R, newest first), each timed by bench at B = 1,
 # L = 32k: N = 64 at H = 8 and 16, N = 4 and 16 at H = 16, the 64-row e4m3 form over fp8 (timing library) and the
 # bf16 first sm_120 kernel and role split. ~4 minutes with .prebuilt holding both trees' libraries (the reverted
-# tree's from `git diff HEAD 404e24c -- kernels` as a patch, docs/experiments/README.md).
+# tree's from both patches reverted with git apply -R, as a patch: docs/experiments/README.md).
 # Carry .whl-sglang and .prebuilt. Results in $OUT/results.tar.gz (packed after each step).
 #   bash docs/experiments/stack-ab-run.sh
 set -uo pipefail
