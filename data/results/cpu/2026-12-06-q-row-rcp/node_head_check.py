@@ -1,5 +1,5 @@
-"""node_head (docs/experiments/q-row-rcp.patch) against integer division: every gr < 2^21, H = 1..1024, the
-reciprocal correctly rounded and 1 or 2 ulp off either way. Prints the mismatches (0 expected)."""
+"""node_head (kernels/common/frame.cuh, from q-row-rcp.patch) against integer division: every gr < 2^21,
+H = 1..1024, the reciprocal correctly rounded and 1 or 2 ulp off either way. Prints the mismatches (0 expected)."""
 import numpy as np
 gr = np.arange(0, 1 << 21, dtype=np.int64)
 grf = gr.astype(np.float32)
