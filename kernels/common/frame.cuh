@@ -195,6 +195,34 @@ __device__ __forceinline__ void write_partial_row(const Params& p, int64_t prow,
     *reinterpret_cast<float2*>(dst + nt * 8) = make_float2(acc[nt][2 * h] * inv, acc[nt][2 * h + 1] * inv);
 }
 
+// write_partial_row's row in 16-byte stores: lane pairs (t, t ^ 1 of lane & 3) swap one n-tile's pair of values per
+// n-tile pair (2 k, 2 k + 1), so that an even lane stores columns 16 k + 2 t .. + 3 (its own two of n-tile 2 k and its
+// partner's) and an odd lane 16 k + 8 + 2 (t - 1) .. + 3 (its partner's two of n-tile 2 k + 1 and its own): a warp
+// store covers 8 rows x 64 B instead of 8 rows x 32 B, the same values at the same places. Every lane of the warp
+// calls it (the swap is a shuffle); `valid` (the same in both lanes of a pair: one row) says whether the row is stored.
+template <int NT>
+__device__ __forceinline__ void write_partial_row_f4(const Params& p, int64_t prow, bool valid, float m, float l,
+                                                     float vscale, bool lead, int col0, const float (&acc)[NT][4],
+                                                     int h) {
+  static_assert(NT % 2 == 0, "write_partial_row_f4 pairs n-tiles");
+  pdl_launch_dependents();  // the epilogue: the combine kernel may launch now (it waits for this grid's writes)
+  const float inv = l > 0.f ? vscale / l : 0.f;
+  if (valid && lead) p.lse_part[prow] = l > 0.f ? m + log2f(l) : -INFINITY;
+  const int t = threadIdx.x & 3;
+  const bool odd = t & 1;
+  float* dst = p.o_part + prow * D_V + col0 + 2 * (t & 2) + 8 * odd;
+#pragma unroll
+  for (int k = 0; k < NT / 2; ++k) {
+    const float e0 = acc[2 * k][2 * h], e1 = acc[2 * k][2 * h + 1];  // selects, not a register array's index
+    const float o0 = acc[2 * k + 1][2 * h], o1 = acc[2 * k + 1][2 * h + 1];
+    const float r0 = __shfl_xor_sync(0xffffffffu, odd ? e0 : o0, 1);  // the partner's two of the n-tile kept here
+    const float r1 = __shfl_xor_sync(0xffffffffu, odd ? e1 : o1, 1);
+    const float4 v = odd ? make_float4(r0 * inv, r1 * inv, o0 * inv, o1 * inv)
+                         : make_float4(e0 * inv, e1 * inv, r0 * inv, r1 * inv);
+    if (valid) *reinterpret_cast<float4*>(dst + 16 * k) = v;
+  }
+}
+
 // The lazy rescale of the output accumulators: when any lane of the warp has a factor other than 1 (a row's
 // reference maximum moved), multiply each m16n8 fragment's rows by theirs: elements 0, 1 lie on row lane / 4 of
 // m-tile m (factor alpha[m][0]), elements 2, 3 on row lane / 4 + 8 (alpha[m][1]). Usually skipped.

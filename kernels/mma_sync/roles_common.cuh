@@ -49,20 +49,13 @@ __device__ __forceinline__ void init_role_mbarriers(uint32_t mbar) {
   mbar_init(mbar + 8 * C::MB_STATS, C::QK_THREADS);
 }
 
-// Row r (0..BM-1) of the CTA's Q tile in global memory; nullptr past the request's rows. RCP: the node and head
-// through node_head (a few instructions, no branch: the e4m3 form's draft block); else by an integer division
-// behind a branch (the bf16 role split and the Q pass, whose schedules the other form moved).
-template <bool RCP = false>
+// Row r (0..BM-1) of the CTA's Q tile in global memory; nullptr past the request's rows. The node and head through
+// node_head (a few instructions), computed for every row and selected after: no branch.
 __device__ __forceinline__ const __nv_bfloat16* q_row(const Params& p, const Work& w, int r) {
   const int gr = w.row0 + r;
-  if constexpr (RCP) {
-    const int2 th = node_head(gr, p.H);
-    const __nv_bfloat16* row = p.q + (w.tok0 + th.x) * p.q_st + (int64_t)th.y * p.q_sh;
-    return gr < w.rows_b ? row : nullptr;
-  } else {
-    if (gr >= w.rows_b) return nullptr;
-    return p.q + (w.tok0 + gr / p.H) * p.q_st + (int64_t)(gr % p.H) * p.q_sh;
-  }
+  const int2 th = node_head(gr, p.H);
+  const __nv_bfloat16* row = p.q + (w.tok0 + th.x) * p.q_st + (int64_t)th.y * p.q_sh;
+  return gr < w.rows_b ? row : nullptr;
 }
 
 // Visibility of this lane's 4 NT scores of the tile whose first key is key0 (relative to kbeg): bit 4 n + e is row
@@ -284,9 +277,12 @@ __device__ __forceinline__ void pv_mma(float (&acc)[4][NT][4], const uint32_t (&
   }
 }
 
-// The PV epilogue: once the QK group's row statistics are in (stats_bar), this thread's columns col0 + 8 n + 2 t4 of
-// all BM rows as partial rows; `lead` threads also write the rows' LSEs.
-template <class C, int NT>
+// The PV epilogue: once the QK group's row statistics are in (stats_bar), this thread's columns of all BM rows as
+// partial rows; `lead` threads also write the rows' LSEs. F4: 16 bytes a store (write_partial_row_f4, every lane
+// calls it: the bf16 role split's PV warps); else 8 (write_partial_row: the 64-row e4m3 form's draft block, whose
+// kernel's schedule the 16-byte form moved, +2.4% at the fp8 headline:
+// data/results/h100/2026-12-06-qrcp-landing-and-partial-f4/).
+template <bool F4, class C, int NT>
 __device__ __forceinline__ void write_partial_rows(const RoleCtx<C>& c, const float (&acc)[C::BM / 16][NT][4],
                                                    bool lead, int col0, int lane) {
   constexpr int BM = C::BM;
@@ -300,7 +296,10 @@ __device__ __forceinline__ void write_partial_rows(const RoleCtx<C>& c, const fl
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int rr = 16 * m + 8 * h + (lane >> 2), gr = w.row0 + rr;
-      if (gr < p.R) write_partial_row<NT>(p, w.part0 + gr, stats[rr], stats[BM + rr], vscale, lead, col0, acc[m], h);
+      if constexpr (F4)
+        write_partial_row_f4<NT>(p, w.part0 + gr, gr < p.R, stats[rr], stats[BM + rr], vscale, lead, col0, acc[m], h);
+      else if (gr < p.R)
+        write_partial_row<NT>(p, w.part0 + gr, stats[rr], stats[BM + rr], vscale, lead, col0, acc[m], h);
     }
 }
 

@@ -48,10 +48,14 @@ struct Cfg120 {
 // 2^-17 of that max); 2^qexp goes into the logit scale. k_scale / v_scale as for bf16 pools.
 // One CTA's work (w, set up by setup_work) in the kernel's 86,912 B of dynamic shared memory at smem: what
 // verify_sm120_kernel runs, and the draft-block CTA of the 32-row e4m3 configuration (verify_sm120_e4m3_32.cuh).
-template <int BM, int STAGES, bool FP8 = false>
+// F4: the bf16 path's partial rows in 16-byte stores (write_partial_row_f4; the bf16-pool kernel); the fp8 pool's
+// kernel and the 32-row e4m3 form's draft block keep write_partial_row (8-byte stores), whose kernels' schedules the
+// other form moved (data/results/h100/2026-12-06-qrcp-landing-and-partial-f4/).
+template <int BM, int STAGES, bool FP8 = false, bool F4 = false>
 __device__ __forceinline__ void sm120_cta(const Params& p, const Work& w, unsigned char* smem) {
   using C = Cfg120<STAGES>;
   static_assert(BM == C::BM, "32-row tiles");
+  static_assert(!(F4 && FP8), "F4 is the bf16 path's store form; an fp8 pool's prefix rows are stored permuted");
   constexpr int ROW = D_QK * 2;  // bytes per swizzled tile row
   float* sred = reinterpret_cast<float*>(smem + C::RING_BYTES);
   __nv_bfloat16* ps = reinterpret_cast<__nv_bfloat16*>(smem + C::RING_BYTES + C::S_BYTES);
@@ -349,6 +353,11 @@ __device__ __forceinline__ void sm120_cta(const Params& p, const Work& w, unsign
     for (int h = 0; h < 2; ++h) {
       const int rr = 16 * mt + 8 * h + (lane >> 2);
       const int gr = w.row0 + rr;
+      if constexpr (F4) {  // every lane (write_partial_row_f4 swaps values in lane pairs); rows past R are not stored
+        write_partial_row_f4<8>(p, w.part0 + gr, gr < p.R, stat[BM + rr], stat[2 * BM + rr], vscale,
+                                warp == 0 && (lane & 3) == 0, warp * 64, acc[mt], h);
+        continue;
+      }
       if (gr >= p.R) continue;
       if (fp8_prefix) {  // the permuted columns: dv 16cc + 4t .. + 3 are tiles 2cc, 2cc + 1, elements 2h, 2h + 1
         pdl_launch_dependents();
@@ -373,7 +382,7 @@ __global__ void __launch_bounds__(Cfg120<STAGES>::THREADS, 1) verify_sm120_kerne
   extern __shared__ __align__(16) unsigned char smem[];
   Work w;
   if (!setup_work<BM, Cfg120<STAGES>::THREADS>(p, Cfg120<STAGES>::BN, w)) return;
-  sm120_cta<BM, STAGES, FP8>(p, w, smem);
+  sm120_cta<BM, STAGES, FP8, !FP8>(p, w, smem);  // the bf16 pool's partial rows in 16-byte stores
 }
 
 template <int STAGES>

@@ -149,7 +149,7 @@ __device__ __forceinline__ void roles_pv(const RolesCtx& c) {
   }
   cp_async_wait<0>();
   phase_mark(0, PH_LOOP);
-  write_partial_rows(c, acc, pw == 0 && (lane & 3) == 0, 64 * pw, lane);
+  write_partial_rows<false>(c, acc, pw == 0 && (lane & 3) == 0, 64 * pw, lane);
 }
 
 // The QK group (warps 0..3), software-pipelined: tile t + 1's QK MMAs are issued in the same basic block as tile
@@ -167,7 +167,7 @@ __device__ __forceinline__ void roles_qk(const RolesCtx& c) {
   // this warp's rows and dims -> registers, straight from global memory. Rows past the request's are zeros.
   for (int idx = tid; idx < C::BM * 8; idx += C::QK_THREADS) {
     const int r = idx >> 3, ch = idx & 7;
-    const __nv_bfloat16* src = q_row<true>(p, w, r);
+    const __nv_bfloat16* src = q_row(p, w, r);
     cp_async_16s(c.base + C::O_ROPE + r * 128 + ((ch ^ (r & 7)) << 4), src ? src + D_V + 8 * ch : p.q,
                  src ? 16 : 0);
   }
@@ -175,7 +175,7 @@ __device__ __forceinline__ void roles_qk(const RolesCtx& c) {
   // memory, two rows per 128-byte line: row r, chunk c at line r >> 1, position ((r & 1) * 4 + c) ^ ((r >> 1) & 7)
   for (int idx = tid; idx < C::BM * 4; idx += C::QK_THREADS) {
     const int r = idx >> 2, ch = idx & 3;
-    const __nv_bfloat16* src = q_row<true>(p, w, r);
+    const __nv_bfloat16* src = q_row(p, w, r);
     cp_async_16s(c.base + C::O_QTAIL + line_pair_offset(r, ch), src ? src + 256 * (ch >> 1) + 240 + 8 * (ch & 1) : p.q,
                  src ? 16 : 0);
   }
@@ -186,7 +186,7 @@ __device__ __forceinline__ void roles_qk(const RolesCtx& c) {
   for (int m = 0; m < 2; ++m)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const __nv_bfloat16* row = q_row<true>(p, w, 32 * rh + 16 * m + 8 * h + g);
+      const __nv_bfloat16* row = q_row(p, w, 32 * rh + 16 * m + 8 * h + g);
       const __nv_bfloat16* at = row ? row + 256 * dh + 2 * t4 : nullptr;
 #pragma unroll
       for (int kk = 0; kk < 15; ++kk)
@@ -520,7 +520,7 @@ __device__ __forceinline__ void pvs_pv(const PvsCtx& c) {
   constexpr uint32_t S_DH = 8 * 32 * 8, S_N = 2 * 32 * 8;  // to the dim half's partner warp's, to n-tile 1
   const uint32_t s_full = c.mbar + 8 * C::MB_SFULL, s_empty = c.mbar + 8 * C::MB_SEMPTY;
   const DraftMask dm = draft_mask(p, w);
-  const int node = (w.row0 + srow) / p.H;
+  const int node = node_head(w.row0 + srow, p.H).x;
   const int span = w.kend - w.kbeg;
   const float scale = DRAFT ? p.scale_draft : p.scale_pre;
   float m_ref = -INFINITY, l_part = 0.f;
@@ -631,7 +631,7 @@ __device__ __forceinline__ void pvs_pv(const PvsCtx& c) {
     }
     mbar_arrive(c.stats_bar());
   }
-  write_partial_rows(c, acc, pw == 0 && (lane & 3) == 0, 64 * pw, lane);
+  write_partial_rows<true>(c, acc, pw == 0 && (lane & 3) == 0, 64 * pw, lane);
 }
 
 template <int BM>
