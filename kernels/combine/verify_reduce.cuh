@@ -19,6 +19,12 @@ constexpr int reduce_warps(int splits) { return splits <= 8 ? 1 : (splits <= 32 
 // Only the prefix splits up to the last one with a finite LSE are loaded (the non-empty splits of a prefix are
 // splits 0, 1, ...; one past them has weight 0 anyway), then the draft block's partial: a short prefix under a
 // split count captured for a long one reads its few partials, not nsplit of them.
+// One split's LSE x (split s of S) into the running maximum m and `last`, the last prefix split with a finite LSE.
+__device__ __forceinline__ void see_lse(float& m, int& last, int s, int S, float x) {
+  m = fmaxf(m, x);
+  if (s < S - 1 && x != -INFINITY) last = s;
+}
+
 template <int W>
 __global__ void __launch_bounds__(128, 1) verify_reduce_kernel(Params p) {
   constexpr int UNITS = 4 / W;
@@ -49,16 +55,8 @@ __global__ void __launch_bounds__(128, 1) verify_reduce_kernel(Params p) {
     float m = -INFINITY;
     int last = -1;  // the last prefix split with a finite LSE
 #pragma unroll
-    for (int i = 0; i < HELD; ++i) {
-      const int s = lane + 32 * i;
-      m = fmaxf(m, held[i]);
-      if (s < S - 1 && held[i] != -INFINITY) last = s;
-    }
-    for (int s = lane + 32 * HELD; s < S; s += 32) {
-      const float x = lse[(int64_t)s * p.R];
-      m = fmaxf(m, x);
-      if (s < S - 1 && x != -INFINITY) last = s;
-    }
+    for (int i = 0; i < HELD; ++i) see_lse(m, last, lane + 32 * i, S, held[i]);
+    for (int s = lane + 32 * HELD; s < S; s += 32) see_lse(m, last, s, S, lse[(int64_t)s * p.R]);
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
       m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
