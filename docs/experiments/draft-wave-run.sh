@@ -9,7 +9,10 @@
 # patch / main), then two rounds of main and the patch at stack-ab's shapes, the headlines and B = 8.
 # ~6 minutes with .prebuilt holding both trees' libraries. Carry .whl-sglang and .prebuilt.
 # Results in $OUT/results.tar.gz (packed after each step).
-#   bash docs/experiments/draft-wave-run.sh
+# `v5`: the sm_90a kernels instead (v5, the Hopper default over bf16, and v4, which took the same order since
+# draft-first.patch), two rounds of main and the patch at the overflowing and fitting shapes, ~3 minutes, no digests
+# (the gates' wgmma tests cover their outputs).
+#   bash docs/experiments/draft-wave-run.sh [v5]
 set -uo pipefail
 WHEELS=${WHEELS:-.whl-sglang}
 export KDT_PACK_DIR=/tmp/r  # results, packed into $OUT/results.tar.gz after each step (pack)
@@ -17,6 +20,20 @@ source scripts/device_prologue.sh "bash docs/experiments/draft-wave-run.sh"
 R=$KDT_PACK_DIR  # the prologue wrote provenance.json and build.json there
 P=docs/experiments/draft-wave.patch
 kernels_snapshot  # main's kernels/; the patch touches kernels/ only
+if [ "${1:-}" = v5 ]; then
+  build_libs main "$R"; git apply $P || exit 1; build_libs patch "$R"; kernels_restore
+  for round in 1 2; do
+    for tag in main patch; do
+      [ $tag = patch ] && { git apply $P || exit 1; }
+      step "timing $tag-$round (sm_90a)"
+      timeout 120 python3 -m kdtree_lab bench --out "$R/ab-sm90-$tag-$round.json" --impl cuda_wgmma_v5,cuda_wgmma \
+        --shape 1,32768,64,8 --shape 1,32768,64,16 --shape 1,32768,16,16 --shape 8,32768,4,8 --shape 1,200000,16,8 \
+        --shape 8,200000,16,8 2>&1 | grep -E "^cuda|rror|Killed" | cut -c1-100
+      kernels_restore; pack
+    done
+  done
+  exit 0
+fi
 ab_patch $P "$R" 40 fp8 cuda_sm120_e4m3:fp8 cuda_sm120_e4m3_32:fp8 cuda_sm120:bf16 cuda_sm120_roles:bf16 || exit 1
 timed() {  # TAG: fp8 on the timing library, bf16 on the normal one
   step "timing $1"
