@@ -10,8 +10,9 @@
 # ~6 minutes with .prebuilt holding both trees' libraries. Carry .whl-sglang and .prebuilt.
 # Results in $OUT/results.tar.gz (packed after each step).
 # `v5`: the sm_90a kernels instead (v5, the Hopper default over bf16, and v4, which took the same order since
-# draft-first.patch), two rounds of main and the patch at the overflowing and fitting shapes, ~3 minutes, no digests
-# (the gates' wgmma tests cover their outputs).
+# draft-first.patch), two rounds of main and the patch at the overflowing and fitting shapes, then two of them through
+# kdtree_lab.checks.ab_interleave (its first device run), ~4 minutes, no digests (the gates' wgmma tests cover
+# their outputs).
 #   bash docs/experiments/draft-wave-run.sh [v5]
 set -uo pipefail
 WHEELS=${WHEELS:-.whl-sglang}
@@ -32,6 +33,13 @@ if [ "${1:-}" = v5 ]; then
       kernels_restore; pack
     done
   done
+  # the same question through the interleaved harness (both builds in one process, rounds A, B / B, A): its first
+  # device run, beside the bench rounds it is read against
+  step "interleaved A/B (sm_90a)"
+  timeout 150 python3 -m kdtree_lab.checks.ab_interleave --lib-a "$R/build-main.json" --lib-b "$R/build-patch.json" \
+    --impl cuda_wgmma_v5 --shape 1,32768,64,8 --shape 1,32768,16,16 --rounds 6 --out "$R/ab-interleave-v5.json" 2>&1 \
+    | tail -4
+  pack
   exit 0
 fi
 ab_patch $P "$R" 40 fp8 cuda_sm120_e4m3:fp8 cuda_sm120_e4m3_32:fp8 cuda_sm120:bf16 cuda_sm120_roles:bf16 || exit 1

@@ -222,6 +222,23 @@ def library(archs: tuple[str, ...] | None = None) -> KernelLibrary:
     return _LIBRARY
 
 
+@contextmanager
+def use_library(lib: KernelLibrary):
+    """Within the block every call goes to ``lib`` (:func:`open_library` of another build, e.g. a kernel patch's),
+    the process-wide library after it: two builds timed in one process (``checks.ab_interleave``). Refused while a
+    configuration or an fp8 math is forced (each library holds its own; leave those blocks first)."""
+    global _LIBRARY
+    if _FORCED is not None or _FP8_MATH != "auto":
+        raise RuntimeError(f"use_library: leave the forced configuration ({_FORCED}) or fp8 math ({_FP8_MATH}) of "
+                           "the current library first")
+    before = _LIBRARY
+    _LIBRARY = lib
+    try:
+        yield lib
+    finally:
+        _LIBRARY = before
+
+
 @torch.library.custom_op("kdtree_lab::verify", mutates_args=("o", "workspace"))
 def _verify_op(q: torch.Tensor, k_extend: torch.Tensor, v_extend: torch.Tensor, o: torch.Tensor,
                k_buffer: torch.Tensor, qo_indptr: torch.Tensor, kv_indptr: torch.Tensor, kv_indices: torch.Tensor,
