@@ -7,7 +7,8 @@ that names it) are opened side by side (``loader.use_library``), each captures o
 shape over the same inputs, and the rounds alternate A, B / B, A, ``iters`` event-timed replays each, so drift of
 clocks and temperature falls on both. Per shape: each build's median, the per-round difference B - A and its median,
 the rounds in which B was faster, and whether the two wrote the same output bits (one eager call each on the same
-poisoned output). On a GPU:
+poisoned output; a row left unwritten is named). Exit 1 where the bits differ or a row is unwritten, 2 on a bad
+argument or a library that does not load. On a GPU:
 
     python3 -m kdtree_lab.checks.ab_interleave --lib-a build-main.json --lib-b build-patch.json \\
         --impl cuda_sm120_e4m3 --shape 1,32768,16,16,fp8 --rounds 10 --out ab.json
@@ -89,11 +90,16 @@ def summarize(samples_a: list[list[float]], samples_b: list[list[float]]) -> Sum
                    statistics.median(diffs), sum(d < 0 for d in diffs), len(diffs))
 
 
-def _sides(lib_a: Path, lib_b: Path):
+def _sides(lib_a: Path, lib_b: Path) -> dict:
+    """Both builds opened for the running GPU's arch (loader.KernelLoadError, a RuntimeError, naming what is missing)."""
+    import torch
+
     from ..kernels import loader
 
-    return {"A": loader.open_library(lib_a, require_arch=loader.gpu_arch()),
-            "B": loader.open_library(lib_b, require_arch=loader.gpu_arch())}
+    if not torch.cuda.is_available():
+        raise RuntimeError("the builds are timed on a CUDA GPU; found none here")
+    arch = loader.gpu_arch()
+    return {"A": loader.open_library(lib_a, require_arch=arch), "B": loader.open_library(lib_b, require_arch=arch)}
 
 
 def measure(libs: dict, impl: str, shape: Shape, rounds: int, iters: int, nsplit: int = 0) -> dict:
@@ -108,15 +114,18 @@ def measure(libs: dict, impl: str, shape: Shape, rounds: int, iters: int, nsplit
     copies = _copies(shape)
     batches = shape_batches(shape, copies)
     args = [batch_args(b) for b in batches]
-    graphs, bits, plans = {}, {}, {}
+    graphs, bits, unwritten, plans, attns = {}, {}, {}, {}, {}
     for tag, lib in libs.items():
         with loader.use_library(lib):
-            attn = VerifyAttention(shape.batch, shape.draft, shape.heads, shape.kv, "cuda", impl, nsplit=nsplit,
-                                   batch_sizes=(shape.batch,))
+            # kept until the timing ends: its workspace is what the graphs captured
+            attn = attns[tag] = VerifyAttention(shape.batch, shape.draft, shape.heads, shape.kv, "cuda", impl,
+                                                nsplit=nsplit, batch_sizes=(shape.batch,))
             batches[0].o.fill_(float("nan"))  # poisoned: a row the kernel does not write shows
             attn.run(*args[0])
             torch.cuda.synchronize()
-            bits[tag] = hashlib.sha256(batches[0].o.contiguous().view(torch.uint8).cpu().numpy().tobytes()).hexdigest()
+            o = batches[0].o
+            unwritten[tag] = bool(o.isnan().any())
+            bits[tag] = hashlib.sha256(o.contiguous().view(torch.uint8).cpu().numpy().tobytes()).hexdigest()
             for i in range(max(3, copies)):  # attributes, allocator, first launches
                 attn.run(*args[i % copies])
             torch.cuda.synchronize()
@@ -131,7 +140,7 @@ def measure(libs: dict, impl: str, shape: Shape, rounds: int, iters: int, nsplit
     samples: dict[str, list[list[float]]] = {"A": [], "B": []}
     for r in range(rounds):
         for tag in ("A", "B") if r % 2 == 0 else ("B", "A"):
-            graphs[tag][0].replay()  # one untimed replay after the other build's
+            graphs[tag][-1].replay()  # one untimed replay after the other build's (the last copy: not the first timed)
             times = []
             for i in range(iters):
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -144,6 +153,7 @@ def measure(libs: dict, impl: str, shape: Shape, rounds: int, iters: int, nsplit
     s = summarize(samples["A"], samples["B"])
     return {"impl": impl, "B": shape.batch, "L": shape.prefix, "N": shape.draft, "H": shape.heads, "kv": shape.kv,
             "plan_a": plans["A"], "plan_b": plans["B"], "identical": bits["A"] == bits["B"],
+            "unwritten_a": unwritten["A"], "unwritten_b": unwritten["B"],
             "median_a_us": round(s.median_a_us, 3), "median_b_us": round(s.median_b_us, 3),
             "median_diff_us": round(s.median_diff_us, 3), "change": round(s.change, 5),
             "round_diffs_us": s.round_diffs_us, "rounds_b_faster": s.rounds_b_faster, "rounds": s.rounds,
@@ -155,7 +165,8 @@ def line(row: dict) -> str:
     return (f"{row['impl']} {row['B']},{row['L']},{row['N']},{row['H']},{row['kv']}: A {row['median_a_us']:.1f} us, "
             f"B {row['median_b_us']:.1f} us, B - A {row['median_diff_us']:+.2f} us ({100 * row['change']:+.1f}%), "
             f"B faster in {row['rounds_b_faster']} of {row['rounds']} rounds, outputs "
-            f"{'identical' if row['identical'] else 'DIFFERENT'}")
+            f"{'identical' if row['identical'] else 'DIFFERENT'}"
+            + ("".join(f", {t} left rows unwritten (NaN)" for t in "AB" if row[f"unwritten_{t.lower()}"])))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -178,12 +189,25 @@ def main(argv: list[str] | None = None) -> int:
         from ..kernels.impls import CUDA_IMPLS
 
         unknown = [i for i in impls if i not in CUDA_IMPLS]
-        if unknown:
-            raise ValueError(f"--impl: expected CUDA configurations ({', '.join(sorted(CUDA_IMPLS))}), found {unknown}")
-    except ValueError as exc:
+        if unknown or not impls:
+            raise ValueError(f"--impl: expected CUDA configurations ({', '.join(sorted(CUDA_IMPLS))}), found "
+                             f"{unknown or impls}")
+        from ..kernels.impls import kv_refusal
+
+        for impl in impls:
+            for shape in shapes:
+                if refusal := kv_refusal(impl, shape.kv):
+                    raise ValueError(f"--impl {impl} with --shape ...,{shape.kv}: {refusal}")
+        libs = _sides(*paths)
+        from ..kernels.impls import sm90a_only
+        from ..kernels.loader import gpu_arch
+
+        if (wgmma := [i for i in impls if sm90a_only(i)]) and gpu_arch() != "sm_90a":
+            raise ValueError(f"--impl {', '.join(wgmma)}: wgmma configurations run on compute capability 9.x only, "
+                             f"found {gpu_arch()}")
+    except (ValueError, RuntimeError) as exc:  # RuntimeError: loader.KernelLoadError (missing, wrong arch, ABI)
         print(f"ab_interleave: {exc}", file=sys.stderr)
         return 2
-    libs = _sides(*paths)
     rows = []
     for impl in impls:
         for shape in shapes:
@@ -196,7 +220,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.out:
         a.out.write_text(json.dumps({"lib_a": str(paths[0]), "lib_b": str(paths[1]), "complete": True, "rows": rows},
                                     indent=1))
-    return 0
+    bad = [r for r in rows if not r["identical"] or r["unwritten_a"] or r["unwritten_b"]]
+    return 1 if bad else 0  # timings stand either way; a difference in the bits is for the caller to read
 
 
 if __name__ == "__main__":
