@@ -9,6 +9,12 @@ namespace kdt {
 // graph keeps its launch shape.
 constexpr int reduce_warps(int splits) { return splits <= 8 ? 1 : (splits <= 32 ? 2 : 4); }
 
+// One split's LSE x (split s of S) into the running maximum m and `last`, the last prefix split with a finite LSE.
+__device__ __forceinline__ void see_lse(float& m, int& last, int s, int S, float x) {
+  m = fmaxf(m, x);
+  if (s < S - 1 && x != -INFINITY) last = s;
+}
+
 // Merge the S partials of row r = i*H + h of request b and write bf16 o. A CTA of 4 warps holds 4 / W (row,
 // quarter) units of W warps each; warp wi of a unit takes splits wi, wi + W, ... . Every warp reads all the LSEs
 // for the maximum and the weight sum (L1 hits after the first pass); then, 32 splits at a time, each lane holds
@@ -19,12 +25,6 @@ constexpr int reduce_warps(int splits) { return splits <= 8 ? 1 : (splits <= 32 
 // Only the prefix splits up to the last one with a finite LSE are loaded (the non-empty splits of a prefix are
 // splits 0, 1, ...; one past them has weight 0 anyway), then the draft block's partial: a short prefix under a
 // split count captured for a long one reads its few partials, not nsplit of them.
-// One split's LSE x (split s of S) into the running maximum m and `last`, the last prefix split with a finite LSE.
-__device__ __forceinline__ void see_lse(float& m, int& last, int s, int S, float x) {
-  m = fmaxf(m, x);
-  if (s < S - 1 && x != -INFINITY) last = s;
-}
-
 template <int W>
 __global__ void __launch_bounds__(128, 1) verify_reduce_kernel(Params p) {
   constexpr int UNITS = 4 / W;
