@@ -27,7 +27,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .roofline import Shape
+from .roofline import Shape, parse_shape
 
 
 def library_path(arg: str | Path) -> Path:
@@ -43,21 +43,6 @@ def library_path(arg: str | Path) -> Path:
     if path.suffix != ".so":
         raise ValueError(f"{path}: expected a library (.so) or a `kdtree_lab build --json` file (.json)")
     return path
-
-
-def parse_shape(text: str) -> Shape:
-    """B,L,N,H[,KV] (positive integers; KV bf16 or fp8, default bf16) as a tree-masked Shape."""
-    parts = text.split(",")
-    try:
-        if len(parts) not in (4, 5) or any(int(x) < 1 for x in parts[:4]):
-            raise ValueError
-        kv = parts[4] if len(parts) == 5 else "bf16"
-        if kv not in ("bf16", "fp8"):
-            raise ValueError
-    except ValueError:
-        raise ValueError(f"--shape: expected B,L,N,H[,KV] (positive integers, KV bf16 or fp8), found {text!r}")
-    b, length, n, h = (int(x) for x in parts[:4])
-    return Shape(b, length, n, h, kv=kv)
 
 
 @dataclass(frozen=True)
@@ -110,6 +95,7 @@ def measure(libs: dict, impl: str, shape: Shape, rounds: int, iters: int, nsplit
     from ..kernels import loader
     from ..kernels.attention import VerifyAttention, batch_args
     from .bench import _copies, shape_batches
+    from .timing import capture_graphs, event_samples_ms
 
     copies = _copies(shape)
     batches = shape_batches(shape, copies)
@@ -126,30 +112,13 @@ def measure(libs: dict, impl: str, shape: Shape, rounds: int, iters: int, nsplit
             o = batches[0].o
             unwritten[tag] = bool(o.isnan().any())
             bits[tag] = hashlib.sha256(o.contiguous().view(torch.uint8).cpu().numpy().tobytes()).hexdigest()
-            for i in range(max(3, copies)):  # attributes, allocator, first launches
-                attn.run(*args[i % copies])
-            torch.cuda.synchronize()
-            graphs[tag] = []
-            for i in range(copies):
-                g = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(g):
-                    attn.run(*args[i])
-                graphs[tag].append(g)
-            torch.cuda.synchronize()
+            graphs[tag] = capture_graphs(lambda i, attn=attn: attn.run(*args[i]), copies)
             plans[tag] = {"kernel": attn.config(shape.batch).name, "nsplit": attn.nsplit(shape.batch)}
     samples: dict[str, list[list[float]]] = {"A": [], "B": []}
     for r in range(rounds):
         for tag in ("A", "B") if r % 2 == 0 else ("B", "A"):
             graphs[tag][-1].replay()  # one untimed replay after the other build's (the last copy: not the first timed)
-            times = []
-            for i in range(iters):
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                graphs[tag][i % copies].replay()
-                end.record()
-                end.synchronize()
-                times.append(start.elapsed_time(end))
-            samples[tag].append(times)
+            samples[tag].append(event_samples_ms(lambda i, g=graphs[tag]: g[i].replay(), copies, iters))
     s = summarize(samples["A"], samples["B"])
     return {"impl": impl, "B": shape.batch, "L": shape.prefix, "N": shape.draft, "H": shape.heads, "kv": shape.kv,
             "plan_a": plans["A"], "plan_b": plans["B"], "identical": bits["A"] == bits["B"],
@@ -182,7 +151,12 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     try:
         paths = library_path(a.lib_a), library_path(a.lib_b)
-        shapes = [parse_shape(s) for s in a.shape]
+        shapes = []
+        for text in a.shape:
+            try:
+                shapes.append(parse_shape(text))
+            except ValueError as exc:
+                raise ValueError(f"--shape: {exc}")
         if a.rounds < 2 or a.iters < 1:
             raise ValueError(f"--rounds / --iters: expected >= 2 / >= 1, found {a.rounds} / {a.iters}")
         impls = [i for arg in a.impl for i in arg.split(",") if i]

@@ -48,6 +48,18 @@ def row_kv(row: dict) -> str:
 ONE_TOKEN = {"sglang_decode_1tok"}
 
 
+def parse_shape(text: str) -> Shape:
+    """A shape as the command lines take it, B,L,N,H[,KV] (positive integers; KV a dtypes.KV_DTYPES name, default
+    bf16), tree-masked. ValueError naming what was expected and what was found."""
+    from ..core.dtypes import KV_DTYPES
+
+    parts = [t.strip() for t in text.split(",")]
+    kv = parts.pop() if len(parts) == 5 else "bf16"
+    if len(parts) != 4 or not all(t.isdigit() and int(t) >= 1 for t in parts) or kv not in KV_DTYPES:
+        raise ValueError(f"expected B,L,N,H[,KV] (positive integers; KV one of {', '.join(KV_DTYPES)}), found {text!r}")
+    return Shape(*map(int, parts), kv=kv)
+
+
 def work_shape(impl: str, shape: Shape) -> Shape:
     """The shape of the work ``impl`` does when timed on ``shape`` (its bytes and FLOPs)."""
     return Shape(shape.batch, shape.prefix, 1, shape.heads, "causal", shape.kv) if impl in ONE_TOKEN else shape

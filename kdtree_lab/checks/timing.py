@@ -12,11 +12,8 @@ import torch
 from .roofline import Ceilings
 
 
-def median_ms(fn: Callable[[int], None], copies: int, warmup: int = 3, iters: int = 20) -> tuple[float, int]:
-    """Median CUDA-event time (ms) of ``fn(i)`` with ``i`` cycling over ``copies`` input sets; and the sample count."""
-    for i in range(warmup):
-        fn(i % copies)
-    torch.cuda.synchronize()
+def event_samples_ms(fn: Callable[[int], None], copies: int, iters: int) -> list[float]:
+    """CUDA-event times (ms) of ``iters`` calls ``fn(i)``, ``i`` cycling over ``copies`` input sets, each timed alone."""
     samples = []
     for i in range(iters):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -25,14 +22,22 @@ def median_ms(fn: Callable[[int], None], copies: int, warmup: int = 3, iters: in
         end.record()
         end.synchronize()
         samples.append(start.elapsed_time(end))
+    return samples
+
+
+def median_ms(fn: Callable[[int], None], copies: int, warmup: int = 3, iters: int = 20) -> tuple[float, int]:
+    """Median CUDA-event time (ms) of ``fn(i)`` with ``i`` cycling over ``copies`` input sets; and the sample count."""
+    for i in range(warmup):
+        fn(i % copies)
+    torch.cuda.synchronize()
+    samples = event_samples_ms(fn, copies, iters)
     return statistics.median(samples), len(samples)
 
 
-def graph_median_ms(fn: Callable[[int], None], copies: int, warmup: int = 3,
-                    iters: int = 20) -> tuple[float, int]:
-    """Median CUDA-event time (ms) of replaying a CUDA graph that holds one ``fn(i)`` (one graph per input copy):
-    the GPU time of a call as SGLang runs verify, without the host's launch overhead."""
-    for i in range(max(warmup, copies)):  # JIT compilation, kernel attributes, allocator warm-up
+def capture_graphs(fn: Callable[[int], None], copies: int, warmup: int = 3) -> list:
+    """One CUDA graph holding ``fn(i)`` per input copy ``i``, after ``max(warmup, copies)`` eager calls (JIT
+    compilation, kernel attributes, allocator warm-up)."""
+    for i in range(max(warmup, copies)):
         fn(i % copies)
     torch.cuda.synchronize()
     graphs = []
@@ -42,6 +47,14 @@ def graph_median_ms(fn: Callable[[int], None], copies: int, warmup: int = 3,
             fn(i)
         graphs.append(g)
     torch.cuda.synchronize()
+    return graphs
+
+
+def graph_median_ms(fn: Callable[[int], None], copies: int, warmup: int = 3,
+                    iters: int = 20) -> tuple[float, int]:
+    """Median CUDA-event time (ms) of replaying a CUDA graph that holds one ``fn(i)`` (one graph per input copy):
+    the GPU time of a call as SGLang runs verify, without the host's launch overhead."""
+    graphs = capture_graphs(fn, copies, warmup)
     return median_ms(lambda i: graphs[i].replay(), copies, warmup=1, iters=iters)
 
 

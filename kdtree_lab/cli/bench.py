@@ -106,8 +106,7 @@ def _impls(text: str | None) -> list[str] | None:
 def _shape_items(args: argparse.Namespace, impls: list[str] | None) -> list:
     """--shape's (shape, implementations) pairs: each B,L,N,H[,KV] with every --impl (refused in one line: a
     malformed shape, no --impl, or beside --preset or --resume)."""
-    from ..checks.roofline import Shape
-    from ..core.dtypes import KV_DTYPES
+    from ..checks.roofline import parse_shape
 
     if args.preset is not None:
         raise BadArgument(f"argument --shape: times the shapes it names, found it with --preset {args.preset}")
@@ -117,12 +116,10 @@ def _shape_items(args: argparse.Namespace, impls: list[str] | None) -> list:
         raise BadArgument("argument --shape: needs --impl (the implementations to time at these shapes), found none")
     items = []
     for text in args.shape:
-        parts = [t.strip() for t in text.split(",")]
-        kv = parts.pop() if len(parts) == 5 else "bf16"
-        if len(parts) != 4 or not all(t.isdigit() and int(t) >= 1 for t in parts) or kv not in KV_DTYPES:
-            raise BadArgument(f"argument --shape: expected B,L,N,H[,KV] (positive integers; KV one of "
-                              f"{', '.join(KV_DTYPES)}), found {text!r}")
-        items.append((Shape(*map(int, parts), kv=kv), list(impls)))
+        try:
+            items.append((parse_shape(text), list(impls)))
+        except ValueError as exc:
+            raise BadArgument(f"argument --shape: {exc}")
     return items
 
 
