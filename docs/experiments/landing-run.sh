@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Device calls (issue 52): the whole suite's gates of the patches in STACK (since 2026-12-06 q-row-rcp-bf16.patch and
-# partial-f4.patch, both measured: docs/experiments/README.md, queue item 2), then issue 52's figures from one run
-# (with an empty STACK, main's):
+# Device calls (issue 52): the whole suite's gates of the patches in STACK (empty since 2026-12-06, when
+# q-row-rcp-bf16.patch and partial-f4.patch passed them and landed; draft-wave.patch next: docs/experiments/README.md,
+# queue item 1), then issue 52's figures from one run (with an empty STACK, main's):
 #   bash docs/experiments/landing-run.sh gates        the parity and graph tests (edge grid + 500 random, 23 capture
 #                                                     sizes x 100 replays, calls back to back; ~6-8 minutes serially)
 #   bash docs/experiments/landing-run.sh gates2 grid  the hook against SGLang and the wgmma tests (~3-4 minutes), then
