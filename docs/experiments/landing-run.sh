@@ -15,7 +15,7 @@
 # (scripts/readme_tables.py).
 # Carry .whl-sglang. Results in $OUT/results.tar.gz (packed after each step). tests/test_experiments.py builds STACK
 # applied together, in this order.
-STACK=()
+STACK=(draft-wave.patch)
 set -uo pipefail
 WHEELS=${WHEELS:-.whl-sglang}
 export KDT_PACK_DIR=/tmp/r  # results, packed into $OUT/results.tar.gz after each step (pack)
