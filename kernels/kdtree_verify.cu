@@ -19,7 +19,8 @@
 //                each; none since the third form left)
 // Work decomposition: grid = (row_tiles, nsplit + 1, bs); row tiles are the fastest grid dimension so the CTAs
 // sharing one prefix range run together and read the latent KV from DRAM once; split nsplit is the draft block,
-// at blockIdx.y 0 so that it is dispatched first (prefix split s at y = s + 1: setup_work).
+// at blockIdx.y 0 so that it is dispatched first (prefix split s at y = s + 1) where the grid fits one wave of the
+// device's slots (SMs x the kernel's CTAs per SM), else at y = nsplit, last (setup_work, Params::draft_first).
 #include "kdtree_verify.h"
 
 #include <cuda_runtime.h>
@@ -101,6 +102,7 @@ struct Device {
 };
 Device g_device[kMaxDevices];
 unsigned g_attr_set[kMaxDevices];         // bit i: config i's shared-memory attribute is set on that device
+int g_ctas_per_sm[kMaxDevices][kNumConfigs];  // config i's resident CTAs per SM there (set with its attribute)
 int g_forced_config = -1;                 // kdtree_verify_force_config
 int g_fp8_math = KDT_FP8_MATH_AUTO;       // kdtree_verify_set_fp8_math
 
@@ -331,6 +333,7 @@ int kdtree_verify_attn_flash_paged_cg(
   if (idx < 0) return -idx;
   // wgmma exists on sm_90a only; elsewhere the kernel body is a trap (reachable here only when forced)
   if (!arch_ok(idx, d.cc)) return KDT_ERR_DEVICE;
+  apply_carveout_switch(dev);  // before the occupancy query below, which reads the carveout
   if (!(g_attr_set[dev] & (1u << idx))) {
     if (cudaFuncSetAttribute(reinterpret_cast<const void*>(kConfigs[idx].e.kernel),
                              cudaFuncAttributeMaxDynamicSharedMemorySize, kConfigs[idx].e.dynamic_smem) !=
@@ -338,6 +341,13 @@ int kdtree_verify_attn_flash_paged_cg(
       cudaGetLastError();  // clear the non-sticky error: a forced config too large for this GPU
       return KDT_ERR_DEVICE;
     }
+    int per_sm = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kConfigs[idx].e.kernel, kConfigs[idx].e.threads,
+                                                      kConfigs[idx].e.dynamic_smem) != cudaSuccess) {
+      cudaGetLastError();
+      return KDT_ERR_DEVICE;
+    }
+    g_ctas_per_sm[dev][idx] = per_sm;
     g_attr_set[dev] |= 1u << idx;
   }
   const ConfigEntry& ce = kConfigs[idx].e;
@@ -361,8 +371,9 @@ int kdtree_verify_attn_flash_paged_cg(
   p.q8_scale = reinterpret_cast<float*>(ws + wl.q8_scale);
 
   cudaStream_t s = static_cast<cudaStream_t>(stream);
-  apply_carveout_switch(dev);
   const dim3 grid((p.R + ce.block_m - 1) / ce.block_m * ce.cluster, nsplit + 1, bs);
+  // the draft block first only where every CTA of the grid is resident at once (one wave; setup_work)
+  p.draft_first = (int64_t)grid.x * grid.y * grid.z <= (int64_t)d.sms * g_ctas_per_sm[dev][idx] ? 1 : 0;
   // KDT_NO_PDL=1 (read once per process): launch the combine and a Q pass's split kernel without PDL, to time the
   // difference (docs/performance.md)
   static const bool no_pdl = getenv("KDT_NO_PDL") != nullptr;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Device calls (issue 52): the whole suite's gates of the patches in STACK (empty since 2026-12-06, when
-# q-row-rcp-bf16.patch and partial-f4.patch passed them and landed; draft-wave.patch next: docs/experiments/README.md,
-# queue item 1), then issue 52's figures from one run (with an empty STACK, main's):
+# draft-wave.patch passed them and landed; indptr-loads-first.patch next: docs/experiments/README.md, queue item 1),
+# then issue 52's figures from one run (with an empty STACK, main's):
 #   bash docs/experiments/landing-run.sh gates        the parity and graph tests (edge grid + 500 random, 23 capture
 #                                                     sizes x 100 replays, calls back to back; ~6-8 minutes serially)
 #   bash docs/experiments/landing-run.sh gates2 grid  the hook against SGLang and the wgmma tests (~3-4 minutes), then
@@ -15,7 +15,7 @@
 # (scripts/readme_tables.py).
 # Carry .whl-sglang. Results in $OUT/results.tar.gz (packed after each step). tests/test_experiments.py builds STACK
 # applied together, in this order.
-STACK=(draft-wave.patch)
+STACK=()
 set -uo pipefail
 WHEELS=${WHEELS:-.whl-sglang}
 export KDT_PACK_DIR=/tmp/r  # results, packed into $OUT/results.tar.gz after each step (pack)

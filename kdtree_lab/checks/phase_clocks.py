@@ -174,7 +174,8 @@ def summarize(s: Stamps, grid: tuple[int, int, int], ghz: float | None = None,
     split_ns = st[SPLIT, :ncta, :, :, 1]
     out["split.end_us"] = round((int(split_ns.max()) - t0_ns) / 1000.0, 3)
     last = max(ctas, key=lambda c: int(split_ns[c].max()))
-    # its blockIdx.y, not its split: since 2026-12-05 y 0 is the draft block (setup_work); last_cta_draft says which
+    # its blockIdx.y, not its split: y 0 is the draft block where the grid fits one wave (setup_work); last_cta_draft
+    # says which
     out["split.last_cta"], out["split.last_cta_y"] = last, (last // gx) % gy
     out["split.last_cta_draft"] = int(meta[last, 2])
     for kernel, key, mark, pick in ((COMBINE, "combine.entry_us", "entry", min),

@@ -34,9 +34,9 @@ def default_nsplit(bs: int, num_draft: int, num_heads: int, num_sms: int, row_ti
     the tile's work) and ``nsplit`` prefix splits plus one
     draft-block split, over ``num_sms`` slots (every automatic configuration runs one CTA per SM). Costs are in
     units of one CTA walking a whole long prefix: a prefix CTA takes ``1 / nsplit`` of it plus ``cta_overhead``
-    (its Q tile, its fp32 partial, its share of the reduce); the short draft-block CTAs (dispatched first: blockIdx.y
-    0) add ``draft_tail`` when the grid does not fit whole waves with them (the prefix CTAs past the last full wave
-    then wait for them). The choice minimises
+    (its Q tile, its fp32 partial, its share of the reduce); the short draft-block CTAs (dispatched last where the
+    grid does not fit one wave: kernels/common/frame.cuh setup_work) add ``draft_tail`` when the grid does not fit
+    whole waves with them (those past the last full wave wait for the first CTAs to end). The choice minimises
     ``waves * (1 / nsplit + cta_overhead) (+ draft_tail)``: the headline (B=1, N=16, H=8, 64-row tiles) gets 65
     splits (130 prefix + 2 draft CTAs: one wave of 132), B=8 gets 8 (one wave of 128 prefix CTAs) rather than 9
     and a second wave of 12. Splits beyond about 4 waves are not considered (they grow the fp32 partials, i.e.

@@ -49,6 +49,7 @@ struct Params {
   float v_scale;
   float* o_part; float* lse_part; unsigned int* status;
   uint8_t* q8; float* q8_scale;  // the e4m3 forms' Q terms and row scales (their Q pass's; in the workspace)
+  int draft_first;  // 1: the draft block is blockIdx.y 0 (dispatched first); 0: blockIdx.y nsplit (last): setup_work
 };
 
 // (gr / H, gr % H) for a row gr of draft node x head, 0 <= gr < 2^21 (the launch caps N x H at 2^20; a CTA's tile
@@ -78,11 +79,14 @@ struct Work {
 // Fills `w` for CTA (row tile, blockIdx.y, request) = blockIdx; returns false when the CTA has nothing to compute:
 // past the request's last row tile, or an empty split (it writes an LSE of -inf, which the reduce ignores).
 // Prefix split boundaries are multiples of `gran` tokens and cover at least MIN_SPLIT_TOKENS.
-// `tile`: the row tile (a cluster's CTAs that share one pass theirs). blockIdx.y 0 is the draft block (split
-// nsplit), y > 0 prefix split y - 1: the draft block, the longest CTA of a short call, is dispatched first.
+// `tile`: the row tile (a cluster's CTAs that share one pass theirs). With p.draft_first (the launch's grid fits one
+// wave) blockIdx.y 0 is the draft block (split nsplit) and y > 0 prefix split y - 1: the draft block, the longest
+// CTA of a short call, is dispatched first; without it (more CTAs than slots) y is the split and the draft block
+// goes last, so that the CTAs left for a second wave are short draft CTAs, not prefix CTAs waiting for them.
 template <int BM, int THREADS>
 __device__ __forceinline__ bool setup_work(const Params& p, int gran, Work& w, int tile = blockIdx.x) {
-  const int split = blockIdx.y == 0 ? p.nsplit : (int)blockIdx.y - 1, b = blockIdx.z, tid = threadIdx.x;
+  const int y = blockIdx.y, split = y < p.draft_first ? p.nsplit : y - p.draft_first, b = blockIdx.z,
+            tid = threadIdx.x;
   w.tok0 = load_qo(p, b);
   int n_b = (int)(load_qo(p, b + 1) - w.tok0);
   if (n_b > p.N) {
