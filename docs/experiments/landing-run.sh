@@ -3,7 +3,9 @@
 # draft-wave.patch passed them and landed; indptr-loads-first.patch next: docs/experiments/README.md, queue item 1),
 # then issue 52's figures from one run (with an empty STACK, main's):
 #   bash docs/experiments/landing-run.sh gates        the parity and graph tests (edge grid + 500 random, 23 capture
-#                                                     sizes x 100 replays, calls back to back; ~6-8 minutes serially)
+#                                                     sizes x 100 replays, calls back to back; 232 and 509 s on two H100s on 2026-12-06)
+#   bash docs/experiments/landing-run.sh gates-parity / gates-graphs   the same tests in two calls (test_gpu.py, then
+#                                                     test_gpu_graphs.py), where one call does not hold them
 #   bash docs/experiments/landing-run.sh gates2 grid  the hook against SGLang and the wgmma tests (~3-4 minutes), then
 #                                                     the timings (grid below) in what the call has left
 #   bash docs/experiments/landing-run.sh gates3       the four sanitizers over every configuration this GPU launches
@@ -20,9 +22,11 @@ set -uo pipefail
 WHEELS=${WHEELS:-.whl-sglang}
 export KDT_PACK_DIR=/tmp/r  # results, packed into $OUT/results.tar.gz after each step (pack)
 for m in "$@"; do
-  case "$m" in gates|gates2|gates3|grid) ;; *) echo "landing-run.sh: expected gates, gates2, gates3 or grid, found '$m'"; exit 2 ;; esac
+  case "$m" in gates|gates-parity|gates-graphs|gates2|gates3|grid) ;;
+    *) echo "landing-run.sh: expected gates, gates-parity, gates-graphs, gates2, gates3 or grid, found '$m'"; exit 2 ;;
+  esac
 done
-[ $# -gt 0 ] || { echo "landing-run.sh: expected gates, gates2, gates3 or grid, found nothing"; exit 2; }
+[ $# -gt 0 ] || { echo "landing-run.sh: expected gates, gates-parity, gates-graphs, gates2, gates3 or grid, found nothing"; exit 2; }
 for p in "${STACK[@]}"; do
   p=${p#docs/experiments/}  # a name, or the path from the repository's root (an edit made on the way to a call)
   git apply "docs/experiments/$p" || { echo "landing-run.sh: docs/experiments/$p does not apply"; exit 1; }
@@ -44,7 +48,7 @@ grid() {  # the stack's issue-52 figures: the card-floor grid, then the fixed co
 }
 for m in "$@"; do
   case "$m" in
-    gates|gates2|gates3) step "$m"; run_gates "$m" landing "$R" ;;
+    gates|gates-parity|gates-graphs|gates2|gates3) step "$m"; run_gates "$m" landing "$R" ;;
     grid) grid ;;
   esac
 done
