@@ -1,21 +1,31 @@
 #!/usr/bin/env bash
 # One device call (issue 18, v5's next step): each warpgroup's PV over its own tile takes P from its registers
-# (wgmma with A in registers) instead of shared memory, and the warpgroup barrier before it goes. Main first (GPU
-# time of v4 and v5 on the five profile shapes), then the patch applied, rebuilt, the wgmma tests (the small case
-# first: a wrong A fragment shows there), the same profile, the default's parity tests and the sanitizers on v5.
-# Results packed to $OUT/results.tar.gz. Carry .whl with data/results moved out of the tree (64 MiB).
+# (wgmma with A in registers) instead of shared memory, and the warpgroup barrier before it goes
+# (v5-local-p.patch). Both libraries built first (main, then the patch); on the patch the wgmma tests (-x: a wrong
+# A fragment shows in the small case first), the default's parity tests and racecheck / synccheck on v5; then main
+# and the patch timed in one process by kdtree_lab.checks.ab_interleave (graphs over the same inputs, rounds
+# alternating A, B / B, A; it also says whether the two wrote the same bits), at the compute-bound shapes the
+# prediction names and one memory-bound shape. ~4-5 minutes. Carry .whl-sglang (and .prebuilt where it holds the
+# libraries). Results in $OUT/results.tar.gz (packed after each step).
+#   bash docs/experiments/v5-local-p-run.sh
 set -uo pipefail
+WHEELS=${WHEELS:-.whl-sglang}
+export KDT_PACK_DIR=/tmp/r  # results, packed into $OUT/results.tar.gz after each step (pack)
 source scripts/device_prologue.sh "bash docs/experiments/v5-local-p-run.sh"
-mkdir -p "$OUT/r"; mv "$OUT"/*.json "$OUT/r/" 2>/dev/null
-timeout 120 python3 scripts/kernel_profile.py --configs cuda_wgmma,cuda_wgmma_v5 --smoke 0 --out "$OUT/r/profile-main.json" 2>&1 | grep -c config
-tar -C "$OUT/r" -czf "$OUT/results.tar.gz" .
-git apply docs/experiments/v5-local-p.patch && python3 -m kdtree_lab build --json > "$OUT/r/build-patch.json"
-echo "patched build rc=$?"
-timeout 120 python3 -m pytest -q -x tests/test_gpu_wgmma.py --junitxml="$OUT/r/gpu-wgmma-patch.xml" \
+R=$KDT_PACK_DIR; P=docs/experiments/v5-local-p.patch
+kernels_snapshot  # the patch touches kernels/ only, so kernels_restore undoes it
+step "libraries"
+build_libs main "$R"; git apply $P || exit 1; build_libs patch "$R"
+step "wgmma tests, patch"
+timeout 150 python3 -m pytest -q -x -m gpu tests/test_gpu_wgmma.py --junitxml="$R/gpu-wgmma-patch.xml" \
   -p no:cacheprovider 2>&1 | tail -3
-timeout 120 python3 scripts/kernel_profile.py --configs cuda_wgmma,cuda_wgmma_v5 --smoke 0 --out "$OUT/r/profile-patch.json" 2>&1 | grep -c config
-tar -C "$OUT/r" -czf "$OUT/results.tar.gz" .
+step "parity, patch"
 timeout 150 python3 -m pytest -q -m gpu tests/test_gpu.py -k "test_cuda_ or fp8_pool_edge" \
-  --junitxml="$OUT/r/gpu-parity-patch.xml" -p no:cacheprovider 2>&1 | tail -3
-SANITIZE_TIMEOUT=60 run_sanitizers "racecheck synccheck" cuda_wgmma_v5 "$OUT/r" -patch  # scripts/session_lib.sh
-tar -C "$OUT/r" -czf "$OUT/results.tar.gz" .
+  --junitxml="$R/gpu-parity-patch.xml" -p no:cacheprovider 2>&1 | tail -3
+SANITIZE_TIMEOUT=60 run_sanitizers "racecheck synccheck" cuda_wgmma_v5 "$R" -patch  # scripts/session_lib.sh
+kernels_restore
+step "interleaved A/B: v5, main (A) and the patch (B)"
+timeout 240 python3 -m kdtree_lab.checks.ab_interleave --lib-a "$R/build-main.json" --lib-b "$R/build-patch.json" \
+  --impl cuda_wgmma_v5 --shape 1,200000,16,8 --shape 8,200000,16,8 --shape 1,32768,64,8 --shape 1,32768,16,16 \
+  --shape 8,32768,4,8 --rounds 8 --out "$R/ab-interleave-v5.json" 2>&1 | tail -6
+pack
