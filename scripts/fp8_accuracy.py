@@ -12,7 +12,7 @@ SGLang's kernel on each: per-case rows, the summary per configuration, the seed 
 fresh-case sentence is generated from once committed as data/results/h200/<run>/fp8-fresh.json.
 
     python3 scripts/fp8_accuracy.py --out $OUT/fp8-accuracy.json
-    python3 scripts/fp8_accuracy.py --fresh 60 --out $OUT/fp8-fresh.json [--seed S]
+    python3 scripts/fp8_accuracy.py --fresh 60 --out $OUT/fp8-fresh.json [--seed S] [--impls A,B]
 """
 
 from __future__ import annotations
@@ -50,9 +50,9 @@ def _sglang(batch) -> torch.Tensor:
     return o
 
 
-def fresh(count: int, seed: int | None, out: Path, argv: list[str]) -> int:
-    """``--fresh``: the draw, every fp8 configuration and SGLang on each case, JSON with the provenance; 1 where a
-    case or a configuration is outside the stated bounds (the JSON is written either way)."""
+def fresh(count: int, seed: int | None, out: Path, argv: list[str], impls: tuple[str, ...] | None = None) -> int:
+    """``--fresh``: the draw, every fp8 configuration (or ``impls``) and SGLang on each case, JSON with the
+    provenance; 1 where a case or a configuration is outside the stated bounds (the JSON is written either way)."""
     from kdtree_lab.checks import fp8_fresh
     from kdtree_lab.checks.bench import sglang_available
     from kdtree_lab.lab.provenance import provenance
@@ -64,7 +64,7 @@ def fresh(count: int, seed: int | None, out: Path, argv: list[str]) -> int:
     seed = fp8_fresh.fresh_seed() if seed is None else seed
     print(f"fresh fp8 draw: {count} cases, {fp8_fresh.SEED_ENV}={seed}", flush=True)
     t0 = time.perf_counter()
-    run = fp8_fresh.run_fresh(count, seed)
+    run = fp8_fresh.run_fresh(count, seed, impls)
     secs = time.perf_counter() - t0
     draw, bound = fp8_fresh.draw_words(count), fp8_fresh.bound_words()
     result = {"provenance": {**provenance("python3 scripts/fp8_accuracy.py " + " ".join(argv)), "sglang": sglang},
@@ -90,14 +90,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--fresh", type=int, metavar="N", help="draw N fresh random fp8 cases instead of the fixed shapes")
     ap.add_argument("--seed", type=int, help="the --fresh draw's seed (default: KDT_FRESH_SEED, else os.urandom)")
+    ap.add_argument("--impls", help="the --fresh draw's configurations, comma-separated (default: every fp8 one this "
+                                    "GPU runs; a kernel experiment names the forms it changes)")
     argv = sys.argv[1:] if argv is None else argv
     args = ap.parse_args(argv)
     if args.fresh is not None:
         if args.fresh < 1:
             ap.error(f"--fresh: expected a case count >= 1, found {args.fresh}")
-        return fresh(args.fresh, args.seed, args.out, argv)
-    if args.seed is not None:
-        ap.error("--seed: applies to --fresh only")
+        impls = None
+        if args.impls is not None:
+            from kdtree_lab.kernels.impls import IMPLS
+
+            impls = tuple(i for i in args.impls.split(",") if i)
+            fp8 = sorted(n for n, i in IMPLS.items() if "fp8" in i.kv_dtypes)
+            if not impls or any(i not in fp8 for i in impls):
+                ap.error(f"--impls: expected configurations that read fp8 pools ({', '.join(fp8)}), found "
+                         f"'{args.impls}'")
+        return fresh(args.fresh, args.seed, args.out, argv, impls)
+    if args.seed is not None or args.impls is not None:
+        ap.error("--seed / --impls: apply to --fresh only")
     rows = []
     for i, (lens, n, h) in enumerate(SHAPES):
         for ks, vs in SCALES:

@@ -154,3 +154,30 @@ def test_a_configuration_outside_the_aggregate_bound_is_named_with_its_seed():
     assert words.startswith(f"cuda_sm120_e4m3 ({fp8_fresh.SEED_ENV}=7)") and "median 1.10 (at most 0.7)" in words
     assert fp8_fresh.summary_words("cuda_sm120_e4m3", s).startswith("cuda_sm120_e4m3") and "failed 0" in \
         fp8_fresh.summary_words("cuda_sm120_e4m3", s)
+
+
+def _fp8_accuracy():
+    spec = importlib.util.spec_from_file_location("fp8_accuracy", ROOT / "scripts" / "fp8_accuracy.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_fresh_draw_takes_the_forms_an_experiment_names(tmp_path, monkeypatch, capsys):
+    """``scripts/fp8_accuracy.py --fresh N --impls A,B`` runs the draw on those configurations only (a kernel
+    experiment's two forms, not all ten), and refuses in one line a name that is no fp8 configuration, or --impls without
+    --fresh, before any GPU work."""
+    script = _fp8_accuracy()
+    seen = {}
+    monkeypatch.setattr(script, "fresh", lambda count, seed, out, argv, impls=None: seen.update(impls=impls) or 0)
+    out = str(tmp_path / "f.json")
+    assert script.main(["--fresh", "3", "--impls", "cuda_sm120_e4m3,cuda_sm120_e4m3_32", "--out", out]) == 0
+    assert seen["impls"] == ("cuda_sm120_e4m3", "cuda_sm120_e4m3_32")
+    assert script.main(["--fresh", "3", "--out", out]) == 0 and seen["impls"] is None  # default: every fp8 one
+    for argv, words in ((["--fresh", "3", "--impls", "cuda_sm120_bogus"], "--impls: expected configurations that "
+                         "read fp8 pools"), (["--impls", "cuda_sm120_e4m3"], "--seed / --impls: apply to --fresh")):
+        with pytest.raises(SystemExit) as exc:
+            script.main([*argv, "--out", out])
+        assert exc.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert words in err and ("cuda_sm120_bogus" in err or "--fresh" in err)
