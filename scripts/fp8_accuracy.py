@@ -99,10 +99,10 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"--fresh: expected a case count >= 1, found {args.fresh}")
         impls = None
         if args.impls is not None:
-            from kdtree_lab.kernels.impls import IMPLS
+            from kdtree_lab.checks.fp8_fresh import fp8_impls
 
             impls = tuple(i for i in args.impls.split(",") if i)
-            fp8 = sorted(n for n, i in IMPLS.items() if "fp8" in i.kv_dtypes)
+            fp8 = sorted(fp8_impls())
             if not impls or any(i not in fp8 for i in impls):
                 ap.error(f"--impls: expected configurations that read fp8 pools ({', '.join(fp8)}), found "
                          f"'{args.impls}'")

@@ -45,6 +45,7 @@ def test_the_fp8_configurations_per_device():
     assert {"cuda", "cuda_sm120_e4m3", "cuda_sm120_e4m3_32", "cuda_sm120_roles", "cuda_wgmma_fp8",
             "triton"} <= set(hopper)
     assert not any(n.startswith("cuda_wgmma") for n in card) and set(card) < set(hopper)
+    assert fp8_fresh.fp8_impls() == hopper  # None: every fp8 configuration, whatever the GPU
 
 
 def _row(ours: float, sglang: float, **kw) -> dict:

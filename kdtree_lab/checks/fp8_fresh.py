@@ -57,12 +57,12 @@ def fresh_cases(count: int, seed: int, budget: int = BUDGET) -> list[parity.Case
     return [replace(c, name=f"fresh{i}") for i, c in enumerate(parity.fp8_cases(cases, scales))]
 
 
-def fp8_impls(compute_capability: int) -> tuple[str, ...]:
+def fp8_impls(compute_capability: int | None = None) -> tuple[str, ...]:
     """Every implementation that reads fp8 pools and runs on a GPU of ``compute_capability`` (major x 10 + minor):
     the wgmma configurations on 9.x only; the sm_120 ones run under sm_120's limits anywhere with their shared
-    memory (the H200 included)."""
-    return tuple(n for n, i in IMPLS.items()
-                 if "fp8" in i.kv_dtypes and (not sm90a_only(n) or compute_capability // 10 == 9))
+    memory (the H200 included). None: every one, on whatever GPU it runs."""
+    return tuple(n for n, i in IMPLS.items() if "fp8" in i.kv_dtypes
+                 and (compute_capability is None or not sm90a_only(n) or compute_capability // 10 == 9))
 
 
 def draw_words(count: int) -> dict:
