@@ -87,8 +87,12 @@ template <int BM, int THREADS>
 __device__ __forceinline__ bool setup_work(const Params& p, int gran, Work& w, int tile = blockIdx.x) {
   const int y = blockIdx.y, split = y < p.draft_first ? p.nsplit : y - p.draft_first, b = blockIdx.z,
             tid = threadIdx.x;
+  // all four indptr entries first: their loads are in flight together, not two round trips one after the other
+  // (the status flag's atomic below would otherwise keep kv_indptr's loads behind qo's compare)
   w.tok0 = load_qo(p, b);
-  int n_b = (int)(load_qo(p, b + 1) - w.tok0);
+  const int64_t tok1 = load_qo(p, b + 1);
+  const int kv_lo = p.kv_indptr[b], kv_hi = p.kv_indptr[b + 1];
+  int n_b = (int)(tok1 - w.tok0);
   if (n_b > p.N) {
     if (tid == 0 && tile == 0 && split == 0) atomicOr(p.status, KDT_FLAG_QO_INDPTR);
     n_b = p.N;
@@ -97,8 +101,8 @@ __device__ __forceinline__ bool setup_work(const Params& p, int gran, Work& w, i
   w.rows_b = w.n_b * p.H;
   w.row0 = tile * BM;
   if (w.row0 >= p.R) return false;
-  w.kv0 = p.kv_indptr[b];
-  w.L = p.kv_indptr[b + 1] - (int)w.kv0;
+  w.kv0 = kv_lo;
+  w.L = kv_hi - kv_lo;
   if (w.L < 0) {  // a corrupt kv_indptr: flag it (every configuration shares this) and serve an empty prefix
     if (tid == 0 && tile == 0 && split == 0) atomicOr(p.status, KDT_FLAG_KV_INDPTR);
     w.L = 0;
