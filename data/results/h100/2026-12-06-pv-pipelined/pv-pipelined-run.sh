@@ -14,7 +14,7 @@ set -uo pipefail
 WHEELS=${WHEELS:-.whl-sglang}
 export KDT_PACK_DIR=/tmp/r  # results, packed into $OUT/results.tar.gz after each step (pack)
 source scripts/device_prologue.sh "bash docs/experiments/pv-pipelined-run.sh"
-R=$KDT_PACK_DIR; P=docs/experiments/pv-pipelined.patch
+R=$KDT_PACK_DIR; P=${PATCH:-docs/experiments/pv-pipelined.patch}  # PATCH=...: a variant of it
 
 step "libraries"
 build_libs main "$R"; git apply $P || exit 1; build_libs patch "$R"
