@@ -11,6 +11,7 @@ not hash the host compiler or C library: a library built here (glibc 2.36) loads
 necessarily the other way round.
 
     python scripts/prebuild.py TREE... [--variants normal,timing] [--out .prebuilt]
+    python scripts/prebuild.py --names TREE... [--variants normal,timing]   # each library's name, nothing built
     python scripts/prebuild.py --unpack [.prebuilt]     # on the device (scripts/device_prologue.sh does it)
 
 TREE is ``main`` (this working tree's kernels/) or patch files joined by ``+``, applied in order to a copy of this
@@ -96,7 +97,7 @@ def _is_prebuilt_folder(folder: Path) -> bool:
                                    for f in folder.iterdir())
 
 
-def _check(trees: list[str], variants: list[str], out_dir: Path) -> None:
+def _check(trees: list[str], variants: list[str], out_dir: Path | None) -> None:
     """Every argument's problem, before anything is built or removed."""
     if not trees:
         raise PrebuildError("TREE: expected one or more (main, or patch files joined by +), found none")
@@ -108,9 +109,35 @@ def _check(trees: list[str], variants: list[str], out_dir: Path) -> None:
             missing = [p for p in tree.split("+") if not Path(p).is_file()]
             if missing:
                 raise PrebuildError(f"TREE {tree}: expected patch files, found no file {', '.join(missing)}")
-    if out_dir.exists() and not _is_prebuilt_folder(out_dir):
+    if out_dir is not None and out_dir.exists() and not _is_prebuilt_folder(out_dir):
         raise PrebuildError(f"--out {out_dir}: expected a new folder or one holding only prebuilt libraries "
                             "(*.so.xz, *.ptxas.log), found other files: not replaced")
+
+
+def _name(tree: Path, variant: str, label: str) -> str:
+    """The name the library of ``tree`` (a folder holding kernels/ and kdtree_lab/) has for ``variant``, computed in
+    that tree (kdtree_lab.kernels.build.library_name), nothing built."""
+    env = {k: v for k, v in os.environ.items() if k not in BUILD_SWITCHES}
+    env.update(VARIANTS[variant])
+    out = subprocess.run([sys.executable, "-c", "from kdtree_lab.kernels.build import library_name; "
+                          "print(library_name())"], cwd=tree, env=env, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise PrebuildError(f"{label} ({variant}): expected its library's name, found exit {out.returncode}: "
+                            f"{_last_line(out.stderr)}")
+    return out.stdout.strip()
+
+
+def names(trees: list[str], variants: list[str]) -> list[tuple[str, str, str]]:
+    """(tree, variant, library file name) for every pair: which prebuilt libraries a call needs (a carry of
+    `.whl-sglang` and every library built for a session can pass the 64 MiB a call takes: carry that call's)."""
+    _check(trees, variants, None)
+    found = []
+    for tree in trees:
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = ROOT if tree == "main" else _patched_copy([Path(p).resolve() for p in tree.split("+")],
+                                                               Path(tmp))
+            found += [(tree, variant, _name(folder, variant, f"TREE {tree}")) for variant in variants]
+    return found
 
 
 def prebuild(trees: list[str], variants: list[str], out_dir: Path, max_mib: float) -> list[Path]:
@@ -170,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("trees", nargs="*", help="main, or patch files joined by + (applied in order); with --unpack, "
                     "the folder to unpack (default .prebuilt)")
     ap.add_argument("--unpack", action="store_true", help="put the folder's libraries into build/ (on the device)")
+    ap.add_argument("--names", action="store_true", help="print each (tree, variant)'s library name, build nothing")
     ap.add_argument("--variants", default="normal,timing", help="comma list of normal, timing, phase")
     ap.add_argument("--out", type=Path, default=ROOT / ".prebuilt")
     ap.add_argument("--max-mib", type=float, default=14.0, help="the folder's largest size (MiB)")
@@ -184,6 +212,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"prebuilt: {len(libs)} libraries into build/ ({', '.join(p.name for p in libs) or 'none new'})")
         return 0
     try:
+        if args.names:
+            for tree, variant, name in names(args.trees, [v for v in args.variants.split(",") if v]):
+                print(f"{tree} {variant}: {name}")
+            return 0
         prebuild(args.trees, [v for v in args.variants.split(",") if v], args.out.resolve(), args.max_mib)
     except PrebuildError as e:
         print(f"prebuild: {e}", file=sys.stderr)

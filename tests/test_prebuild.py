@@ -5,6 +5,7 @@ the same tree (a patch applied) computes, so the device finds them."""
 import importlib.util
 import json
 import lzma
+import os
 import shutil
 import subprocess
 import sys
@@ -64,6 +65,7 @@ def test_bad_arguments_get_one_line_and_a_non_zero_exit_and_nothing_is_removed(t
                         (["main", "--variants", ",", "--out", str(last)], "--variants: expected one or more"),
                         (["main", "--out", str(kept)], "found other files: not replaced"),
                         ([], "TREE: expected one or more"),
+                        (["--names", str(tmp_path / "gone.patch")], "expected patch files, found no file"),
                         (["--unpack", str(tmp_path / "nowhere")], "--unpack: expected a folder")):
         out = subprocess.run([sys.executable, str(ROOT / "scripts" / "prebuild.py"), *args], cwd=ROOT,
                              capture_output=True, text=True, timeout=120)
@@ -86,6 +88,8 @@ def test_prebuilt_libraries_are_the_ones_a_build_of_the_tree_finds(tmp_path):
     out = tmp_path / "pre"
     libs = prebuild.prebuild(["main", str(patch)], ["normal"], out, max_mib=12)
     assert len(libs) == 2 and libs[0].name != libs[1].name
+    # --names says the same names without building
+    assert [f"{name}.xz" for *_, name in prebuild.names(["main", str(patch)], ["normal"])] == [p.name for p in libs]
     copy = prebuild._patched_copy([patch], tmp_path / "tree")
     report = json.loads(subprocess.run([sys.executable, "-m", "kdtree_lab", "build", "--json"], cwd=copy,
                                        capture_output=True, text=True, check=True).stdout)
@@ -111,3 +115,28 @@ def test_the_folder_and_its_staging_folder_are_ignored_by_git():
             assert rc == 0, f"{path.relative_to(ROOT)}: expected git to ignore it"
     finally:
         shutil.rmtree(stage, ignore_errors=True)
+
+
+def test_names_are_each_variants_and_trees_and_build_nothing(tmp_path):
+    """``--names``: one line per (tree, variant), every name distinct (a build switch or a patch is another library),
+    main's normal name the one this process's build computes, and none of them built."""
+    from kdtree_lab.core.cuda_tools import find_nvcc
+    from kdtree_lab.kernels import build
+
+    if not find_nvcc():
+        pytest.skip("nvcc not found: set CUDA_HOME or put nvcc on PATH (kdtree-lab doctor shows what is found)")
+    patch = tmp_path / "comment.patch"
+    patch.write_text(COMMENT_PATCH)
+    before = {p.name for p in build.BUILD.iterdir()} if build.BUILD.exists() else set()
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "prebuild.py"), "--names", "main", str(patch),
+                          "--variants", "normal,timing,phase"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert [line.split(":")[0] for line in lines] == [f"{tree} {v}" for tree in ("main", str(patch))
+                                                      for v in ("normal", "timing", "phase")]
+    found = [line.split(": ")[1] for line in lines]
+    assert len(set(found)) == 6 and all(n.startswith(f"{build.LIB_STEM}-") and n.endswith(".so") for n in found)
+    switched = [k for k in build.BUILD_SWITCHES if k in os.environ]
+    if not switched:  # this process builds main's normal library under the name --names gave
+        assert found[0] == build.library_name()
+    assert not [n for n in found if n not in before and (build.BUILD / n).exists()]  # nothing was built

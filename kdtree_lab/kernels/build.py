@@ -204,9 +204,27 @@ def arch_problem(archs: tuple[str, ...] | list[str]) -> str | None:
     return None
 
 
+def library_name(archs: tuple[str, ...] | list[str] = DEFAULT_ARCHS, nvcc_version: str | None = None) -> str:
+    """The file name build_library gives the library of ``archs`` here: ``libkdtree_verify-<hash>.so``, the hash of
+    the kernel sources, the flags, the build switches set in this environment (debug_defines), the archs and nvcc's
+    version (asked of the nvcc found where not given), so a library built elsewhere from the same tree with the same
+    nvcc has this name (scripts/prebuild.py --names)."""
+    if nvcc_version is None:
+        nvcc = find_nvcc()
+        if not nvcc:
+            raise BuildError("nvcc not found: set CUDA_HOME or put nvcc on PATH (kdtree-lab doctor shows what is found)")
+        nvcc_version = _nvcc_version(nvcc)
+    h = hashlib.sha256()
+    for path in kernel_sources():
+        h.update(str(path.relative_to(KERNELS)).encode())
+        h.update(path.read_bytes())
+    h.update(" ".join(NVCC_FLAGS + debug_defines() + tuple(archs) + (nvcc_version,)).encode())
+    return f"{LIB_STEM}-{h.hexdigest()[:16]}.so"
+
+
 def build_library(archs: tuple[str, ...] | list[str] = DEFAULT_ARCHS, out_dir: Path = BUILD, force: bool = False,
                   progress: bool = True) -> BuildResult:
-    """Compile kernels/kdtree_verify.cu for ``archs`` into ``build/libkdtree_verify-<hash>.so`` (cached)."""
+    """Compile kernels/kdtree_verify.cu for ``archs`` into ``build/`` under library_name (cached)."""
     nvcc = find_nvcc()
     if not nvcc:
         raise BuildError("nvcc not found: set CUDA_HOME or put nvcc on PATH (kdtree-lab doctor shows what is found)")
@@ -215,15 +233,9 @@ def build_library(archs: tuple[str, ...] | list[str] = DEFAULT_ARCHS, out_dir: P
     if problem:
         raise BuildError(problem)
     version = _nvcc_version(nvcc)
-    h = hashlib.sha256()
-    for path in kernel_sources():
-        h.update(str(path.relative_to(KERNELS)).encode())
-        h.update(path.read_bytes())
     debug = debug_defines()
-    h.update(" ".join(NVCC_FLAGS + debug + archs + (version,)).encode())
-    digest = h.hexdigest()[:16]
     out_dir.mkdir(parents=True, exist_ok=True)
-    lib = out_dir / f"{LIB_STEM}-{digest}.so"
+    lib = out_dir / library_name(archs, version)
     log_path = lib.with_suffix(".ptxas.log")
     cmd = nvcc_command(nvcc, archs, lib, debug=debug)
     if lib.exists() and log_path.exists() and not force:
