@@ -154,7 +154,7 @@ def _choice(select, *args):
 # 32 rows, its second generation above) is checked by the same grid: rows 32 and 33 and the shared memory around
 # the second generation's 99,432 B are in it.
 DEVICES = [launch_plan.Device(132, cc, smem) for cc in (80, 86, 89, 90, 100, 103, 120, 121)
-           for smem in (1000, 86_911, 86_912, 99_431, 99_432, 101_263, 101_264, 101_376, 167_936, 231_423, 231_424, 232_448)]
+           for smem in (1000, 86_911, 86_912, 99_431, 99_432, 101_376, 167_936, 231_423, 231_424, 232_448)]
 SHAPES = [(bs, n, h) for bs in (1, 2, 8, 48, 160) for n in (1, 4, 16, 33, 64) for h in (1, 8, 16, 64, 128)]
 
 
