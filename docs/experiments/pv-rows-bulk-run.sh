@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# One device call (issue 52, the bf16 targets): pv-rows.patch with the ring refilled by one bulk copy a key row
+# (pv-rows-bulk.patch, a whole diff against main: rows unswizzled at a 1,168-byte pitch, lanes 0..15 of PV warp 0
+# each copying a row with cp.async.bulk onto the slot's FULL mbarrier, the CTA's Work read from shared memory by the
+# PV warps). The arithmetic is main's, so the outputs must be main's bits. Three libraries built first (main,
+# pv-rows, this patch); on the patch a smoke of the role split (a hang shows here, under a short timeout), its parity
+# tests (edge grid + 500 random, the corrupt-indptr flag) and racecheck / synccheck; then, in one process each
+# (kdtree_lab.checks.ab_interleave, eight rounds alternating A, B / B, A, same inputs; it says whether the two wrote the
+# same bits), main against the patch and pv-rows against the patch, at the ablations' three shapes, one short call and
+# one memory-bound shape. ~5-6 minutes (the patch's libraries are built here: the sm_120a build keeps 8 B of stack in
+# the draft block's epilogue, so prebuild.py refuses it). Carry .whl-sglang and .prebuilt (main's and pv-rows').
+# Results in $OUT/results.tar.gz (packed after each step).
+#   bash docs/experiments/pv-rows-bulk-run.sh
+# ALLOWED-CHECK: sm_120a verify_sm120_roles_kernel<64> spills
+set -uo pipefail
+WHEELS=${WHEELS:-.whl-sglang}
+export KDT_PACK_DIR=/tmp/r  # results, packed into $OUT/results.tar.gz after each step (pack)
+source scripts/device_prologue.sh "bash docs/experiments/pv-rows-bulk-run.sh"
+R=$KDT_PACK_DIR; P=docs/experiments/pv-rows-bulk.patch
+kernels_snapshot  # both patches touch kernels/ only, so kernels_restore undoes them
+step "libraries"
+build_libs main "$R"
+git apply docs/experiments/pv-rows.patch || exit 1; build_libs rows "$R"; kernels_restore
+git apply $P || exit 1; build_libs patch "$R"  # rc=1 for the sm_120a spill above: the library is built and listed
+step "smoke, patch"
+timeout 60 python3 scripts/kernel_profile.py --configs cuda_sm120_roles --smoke 40 --shapes mem --nsplit 131 \
+  --out "$R/smoke-patch.json" 2>&1 | grep -E "^smoke|rror" | cut -c1-200
+step "parity, patch"
+timeout -s INT 200 python3 -m pytest -q -m gpu tests/test_gpu.py \
+  -k "(sm120_kernel_edge_grid_and_500_random or corrupt_kv_indptr) and roles" \
+  --junitxml="$R/gpu-parity-patch.xml" -p no:cacheprovider 2>&1 | tail -2
+SANITIZE_TIMEOUT=60 run_sanitizers "racecheck synccheck" cuda_sm120_roles "$R" -patch  # scripts/session_lib.sh
+kernels_restore
+pack
+for a in main rows; do
+  step "interleaved A/B: the bf16 role split, $a (A) and the patch (B)"
+  timeout 200 python3 -m kdtree_lab.checks.ab_interleave --lib-a "$R/build-$a.json" --lib-b "$R/build-patch.json" \
+    --impl cuda_sm120_roles --shape 1,200000,16,8 --shape 8,200000,16,8 --shape 1,32768,64,16 --shape 1,4096,16,8 \
+    --shape 8,32768,4,16 --rounds 8 --out "$R/ab-interleave-$a-patch.json" 2>&1 | tail -6
+  pack
+done
