@@ -34,6 +34,12 @@
 #   time_short_calls TAG DIR [fp8]: issue 52's short calls (the marginal cost in a graph of ten, B = 1, H = 8, N = 4
 #     and 16, L = 128 and 4k: both e4m3 forms over fp8, and without fp8 the bf16 picks too), then the fp8 headline and
 #     B = 8 (and the bf16 headline), on the timing library, to DIR/fixed-*-TAG.json and DIR/bench-*-TAG.json, then pack
+#   roles_checks DIR: on the tree as it is (a patch to the bf16 role split applied), that configuration's smoke (a hang
+#     ends at its 60 s), its parity tests (edge grid + 500 random, the corrupt-indptr flag) and racecheck / synccheck,
+#     results DIR/smoke-patch.json, DIR/gpu-parity-patch.xml and DIR/sanitizer-TOOL-patch.log, then pack
+#   roles_ab TAG DIR: the bf16 role split of DIR/build-TAG.json (A) against DIR/build-patch.json (B) through
+#     kdtree_lab.checks.ab_interleave (eight rounds; the ablations' three shapes, one short call, one memory-bound shape)
+#     to DIR/ab-interleave-TAG-patch.json, then pack
 #   gate_tests STEM PYTEST_ARGS...: GPU tests with a per-test log and, past GATE_TIMEOUT, an interrupted summary.
 #     One pytest process: four pytest-xdist workers on one GPU ran each test ~5x slower than alone (2026-12-05,
 #     data/results/h100/2026-12-05-landing-gates/), less than serial throughput. The sanitizers' tools run at once
@@ -128,6 +134,26 @@ time_e4m3_64() {
 build_libs() {
   python3 -m kdtree_lab build --json > "$2/build-$1.json"; echo "$1 build rc=$?"
   KDT_E4M3_TIMING=1 python3 -m kdtree_lab build --json > "$2/build-timing-$1.json"; echo "$1 timing build rc=$?"
+}
+
+roles_checks() {
+  step "smoke, patch"
+  timeout 60 python3 scripts/kernel_profile.py --configs cuda_sm120_roles --smoke 40 --shapes mem --nsplit 131 \
+    --out "$1/smoke-patch.json" 2>&1 | grep -E "^smoke|rror" | cut -c1-200
+  step "parity, patch"
+  timeout -s INT 200 python3 -m pytest -q -m gpu tests/test_gpu.py \
+    -k "(sm120_kernel_edge_grid_and_500_random or corrupt_kv_indptr) and roles" \
+    --junitxml="$1/gpu-parity-patch.xml" -p no:cacheprovider 2>&1 | tail -2
+  SANITIZE_TIMEOUT=60 run_sanitizers "racecheck synccheck" cuda_sm120_roles "$1" -patch
+  pack
+}
+
+roles_ab() {
+  step "interleaved A/B: the bf16 role split, $1 (A) and the patch (B)"
+  timeout 200 python3 -m kdtree_lab.checks.ab_interleave --lib-a "$2/build-$1.json" --lib-b "$2/build-patch.json" \
+    --impl cuda_sm120_roles --shape 1,200000,16,8 --shape 8,200000,16,8 --shape 1,32768,64,16 --shape 1,4096,16,8 \
+    --shape 8,32768,4,16 --rounds 8 --out "$2/ab-interleave-$1-patch.json" 2>&1 | tail -6
+  pack
 }
 
 time_short_calls() {

@@ -212,3 +212,33 @@ def test_a_calls_results_folder_starts_empty(tmp_path):
         import shutil
         shutil.rmtree(under_tmp.parent, ignore_errors=True)
         shutil.rmtree(escaping.parent, ignore_errors=True)
+
+
+def test_the_role_split_checks_and_its_ab_run_what_the_run_scripts_name(tmp_path):
+    """roles_checks and roles_ab (pv-rows-run.sh, pv-rows-bulk-run.sh) against stand-ins (python3 and
+    compute-sanitizer record their arguments): the role split's smoke, its parity tests and two sanitizers on the tree
+    as it is, then the interleaved A/B of build-TAG.json against build-patch.json at five shapes, each into the
+    results folder, which is packed."""
+    bin_dir, results = tmp_path / "bin", tmp_path / "r"
+    bin_dir.mkdir()
+    results.mkdir()
+    (tmp_path / "out").mkdir()
+    log = tmp_path / "calls"
+    for name in ("python3", "compute-sanitizer"):
+        (bin_dir / name).write_text(f'#!/usr/bin/env bash\necho "{name} $*" >> {log}\n')
+        (bin_dir / name).chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "OUT": str(tmp_path / "out"),
+           "KDT_PACK_DIR": str(results), "SANITIZE_PARALLEL": "0"}
+    out = subprocess.run(["bash", "-c", f"source {ROOT / 'scripts/session_lib.sh'} && roles_checks {results} && "
+                          f"roles_ab rows {results}"], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    calls = log.read_text().splitlines()
+    assert "--configs cuda_sm120_roles --smoke 40" in calls[0] and f"{results}/smoke-patch.json" in calls[0]
+    assert "tests/test_gpu.py" in calls[1] and "and roles" in calls[1] and "gpu-parity-patch.xml" in calls[1]
+    tools = [c.split("--tool ")[1].split()[0] for c in calls if c.startswith("compute-sanitizer")]
+    assert tools == ["racecheck", "synccheck"] and all("cuda_sm120_roles" in c for c in calls[2:4])
+    ab = calls[-1]
+    assert ab.startswith("python3 -m kdtree_lab.checks.ab_interleave") and f"--lib-a {results}/build-rows.json" in ab
+    assert f"--lib-b {results}/build-patch.json" in ab and ab.count("--shape ") == 5
+    assert f"{results}/ab-interleave-rows-patch.json" in ab and "--rounds 8" in ab
+    assert (tmp_path / "out" / "results.tar.gz").exists()

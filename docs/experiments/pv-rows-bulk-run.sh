@@ -22,20 +22,6 @@ step "libraries"
 build_libs main "$R"
 git apply docs/experiments/pv-rows.patch || exit 1; build_libs rows "$R"; kernels_restore
 git apply $P || exit 1; build_libs patch "$R"  # rc=1 for the sm_120a spill above: the library is built and listed
-step "smoke, patch"
-timeout 60 python3 scripts/kernel_profile.py --configs cuda_sm120_roles --smoke 40 --shapes mem --nsplit 131 \
-  --out "$R/smoke-patch.json" 2>&1 | grep -E "^smoke|rror" | cut -c1-200
-step "parity, patch"
-timeout -s INT 200 python3 -m pytest -q -m gpu tests/test_gpu.py \
-  -k "(sm120_kernel_edge_grid_and_500_random or corrupt_kv_indptr) and roles" \
-  --junitxml="$R/gpu-parity-patch.xml" -p no:cacheprovider 2>&1 | tail -2
-SANITIZE_TIMEOUT=60 run_sanitizers "racecheck synccheck" cuda_sm120_roles "$R" -patch  # scripts/session_lib.sh
+roles_checks "$R"  # scripts/session_lib.sh: smoke, parity, racecheck / synccheck
 kernels_restore
-pack
-for a in main rows; do
-  step "interleaved A/B: the bf16 role split, $a (A) and the patch (B)"
-  timeout 200 python3 -m kdtree_lab.checks.ab_interleave --lib-a "$R/build-$a.json" --lib-b "$R/build-patch.json" \
-    --impl cuda_sm120_roles --shape 1,200000,16,8 --shape 8,200000,16,8 --shape 1,32768,64,16 --shape 1,4096,16,8 \
-    --shape 8,32768,4,16 --rounds 8 --out "$R/ab-interleave-$a-patch.json" 2>&1 | tail -6
-  pack
-done
+roles_ab main "$R"; roles_ab rows "$R"  # scripts/session_lib.sh: main, then pv-rows (A) against the patch (B)

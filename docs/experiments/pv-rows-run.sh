@@ -18,18 +18,6 @@ R=$KDT_PACK_DIR; P=docs/experiments/pv-rows.patch
 kernels_snapshot  # the patch touches kernels/ only, so kernels_restore undoes it
 step "libraries"
 build_libs main "$R"; git apply $P || exit 1; build_libs patch "$R"
-step "smoke, patch"
-timeout 60 python3 scripts/kernel_profile.py --configs cuda_sm120_roles --smoke 40 --shapes mem --nsplit 131 \
-  --out "$R/smoke-patch.json" 2>&1 | grep -E "^smoke|rror" | cut -c1-200
-step "parity, patch"
-timeout -s INT 200 python3 -m pytest -q -m gpu tests/test_gpu.py \
-  -k "(sm120_kernel_edge_grid_and_500_random or corrupt_kv_indptr) and roles" \
-  --junitxml="$R/gpu-parity-patch.xml" -p no:cacheprovider 2>&1 | tail -2
-SANITIZE_TIMEOUT=60 run_sanitizers "racecheck synccheck" cuda_sm120_roles "$R" -patch  # scripts/session_lib.sh
+roles_checks "$R"  # scripts/session_lib.sh: smoke, parity, racecheck / synccheck
 kernels_restore
-pack
-step "interleaved A/B: the bf16 role split, main (A) and the patch (B)"
-timeout 240 python3 -m kdtree_lab.checks.ab_interleave --lib-a "$R/build-main.json" --lib-b "$R/build-patch.json" \
-  --impl cuda_sm120_roles --shape 1,200000,16,8 --shape 8,200000,16,8 --shape 1,32768,64,16 --shape 1,4096,16,8 \
-  --shape 8,32768,4,16 --rounds 8 --out "$R/ab-interleave-roles.json" 2>&1 | tail -6
-pack
+roles_ab main "$R"  # scripts/session_lib.sh: main (A) against the patch (B), to ab-interleave-main-patch.json
