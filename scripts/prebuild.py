@@ -26,6 +26,7 @@ tracked files ~21, the wheels ~27); the folder named by ``--out`` is replaced on
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import lzma
 import os
@@ -57,10 +58,16 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else "no output"
 
 
-def _build(tree: Path, variant: str, label: str) -> Path:
-    """Build the library of ``tree`` (a folder holding kernels/ and kdtree_lab/) for ``variant``; its path."""
+def _variant_env(variant: str) -> dict[str, str]:
+    """This process's environment with ``variant``'s build switches, and no other."""
     env = {k: v for k, v in os.environ.items() if k not in BUILD_SWITCHES}
     env.update(VARIANTS[variant])
+    return env
+
+
+def _build(tree: Path, variant: str, label: str) -> Path:
+    """Build the library of ``tree`` (a folder holding kernels/ and kdtree_lab/) for ``variant``; its path."""
+    env = _variant_env(variant)
     out = subprocess.run([sys.executable, "-m", "kdtree_lab", "build", "--json"], cwd=tree, env=env,
                          capture_output=True, text=True)
     try:
@@ -91,6 +98,16 @@ def _patched_copy(patches: list[Path], into: Path) -> Path:
     return into
 
 
+@contextlib.contextmanager
+def _tree_folder(tree: str):
+    """The folder of TREE ``tree``: this working tree for ``main``, else a temporary patched copy (_patched_copy)."""
+    if tree == "main":
+        yield ROOT
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        yield _patched_copy([Path(p).resolve() for p in tree.split("+")], Path(tmp))
+
+
 def _is_prebuilt_folder(folder: Path) -> bool:
     """Whether ``folder`` holds nothing but what prebuild writes (so replacing it loses nothing else)."""
     return folder.is_dir() and all(f.is_file() and (f.name.endswith(".so.xz") or f.name.endswith(".ptxas.log"))
@@ -117,10 +134,9 @@ def _check(trees: list[str], variants: list[str], out_dir: Path | None) -> None:
 def _name(tree: Path, variant: str, label: str) -> str:
     """The name the library of ``tree`` (a folder holding kernels/ and kdtree_lab/) has for ``variant``, computed in
     that tree (kdtree_lab.kernels.build.library_name), nothing built."""
-    env = {k: v for k, v in os.environ.items() if k not in BUILD_SWITCHES}
-    env.update(VARIANTS[variant])
     out = subprocess.run([sys.executable, "-c", "from kdtree_lab.kernels.build import library_name; "
-                          "print(library_name())"], cwd=tree, env=env, capture_output=True, text=True)
+                          "print(library_name())"], cwd=tree, env=_variant_env(variant), capture_output=True,
+                         text=True)
     if out.returncode != 0:
         raise PrebuildError(f"{label} ({variant}): expected its library's name, found exit {out.returncode}: "
                             f"{_last_line(out.stderr)}")
@@ -133,9 +149,7 @@ def names(trees: list[str], variants: list[str]) -> list[tuple[str, str, str]]:
     _check(trees, variants, None)
     found = []
     for tree in trees:
-        with tempfile.TemporaryDirectory() as tmp:
-            folder = ROOT if tree == "main" else _patched_copy([Path(p).resolve() for p in tree.split("+")],
-                                                               Path(tmp))
+        with _tree_folder(tree) as folder:
             found += [(tree, variant, _name(folder, variant, f"TREE {tree}")) for variant in variants]
     return found
 
@@ -149,9 +163,7 @@ def prebuild(trees: list[str], variants: list[str], out_dir: Path, max_mib: floa
     try:
         libs = []
         for tree in trees:
-            with tempfile.TemporaryDirectory() as tmp:
-                folder = ROOT if tree == "main" else _patched_copy([Path(p).resolve() for p in tree.split("+")],
-                                                                   Path(tmp))
+            with _tree_folder(tree) as folder:
                 for variant in variants:
                     lib = _build(folder, variant, f"TREE {tree}")
                     with open(lib, "rb") as src, lzma.open(stage / f"{lib.name}.xz", "wb", preset=6) as dst:
@@ -211,12 +223,13 @@ def main(argv: list[str] | None = None) -> int:
         libs = unpack(folder)
         print(f"prebuilt: {len(libs)} libraries into build/ ({', '.join(p.name for p in libs) or 'none new'})")
         return 0
+    variants = [v for v in args.variants.split(",") if v]
     try:
         if args.names:
-            for tree, variant, name in names(args.trees, [v for v in args.variants.split(",") if v]):
+            for tree, variant, name in names(args.trees, variants):
                 print(f"{tree} {variant}: {name}")
             return 0
-        prebuild(args.trees, [v for v in args.variants.split(",") if v], args.out.resolve(), args.max_mib)
+        prebuild(args.trees, variants, args.out.resolve(), args.max_mib)
     except PrebuildError as e:
         print(f"prebuild: {e}", file=sys.stderr)
         return 1
