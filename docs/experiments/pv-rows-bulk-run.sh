@@ -7,11 +7,10 @@
 # tests (edge grid + 500 random, the corrupt-indptr flag) and racecheck / synccheck; then, in one process each
 # (kdtree_lab.checks.ab_interleave, eight rounds alternating A, B / B, A, same inputs; it says whether the two wrote the
 # same bits), main against the patch and pv-rows against the patch, at the ablations' three shapes, one short call and
-# one memory-bound shape. ~5-6 minutes (the patch's libraries are built here: the sm_120a build keeps 8 B of stack in
-# the draft block's epilogue, so prebuild.py refuses it). Carry .whl-sglang and .prebuilt (main's and pv-rows').
+# one memory-bound shape. ~4-5 minutes with .prebuilt. Carry .whl-sglang and .prebuilt (main's, pv-rows' and this
+# patch's: python scripts/prebuild.py main docs/experiments/pv-rows.patch docs/experiments/pv-rows-bulk.patch).
 # Results in $OUT/results.tar.gz (packed after each step).
 #   bash docs/experiments/pv-rows-bulk-run.sh
-# ALLOWED-CHECK: sm_120a verify_sm120_roles_kernel<64> spills
 set -uo pipefail
 WHEELS=${WHEELS:-.whl-sglang}
 export KDT_PACK_DIR=/tmp/r  # results, packed into $OUT/results.tar.gz after each step (pack)
@@ -21,7 +20,7 @@ kernels_snapshot  # both patches touch kernels/ only, so kernels_restore undoes 
 step "libraries"
 build_libs main "$R"
 git apply docs/experiments/pv-rows.patch || exit 1; build_libs rows "$R"; kernels_restore
-git apply $P || exit 1; build_libs patch "$R"  # rc=1 for the sm_120a spill above: the library is built and listed
+git apply $P || exit 1; build_libs patch "$R"
 roles_checks "$R"  # scripts/session_lib.sh: smoke, parity, racecheck / synccheck
 kernels_restore
 roles_ab main "$R"; roles_ab rows "$R"  # scripts/session_lib.sh: main, then pv-rows (A) against the patch (B)
