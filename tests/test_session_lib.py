@@ -215,10 +215,10 @@ def test_a_calls_results_folder_starts_empty(tmp_path):
 
 
 def test_the_role_split_checks_and_its_ab_run_what_the_run_scripts_name(tmp_path):
-    """roles_checks and roles_ab (pv-rows-run.sh, pv-rows-bulk-run.sh) against stand-ins (python3 and
-    compute-sanitizer record their arguments): the role split's smoke, its parity tests and two sanitizers on the tree
-    as it is, then the interleaved A/B of build-TAG.json against build-patch.json at five shapes, each into the
-    results folder, which is packed."""
+    """roles_checks and roles_ab (the role split's run scripts, e.g. those in data/results/h100/2026-12-06-pv-rows/)
+    against stand-ins (python3 and compute-sanitizer record their arguments): the role split's smoke, its parity tests
+    and two sanitizers on the tree as it is, then the interleaved A/B of build-TAG.json against build-patch.json at
+    five shapes, each into the results folder, which is packed."""
     bin_dir, results = tmp_path / "bin", tmp_path / "r"
     bin_dir.mkdir()
     results.mkdir()
