@@ -14,7 +14,7 @@ set -uo pipefail
 WHEELS=${WHEELS:-.whl-sglang}
 export KDT_PACK_DIR=/tmp/r  # results, packed into $OUT/results.tar.gz after each step (pack)
 source scripts/device_prologue.sh "bash docs/experiments/refill-first-run.sh"
-R=$KDT_PACK_DIR; P=docs/experiments/refill-first.patch
+R=$KDT_PACK_DIR; P=${PATCH:-docs/experiments/refill-first.patch}  # PATCH=...: a variant, built here
 kernels_snapshot  # the patch touches kernels/ only, so kernels_restore undoes it
 step "libraries"
 build_libs main "$R"; git apply $P || exit 1; build_libs patch "$R"
