@@ -130,6 +130,14 @@ def nvcc_command(nvcc: str, archs: tuple[str, ...] | list[str], out: Path, kerne
             str(kernels / LAUNCHER)]
 
 
+def _required_nvcc() -> str:
+    """The nvcc the build uses (find_nvcc), or BuildError naming how to provide one."""
+    nvcc = find_nvcc()
+    if not nvcc:
+        raise BuildError("nvcc not found: set CUDA_HOME or put nvcc on PATH (kdtree-lab doctor shows what is found)")
+    return nvcc
+
+
 def _nvcc_version(nvcc: str) -> str:
     out = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
     m = re.search(r"release ([\d.]+), (V[\d.]+)", out)
@@ -210,10 +218,7 @@ def library_name(archs: tuple[str, ...] | list[str] = DEFAULT_ARCHS, nvcc_versio
     version (asked of the nvcc found where not given), so a library built elsewhere from the same tree with the same
     nvcc has this name (scripts/prebuild.py --names)."""
     if nvcc_version is None:
-        nvcc = find_nvcc()
-        if not nvcc:
-            raise BuildError("nvcc not found: set CUDA_HOME or put nvcc on PATH (kdtree-lab doctor shows what is found)")
-        nvcc_version = _nvcc_version(nvcc)
+        nvcc_version = _nvcc_version(_required_nvcc())
     h = hashlib.sha256()
     for path in kernel_sources():
         h.update(str(path.relative_to(KERNELS)).encode())
@@ -225,9 +230,7 @@ def library_name(archs: tuple[str, ...] | list[str] = DEFAULT_ARCHS, nvcc_versio
 def build_library(archs: tuple[str, ...] | list[str] = DEFAULT_ARCHS, out_dir: Path = BUILD, force: bool = False,
                   progress: bool = True) -> BuildResult:
     """Compile kernels/kdtree_verify.cu for ``archs`` into ``build/`` under library_name (cached)."""
-    nvcc = find_nvcc()
-    if not nvcc:
-        raise BuildError("nvcc not found: set CUDA_HOME or put nvcc on PATH (kdtree-lab doctor shows what is found)")
+    nvcc = _required_nvcc()
     archs = tuple(archs)
     problem = arch_problem(archs)
     if problem:
