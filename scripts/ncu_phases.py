@@ -4,8 +4,11 @@
 Instructions that ran the same number of times belong to the same phase of the kernel (a prologue every warp runs
 once, a loop, an epilogue one role runs); the table gives each count's share of the samples and its top stall
 reasons. Prints a markdown table; a development tool for kernel work (docs/performance.md quotes its output).
+``--instructions N`` lists instead, in address order, every instruction that ran at least N times (a loop's body,
+each one with its samples and its two largest stall reasons): where inside a phase the warps wait.
 
     python3 scripts/ncu_phases.py data/results/h200/2026-12-01-split-floor/call2-ncu-short/roles-short-sass.csv.gz
+    python3 scripts/ncu_phases.py FILE.source.csv.gz --instructions 90000
 """
 
 from __future__ import annotations
@@ -19,23 +22,42 @@ import sys
 from pathlib import Path
 
 
-def phases(text: str, top: int = 8) -> list[dict]:
-    """Per execution count (instructions executed per instruction), its instructions, samples, share of all
-    samples and the three largest stall reasons, largest share first; at most ``top`` rows."""
+def _instructions(text: str) -> list[dict]:
+    """Each SASS instruction of the export, in its order: address, source text, executions, samples and the samples
+    per stall reason (issued or not)."""
     rows = list(csv.reader(io.StringIO(text)))
     head = next(i for i, r in enumerate(rows) if "Warp Stall Sampling (All Samples)" in r)
     hdr, data = rows[head], rows[head + 1:]
     i_s, i_e = hdr.index("Warp Stall Sampling (All Samples)"), hdr.index("Instructions Executed")
+    i_a, i_src = hdr.index("Address"), hdr.index("Source")
     stalls = [(h[len("stall_"):], i) for i, h in enumerate(hdr) if h.startswith("stall_") and "Not Issued" not in h]
-    by: dict[int, dict] = {}
+    out = []
     for r in data:
         if len(r) <= max(i_s, i_e) or not r[i_e].strip().isdigit():
             continue
-        d = by.setdefault(int(r[i_e]), {"instructions": 0, "samples": 0, "stalls": collections.Counter()})
+        out.append({"address": r[i_a], "source": r[i_src].strip(), "executed": int(r[i_e]),
+                    "samples": int(r[i_s] or 0),
+                    "stalls": collections.Counter({n: int(r[i]) for n, i in stalls if r[i].strip().isdigit()})})
+    return out
+
+
+def loop_instructions(text: str, min_executed: int) -> list[dict]:
+    """The instructions that ran at least ``min_executed`` times, in address order, each with its samples and its
+    two largest stall reasons (``top_stalls``)."""
+    return [{"address": x["address"], "source": x["source"], "executed": x["executed"], "samples": x["samples"],
+             "top_stalls": ", ".join(f"{n} {c}" for n, c in x["stalls"].most_common(2) if c)}
+            for x in _instructions(text) if x["executed"] >= min_executed]
+
+
+def phases(text: str, top: int = 8) -> list[dict]:
+    """Per execution count (instructions executed per instruction), its instructions, samples, share of all
+    samples and the three largest stall reasons, largest share first; at most ``top`` rows."""
+    by: dict[int, dict] = {}
+    for x in _instructions(text):
+        d = by.setdefault(x["executed"], {"instructions": 0, "samples": 0, "stalls": collections.Counter()})
         d["instructions"] += 1
-        d["samples"] += int(r[i_s] or 0)
-        for name, i in stalls:
-            d["stalls"][name] += int(r[i] or 0) if r[i].strip().isdigit() else 0
+        d["samples"] += x["samples"]
+        d["stalls"].update(x["stalls"])
     total = sum(d["samples"] for d in by.values()) or 1
     out = [{"executed": e, "instructions": d["instructions"], "samples": d["samples"], "share": d["samples"] / total,
             "top_stalls": ", ".join(f"{n} {c}" for n, c in d["stalls"].most_common(3) if c)}
@@ -47,12 +69,26 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("csv", type=Path, help="the --page source --csv export (.csv or .csv.gz)")
     ap.add_argument("--top", type=int, default=8)
+    ap.add_argument("--instructions", type=int, metavar="N",
+                    help="list each instruction executed at least N times, in address order, instead of the phases")
     a = ap.parse_args(argv)
     if not a.csv.is_file():
         print(f"csv: expected an ncu source-page export, found no file at {a.csv}", file=sys.stderr)
         return 2
     raw = a.csv.read_bytes()
     text = gzip.decompress(raw).decode() if raw[:2] == b"\x1f\x8b" else raw.decode()
+    if a.instructions is not None:
+        listed = loop_instructions(text, a.instructions)
+        if not listed:
+            print(f"--instructions: expected instructions executed at least {a.instructions} times in {a.csv}, "
+                  "found none", file=sys.stderr)
+            return 2
+        print("| address | executed | samples | SASS | top stalls |")
+        print("|---|---:|---:|---|---|")
+        for r in listed:
+            sass = r["source"].replace("|", "\\|")
+            print(f"| {r['address']} | {r['executed']:,} | {r['samples']:,} | `{sass}` | {r['top_stalls']} |")
+        return 0
     rows = phases(text, a.top)
     if not rows:
         print(f"csv: {a.csv} holds no per-instruction warp-stall samples", file=sys.stderr)

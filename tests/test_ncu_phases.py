@@ -30,3 +30,16 @@ def test_cli_reads_gzip_and_refuses_a_missing_file(tmp_path, capsys):
     assert "| 2 | 1 | 3 | 100% | long_sb 3 |" in capsys.readouterr().out
     assert ncu_phases.main([str(tmp_path / "missing.csv")]) == 2
     assert "csv: expected an ncu source-page export" in capsys.readouterr().err
+
+
+def test_instructions_lists_a_loops_body_in_address_order(tmp_path, capsys):
+    text = _csv([(10, 8, 6, 4), (0, 1, 0, 0), (30, 8, 20, 10), (5, 9, 0, 5)])
+    got = ncu_phases.loop_instructions(text, 8)
+    assert [(r["address"], r["executed"], r["samples"]) for r in got] == [("0x0", 8, 10), ("0x2", 8, 30), ("0x3", 9, 5)]
+    assert got[1]["top_stalls"] == "long_sb 20, wait 10" and got[2]["top_stalls"] == "wait 5"
+    f = tmp_path / "x.csv"
+    f.write_text(text)
+    assert ncu_phases.main([str(f), "--instructions", "8"]) == 0
+    assert "| 0x2 | 8 | 30 | `X` | long_sb 20, wait 10 |" in capsys.readouterr().out
+    assert ncu_phases.main([str(f), "--instructions", "100"]) == 2
+    assert "--instructions: expected instructions executed at least 100 times" in capsys.readouterr().err
