@@ -41,11 +41,16 @@ def _instructions(text: str) -> list[dict]:
     return out
 
 
+def _top(stalls: collections.Counter, k: int) -> str:
+    """The ``k`` largest stall reasons with their samples, "name count, ..." (reasons with none left out)."""
+    return ", ".join(f"{n} {c}" for n, c in stalls.most_common(k) if c)
+
+
 def loop_instructions(text: str, min_executed: int) -> list[dict]:
     """The instructions that ran at least ``min_executed`` times, in address order, each with its samples and its
     two largest stall reasons (``top_stalls``)."""
     return [{"address": x["address"], "source": x["source"], "executed": x["executed"], "samples": x["samples"],
-             "top_stalls": ", ".join(f"{n} {c}" for n, c in x["stalls"].most_common(2) if c)}
+             "top_stalls": _top(x["stalls"], 2)}
             for x in _instructions(text) if x["executed"] >= min_executed]
 
 
@@ -60,7 +65,7 @@ def phases(text: str, top: int = 8) -> list[dict]:
         d["stalls"].update(x["stalls"])
     total = sum(d["samples"] for d in by.values()) or 1
     out = [{"executed": e, "instructions": d["instructions"], "samples": d["samples"], "share": d["samples"] / total,
-            "top_stalls": ", ".join(f"{n} {c}" for n, c in d["stalls"].most_common(3) if c)}
+            "top_stalls": _top(d["stalls"], 3)}
            for e, d in by.items()]
     return sorted(out, key=lambda x: -x["samples"])[:top]
 
