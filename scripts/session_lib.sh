@@ -40,6 +40,9 @@
 #   roles_ab TAG DIR: the bf16 role split of DIR/build-TAG.json (A) against DIR/build-patch.json (B) through
 #     kdtree_lab.checks.ab_interleave (eight rounds; the ablations' three shapes, one short call, one memory-bound shape)
 #     to DIR/ab-interleave-TAG-patch.json, then pack
+#   roles_patch PATCH DIR: a patch to the bf16 role split measured against main in one step: applied, build_libs patch,
+#     roles_checks, reverted (git apply -R: kernels/ and any other file it touches back to main), roles_ab main (DIR
+#     holds main's build-main.json already); rc 1 where the patch does not apply or revert
 #   gate_tests STEM PYTEST_ARGS...: GPU tests with a per-test log and, past GATE_TIMEOUT, an interrupted summary.
 #     One pytest process: four pytest-xdist workers on one GPU ran each test ~5x slower than alone (2026-12-05,
 #     data/results/h100/2026-12-05-landing-gates/), less than serial throughput. The sanitizers' tools run at once
@@ -154,6 +157,14 @@ roles_ab() {
     --impl cuda_sm120_roles --shape 1,200000,16,8 --shape 8,200000,16,8 --shape 1,32768,64,16 --shape 1,4096,16,8 \
     --shape 8,32768,4,16 --rounds 8 --out "$2/ab-interleave-$1-patch.json" 2>&1 | tail -6
   pack
+}
+
+roles_patch() {
+  git apply "$1" || return 1
+  build_libs patch "$2"
+  roles_checks "$2"
+  git apply -R "$1" || return 1
+  roles_ab main "$2"
 }
 
 time_short_calls() {

@@ -25,12 +25,9 @@ R=$KDT_PACK_DIR
 step "libraries"
 build_libs main "$R"
 for name in pair-sum-pipelined pair-sum; do
-  P=docs/experiments/$name.patch
   D=$R; [ $name = pair-sum ] && { D=$R/pair-sum; mkdir -p "$D"; cp "$R/build-main.json" "$R/build-timing-main.json" "$D/"; }
   step "$name"
-  git apply $P || exit 1
-  build_libs patch "$D"
-  roles_checks "$D"  # scripts/session_lib.sh: smoke, parity, racecheck / synccheck
-  git apply -R $P || exit 1  # the kernels (and the planner's line) back to main
-  roles_ab main "$D"  # main (A) against the patch (B), to ab-interleave-main-patch.json
+  # scripts/session_lib.sh: the patch's libraries, smoke, parity, racecheck / synccheck, reverted (the planner's line
+  # too), then main (A) against it (B)
+  roles_patch docs/experiments/$name.patch "$D" || exit 1
 done

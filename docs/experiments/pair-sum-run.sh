@@ -18,10 +18,8 @@ set -uo pipefail
 WHEELS=${WHEELS:-.whl-sglang}
 export KDT_PACK_DIR=/tmp/r  # results, packed into $OUT/results.tar.gz after each step (pack)
 source scripts/device_prologue.sh "bash docs/experiments/pair-sum-run.sh"
-R=$KDT_PACK_DIR; P=docs/experiments/pair-sum.patch
-kernels_snapshot  # the patch touches kernels/ only, so kernels_restore undoes it
+R=$KDT_PACK_DIR
 step "libraries"
-build_libs main "$R"; git apply $P || exit 1; build_libs patch "$R"
-roles_checks "$R"  # scripts/session_lib.sh: smoke, parity, racecheck / synccheck
-kernels_restore
-roles_ab main "$R"  # scripts/session_lib.sh: main (A) against the patch (B), to ab-interleave-main-patch.json
+build_libs main "$R"
+# scripts/session_lib.sh: the patch's libraries, smoke, parity, racecheck / synccheck, then main (A) against it (B)
+roles_patch docs/experiments/pair-sum.patch "$R" || exit 1
