@@ -131,6 +131,32 @@ def test_the_h100_table_has_a_row_per_grid_call_and_refuses_what_it_cannot_read(
         one(short)
 
 
+def test_issue52_table_and_fp8_sentence_read_one_run_where_a_card_floor_grid_holds_their_rows(monkeypatch):
+    """The issue asks for its figures from one run: the newest card-floor grid serves every row it holds (an issue
+    grid only the rows it lacks), and the README's fp8 sentence takes both pools from that grid; without one, both
+    fall back to the newest issue grids and say so."""
+    from kdtree_lab.checks.bench_results import committed_grid
+    import docs_tables.fp8 as fp8_tables
+
+    floor = committed_grid("cuda_sm120_e4m3", "fp8", ("card-floor",)).source
+    table = card_floor_tables.issue52_targets_table()
+    assert f"from `{floor}`" in table and ": one run;" in table
+    assert f"both from `{floor}`" in fp8_tables.fp8_headline_sentence()
+
+    real = card_floor_tables.grid_rows
+
+    def no_card_floor(impl, kv="bf16", presets=()):
+        if presets == ("card-floor",):
+            raise LookupError("no card-floor grid")
+        return real(impl, kv, tuple(p for p in presets if p != "card-floor"))
+
+    monkeypatch.setattr(card_floor_tables, "grid_rows", no_card_floor)
+    assert floor not in card_floor_tables.issue52_targets_table()
+    monkeypatch.setattr(fp8_tables, "_headline_run", lambda: None)
+    sentence = fp8_tables.fp8_headline_sentence()
+    assert "both from" not in sentence and "the bf16 ones `" in sentence
+
+
 @pytest.mark.parametrize("gpu", ["h100", "h200"])
 def test_results_index_lists_every_folder(gpu):
     index = (RESULTS / gpu / "README.md").read_text()

@@ -37,12 +37,10 @@ SPLIT_FLOOR = RESULTS / "h200" / "2026-12-01-split-floor"  # split kernel and co
 H200_FIXED = RESULTS / "h200" / "2026-12-01-fp8-register-path"
 FIXED_MAIN = H200_FIXED / "call4-fixed-cost" / "fixed-cost-main.json"  # the combine before it read used splits only
 FIXED_NOW = H200_FIXED / "call4-fixed-cost" / "fixed-cost-patch.json"  # the combine as landed
-# issue 52's fixed cost: the sm_120 e4m3 forms' marginal cost in a graph of ten calls, at the 128-token split floor of
-# main before the twenty-seventh session (64 since)
-FIXED_CARD = RESULTS / "h200" / "2026-12-05-short-calls-and-ablations" / "call4-short-splits" / "fixed-cost-min128.json"
-FIXED_CARD_TIMING_LIBRARY = True  # it ran under KDT_E4M3_TIMING=1 (its run script: short-splits-run.sh in
-# data/results/h100/2026-12-05-device-queue/call1-landing-rest/), before
-# scripts/fixed_cost.py recorded that in its result (where a result records it, that is what counts)
+# issue 52's fixed cost: the sm_120 e4m3 forms' marginal cost in a graph of ten calls, main's run of record on the H200
+# (landing-run.sh grid, beside the card-floor grid of the same call)
+FIXED_CARD = RESULTS / "h200" / "2026-12-06-pair-sum-and-record" / "call2-issue52-grid" / "fixed-cost-driver.json"
+FIXED_CARD_TIMING_LIBRARY = True  # it ran under KDT_E4M3_TIMING=1 (landing-run.sh; the result records it too, which counts)
 ISSUE18_BENCH = H200_FIXED / "call6-bench" / "bench-issue.json"  # the issue grid, v4 and the sm_120 kernel as landed
 XQA_PEER = RESULTS / "h200" / "2026-12-01-xqa-peer" / "xqa-peer.json"  # scripts/xqa_peer.py's run of record
 BUILD_OF_RECORD = RESULTS / "h200" / "2026-12-01-sm120-per-shape" / "call1-notebooks" / "build.json"
