@@ -13,7 +13,7 @@ KNOWN_MISSES = {
     ("bf16", 1, 32768, 4, 16), ("bf16", 48, 4096, 4, 16),
     ("fp8", 1, 4096, 4, 16), ("fp8", 1, 4096, 16, 8), ("fp8", 1, 4096, 64, 8), ("fp8", 1, 4096, 64, 16),
     ("fp8", 1, 32768, 4, 16), ("fp8", 8, 4096, 4, 16),
-}  # the issue-fp8 grid of 2026-12-06 took three off 2026-12-03's list: fp8 B 1 4k N 4 H 8 and N 16 H 16, B 8 4k N 16 H 8
+}  # the issue-fp8 grid of 2026-12-06 took three off 2026-12-03's: fp8 B 1 4k N 4 H 8 and N 16 H 16, B 8 4k N 16 H 8
 
 
 def _key(c):
