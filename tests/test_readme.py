@@ -142,6 +142,12 @@ def test_issue52_table_and_fp8_sentence_read_one_run_where_a_card_floor_grid_hol
     table = card_floor_tables.issue52_targets_table()
     assert f"from `{floor}`" in table and ": one run;" in table
     assert f"both from `{floor}`" in fp8_tables.fp8_headline_sentence()
+    src = card_floor_tables._Sources()  # a row the card-floor preset does not time comes from the newest issue grid
+    short = (1, 4096, 16, 8)
+    assert short not in card_floor_tables.grid_rows("cuda_sm120_roles", "bf16", ("card-floor",))[1]
+    row, _ = src.row("cuda_sm120_roles", "bf16", short)
+    issue = committed_grid("cuda_sm120_roles", "bf16")
+    assert row in issue.rows and list(src.used) == [issue.source]
 
     real = card_floor_tables.grid_rows
 

@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
-# One device call (issue 52, the fp8 headline and the fixed cost): Nsight Compute on the 64-row e4m3 form (timing
-# library, what the grids time) at the fp8 headline (B 1, L 200k, N 16, H 8) and at its fixed-cost shape (B 1, L 4k,
-# N 16, H 8: `short`), on main. The last profile of this form on its timing library is the H200's of 2026-12-02,
-# before the Q pass, the V-first refill, the 64-token splits and the stacks of 2026-12-05/06 (the H100's of
-# 2026-12-06 ran the normal library, whose e4m3 MMAs are emulated). Read afterwards on the CPU machine:
-# `python scripts/ncu_phases.py ncu-cuda_sm120_e4m3-fp8-headline.source.csv.gz` (its phases), then `--instructions N`
-# with a phase's execution count (the QK loop's, for one) to list that loop. ~2 minutes warm.
+# One device call (issue 52, the fixed cost and the fp8 headline): Nsight Compute on the 64-row e4m3 form (timing
+# library, what the grids time) at its fixed-cost shape (B 1, L 4k, N 16, H 8: `short`), never profiled, and at the
+# fp8 headline (B 1, L 200k, N 16, H 8), on main. The headline's last profile is an H100's of the same kernel sources
+# (data/results/h100/2026-12-06-ncu-and-refill-first/call2-ncu/: 227,430 cycles); on an H200 this one adds its
+# memory, on an H100 it repeats that one (the spread between calls). Read afterwards on the CPU machine:
+# `python scripts/ncu_phases.py ncu-cuda_sm120_e4m3-fp8-short.source.csv.gz` (its phases), then `--instructions N`
+# with a phase's execution count to list that loop. ~2 minutes warm.
 # Carry .whl-sglang and .prebuilt (main's timing library: python scripts/prebuild.py main). Results in
 # $OUT/ncu.tar.gz.
-# Predicted (written 2026-12-06 22:00 UTC, before any run; the call was refused that session): at the headline
-# 200-225k cycles (the 2026-12-02 profile: 244,131; the grid moved 0.149 -> 0.136 ms since, -9%), the QK warps'
-# HMMA >= 50% of their samples, their wait for the next K tile <= 7%, the PV warps' wait for P ~20%, the QK loop the
-# largest phase; at the short shape the once-a-CTA phases (prologue, epilogue) >= 50% of the samples.
+# Predicted (written 2026-12-06, before any run; its call was refused that session): at the short shape the
+# once-a-CTA phases (prologue, epilogue, the draft block) >= 50% of the samples, the two-tile loops under half; at the
+# headline within 3% of 227,430 cycles on an H100 (210-227k on an H200), the QK loop the largest phase, the QK warps'
+# wait for the next K tile <= 7% of their samples.
 #   bash docs/experiments/ncu-e4m3-run.sh
 set -uo pipefail
 WHEELS=${WHEELS:-.whl-sglang}
@@ -21,7 +21,7 @@ t0=$(date -u +%T)
 source scripts/device_prologue.sh "bash docs/experiments/ncu-e4m3-run.sh" > /tmp/ncu-prologue.txt 2>&1
 mv /tmp/ncu-prologue.txt "$N/prologue.txt"
 rc=0
-for shape in headline short; do
+for shape in short headline; do
   NCU_TIMEOUT=120 bash scripts/ncu_profile.sh cuda_sm120_e4m3 fp8 $shape "$N" >> "$N/ncu-stdout.txt" 2>&1 || rc=$?
 done
 gzip -f "$N"/*.csv 2>/dev/null

@@ -16,7 +16,7 @@ from .h200 import _fixed
 from .rtx import _card_runs
 from .runs import FIXED_CARD, FIXED_CARD_TIMING_LIBRARY
 
-PRESETS = (*ISSUE_PRESETS, "card-floor")  # where the newest card-floor grid lacks a row, the newest of these holding it
+PRESETS = (*ISSUE_PRESETS, "card-floor")  # the grids the table may read (card-floor first: _Sources.row)
 HEADLINE = CARD_FLOOR_FIRST[0]  # B = 1, L = 200k, N = 16, H = 8
 CHAINS_32 = [k for k in CARD_FLOOR_FIRST if k[2] * k[3] == 32]  # 32 rows at B = 1 and 8, L >= 32k
 COMPUTE_BOUND = [k for k in CARD_FLOOR_ROWS if _long_compute_bound(k)]  # the card-floor preset's, in any grid
@@ -33,14 +33,14 @@ class _Sources:
 
     def row(self, impl: str, kv: str, key: tuple) -> tuple[dict, dict]:
         """(row of ``impl`` at ``key`` over a ``kv`` pool, its run's ceilings) from the newest card-floor grid holding
-        it (the issue asks for its figures from one run, and that preset is the run), else the newest grid of any
-        preset holding ``impl``; LookupError naming what is missing."""
+        ``impl``'s rows where it has this one (the issue asks for its figures from one run, and that preset is the
+        run), else from the newest issue grid holding ``impl``'s rows; LookupError naming what is missing."""
         try:
             grid, rows = grid_rows(impl, kv, ("card-floor",))
         except LookupError:
             rows = {}
         if key not in rows:
-            grid, rows = grid_rows(impl, kv, PRESETS)
+            grid, rows = grid_rows(impl, kv, ISSUE_PRESETS)
         if key not in rows:
             raise LookupError(f"{grid.source}: no {impl} row over {kv} at B, L, N, H = {key} (the newest grid holding "
                               f"{impl} must hold every shape the issue-52 table reads)")
