@@ -7,7 +7,7 @@
 # `python scripts/ncu_phases.py ncu-cuda_sm120_e4m3-fp8-short.source.csv.gz` (its phases), then `--instructions N`
 # with a phase's execution count to list that loop. ~2 minutes warm.
 # Carry .whl-sglang and .prebuilt (main's timing library: python scripts/prebuild.py main). Results in
-# $OUT/ncu.tar.gz.
+# $OUT/results.tar.gz (pack, scripts/session_lib.sh).
 # Predicted (written 2026-12-06, before any run; its call was refused that session): at the short shape the
 # once-a-CTA phases (prologue, epilogue, the draft block) >= 50% of the samples, the two-tile loops under half; at the
 # headline within 3% of 227,430 cycles on an H100 (210-227k on an H200), the QK loop the largest phase, the QK warps'
@@ -15,7 +15,7 @@
 #   bash docs/experiments/ncu-e4m3-run.sh
 set -uo pipefail
 WHEELS=${WHEELS:-.whl-sglang}
-export KDT_PACK_DIR=/tmp/n  # the prologue empties it, then writes provenance.json and build.json there
+export KDT_PACK_DIR=/tmp/n  # the prologue empties it, then writes provenance.json and build.json there; pack tars it
 N=$KDT_PACK_DIR
 t0=$(date -u +%T)
 source scripts/device_prologue.sh "bash docs/experiments/ncu-e4m3-run.sh" > /tmp/ncu-prologue.txt 2>&1
@@ -28,6 +28,6 @@ gzip -f "$N"/*.csv 2>/dev/null
 rm -f "$N"/*.ncu-rep
 nvidia-smi > "$N/nvidia-smi.txt" 2>&1
 { echo "start $t0 end $(date -u +%T) rc $rc"; cat "$N/ncu-stdout.txt"; ls "$N"; } > "$N/log.txt"
-tar czf "$OUT/ncu.tar.gz" -C "$N" .
+pack
 cat "$N/log.txt"
 exit $rc

@@ -16,7 +16,6 @@ from .h200 import _fixed
 from .rtx import _card_runs
 from .runs import FIXED_CARD, FIXED_CARD_TIMING_LIBRARY
 
-PRESETS = (*ISSUE_PRESETS, "card-floor")  # the grids the table may read (card-floor first: _Sources.row)
 HEADLINE = CARD_FLOOR_FIRST[0]  # B = 1, L = 200k, N = 16, H = 8
 CHAINS_32 = [k for k in CARD_FLOOR_FIRST if k[2] * k[3] == 32]  # 32 rows at B = 1 and 8, L >= 32k
 COMPUTE_BOUND = [k for k in CARD_FLOOR_ROWS if _long_compute_bound(k)]  # the card-floor preset's, in any grid

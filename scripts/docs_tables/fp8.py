@@ -120,31 +120,29 @@ def _e4m3_grid() -> tuple[dict, dict]:
 CHAIN_4 = (1, 200_000, 4, 8)  # an EAGLE-3 / MTP chain of 4 at 8 local heads: 32 rows
 
 
-def _headline_run() -> tuple[str, dict] | None:
-    """(path, (impl, kv, B, L, N, H) -> ms) of the newest committed card-floor grid holding the e4m3 configuration's
-    rows, where it holds the headline over both pools, ran on the timing library under the driver's carveout and was
-    not resumed, so the README's fp8 sentence compares the pools in one run; None otherwise."""
+def _headline_run() -> tuple[str, dict, dict] | None:
+    """(path, fp8 ms, bf16 ms), each by (impl, B, L, N, H), of the newest committed card-floor grid holding the e4m3
+    configuration's rows, where it holds the headline over both pools, ran on the timing library under the driver's
+    carveout and was not resumed, so the README's fp8 sentence compares the pools in one run; None otherwise."""
     try:
         path = ROOT / committed_grid(E4M3, "fp8", ("card-floor",)).source
     except LookupError:
         return None
     data = json.loads(path.read_text())
-    ms = {(r["impl"], row_kv(r), r["B"], r["L"], r["N"], r["H"]): r["ms"] for r in data["rows"]}
+    ms = {kv: {(r["impl"], r["B"], r["L"], r["N"], r["H"]): r["ms"] for r in data["rows"] if row_kv(r) == kv}
+          for kv in ("fp8", "bf16")}
     whole = data.get("timing_library") and data.get("carveout") is None and "resumed_from" not in data
-    if not whole or (SM120_ROLES, "bf16", *HEADLINE) not in ms or (E4M3, "fp8", *HEADLINE) not in ms:
+    if not whole or (SM120_ROLES, *HEADLINE) not in ms["bf16"] or (E4M3, *HEADLINE) not in ms["fp8"]:
         return None
-    return _rel(path), ms
+    return _rel(path), ms["fp8"], ms["bf16"]
 
 
 def fp8_headline_sentence() -> str:
     """The README's fp8 sentence: the headline over an fp8 pool (what sm_120 runs, timing library) and a bf16 one,
     from one card-floor run where one is committed (else the newest issue-fp8 grid and the sm_120 issue grid)."""
-    chain = CHAIN_4
     if (run := _headline_run()) is not None:
-        source, ms = run
+        source, fp8, bf16 = run
         where = f"both from `{source}`"
-        fp8 = {(i, *k): v for (i, kv, *k), v in ms.items() if kv == "fp8"}
-        bf16 = {(i, *k): v for (i, kv, *k), v in ms.items() if kv == "bf16"}
     else:
         _, rows = _e4m3_grid()
         _, by_shape = _bench(SM120_RUN)
@@ -153,8 +151,8 @@ def fp8_headline_sentence() -> str:
         bf16 = {(i, *k): r["ms"] for k, by in by_shape.items() for i, r in by.items()}
     f, b = fp8[(E4M3, *HEADLINE)], bf16[(SM120_ROLES, *HEADLINE)]
     small = ""
-    if (E4M3_32, *chain) in fp8 and (SM120_FIRST, *chain) in bf16:
-        f32, b32 = fp8[(E4M3_32, *chain)], bf16[(SM120_FIRST, *chain)]
+    if (E4M3_32, *CHAIN_4) in fp8 and (SM120_FIRST, *CHAIN_4) in bf16:
+        f32, b32 = fp8[(E4M3_32, *CHAIN_4)], bf16[(SM120_FIRST, *CHAIN_4)]
         small = (f", and its 32-row form at 32 rows and fewer: a chain of 4 at 8 heads over 200k tokens {f32:.4f} ms "
                  f"where the bf16 pool takes {b32:.4f} ms")
     return (f"Over an fp8 pool (`--kv-cache-dtype fp8_e4m3`) an sm_120 card runs the role split on e4m3 tensor cores "
