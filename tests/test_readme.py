@@ -202,3 +202,28 @@ def test_no_stale_statement(stale):
     if stale == "index constant":  # "no index constants" is how docs/kernels.md says there are none
         hits = [h for h in hits if "no index constants" not in texts[h]]
     assert not hits, hits
+
+
+def test_issue52_table_gives_each_cards_prediction_beside_the_h200_figure():
+    """Beside the fp8 and bf16 headlines and the 32-row ratios, the card model's prediction for each RTX card from
+    the same rows (the terms that bound it named), labelled a prediction; "met" still reads the H200's figure."""
+    from kdtree_lab.speculate.card_model import cards, predict, verify_work
+
+    table = card_floor_tables.issue52_targets_table()
+    assert "a prediction, no sm_120 card has run these" in table
+    runs, src = card_floor_tables._picks(), card_floor_tables._Sources()
+    key = card_floor_tables.HEADLINE
+    for kv, impl in zip(("bf16", "fp8"), runs[key]):
+        ms = src.row(impl, kv, key)[0]["ms"]
+        for c in cards().values():
+            p = predict(ms, verify_work(impl, *key, kv), c)
+            assert f"{c.label} {p.ms:.3f} ms ({p.bound}-bound: bytes {p.bytes_ms:.3f}, MMAs {p.tensor_ms:.3f}" in table
+    for c in cards().values():
+        cells = []
+        for k in card_floor_tables.CHAINS_32:
+            (bi, fi), preds = runs[k], []
+            for i, kv in ((fi, "fp8"), (bi, "bf16")):
+                preds.append(predict(src.row(i, kv, k)[0]["ms"], verify_work(i, *k, kv), c))
+            cells.append(f"{preds[0].ms / preds[1].ms:.2f}x (fp8 {preds[0].bound}-bound)")
+        assert f"{c.label} " + " / ".join(cells) in table
+    assert table.count("**not met**") + table.count("| met |") == 5

@@ -1,0 +1,73 @@
+"""How often one warp issues mma.sync on this GPU, by warps per scheduler, accumulator chains and independent ALU work
+beside each MMA (issue 52): builds scripts/mma_issue.cu for this GPU with nvcc, runs it, writes its JSON and prints a
+table. What it tests: the .cu file's header. Needs a GPU (and nvcc); the build alone runs anywhere
+(tests/test_mma_issue.py).
+
+    python scripts/mma_issue.py --out mma-issue.json [--iters 4096]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from kdtree_lab.core.cuda_tools import find_nvcc  # noqa: E402
+
+SOURCE = Path(__file__).with_suffix(".cu")
+
+
+def build(arch: str, out: Path, nvcc: str | None = None) -> Path:
+    """nvcc of mma_issue.cu for ``arch`` (``sm_90a``, ``sm_120a``) into the executable ``out``."""
+    nvcc = nvcc or find_nvcc()
+    if not nvcc:
+        raise SystemExit("mma_issue: nvcc not found: set CUDA_HOME or put nvcc on PATH")
+    proc = subprocess.run([nvcc, "-O3", "-std=c++17", f"-arch={arch}", "-o", str(out), str(SOURCE)],
+                          capture_output=True, text=True)
+    if proc.returncode:
+        raise SystemExit(f"mma_issue: nvcc for {arch} failed:\n{proc.stderr[-2000:]}")
+    return out
+
+
+def table(result: dict) -> str:
+    """One line a variant: a warp's cycles per MMA of its own and a scheduler's MMAs per 100 cycles."""
+    lines = [f"{result['gpu']}, {result['sms']} SMs, {result['iters']} iterations a warp; one CTA a SM, W warps a "
+             "scheduler"]
+    for r in result["rows"]:
+        lines.append(f"  {r['kind']:4} W {r['warps_per_scheduler']}  chains {r['chains']}  FFMA a MMA {r['fill']}  "
+                     f"{r['warp_cycles_per_mma']:6.2f} cycles a warp's MMA  "
+                     f"{r['mmas_per_100_cycles_per_scheduler']:5.2f} MMAs / 100 cycles a scheduler")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, required=True, help="the JSON result")
+    ap.add_argument("--iters", type=int, default=4096, help="loop iterations a warp (>= 16)")
+    a = ap.parse_args(argv)
+    if a.iters < 16:
+        ap.error(f"--iters >= 16 expected, found {a.iters}")
+    import torch
+
+    if not torch.cuda.is_available():
+        raise SystemExit("mma_issue: no CUDA GPU")
+    major, minor = torch.cuda.get_device_capability()
+    arch = f"sm_{major}{minor}a" if major >= 9 else f"sm_{major}{minor}"
+    with tempfile.TemporaryDirectory() as tmp:
+        exe = build(arch, Path(tmp) / "mma_issue")
+        proc = subprocess.run([str(exe), str(a.iters)], capture_output=True, text=True, timeout=300)
+    if proc.returncode:
+        raise SystemExit(f"mma_issue: the run failed (rc {proc.returncode}): {proc.stderr.strip()[-500:]}")
+    result = json.loads(proc.stdout)
+    result["arch"] = arch
+    a.out.write_text(json.dumps(result, indent=1) + "\n")
+    print(table(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
