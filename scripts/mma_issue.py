@@ -10,27 +10,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from kdtree_lab.core.cuda_tools import find_nvcc  # noqa: E402
+from kdtree_lab.core.cuda_tools import build_benchmark, run_benchmark  # noqa: E402
 
 SOURCE = Path(__file__).with_suffix(".cu")
 
 
 def build(arch: str, out: Path, nvcc: str | None = None) -> Path:
     """nvcc of mma_issue.cu for ``arch`` (``sm_90a``, ``sm_120a``) into the executable ``out``."""
-    nvcc = nvcc or find_nvcc()
-    if not nvcc:
-        raise SystemExit("mma_issue: nvcc not found: set CUDA_HOME or put nvcc on PATH")
-    proc = subprocess.run([nvcc, "-O3", "-std=c++17", f"-arch={arch}", "-o", str(out), str(SOURCE)],
-                          capture_output=True, text=True)
-    if proc.returncode:
-        raise SystemExit(f"mma_issue: nvcc for {arch} failed:\n{proc.stderr[-2000:]}")
-    return out
+    return build_benchmark(SOURCE, arch, out, nvcc)
 
 
 def table(result: dict) -> str:
@@ -51,19 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.iters < 16:
         ap.error(f"--iters >= 16 expected, found {a.iters}")
-    import torch
-
-    if not torch.cuda.is_available():
-        raise SystemExit("mma_issue: no CUDA GPU")
-    major, minor = torch.cuda.get_device_capability()
-    arch = f"sm_{major}{minor}a" if major >= 9 else f"sm_{major}{minor}"
-    with tempfile.TemporaryDirectory() as tmp:
-        exe = build(arch, Path(tmp) / "mma_issue")
-        proc = subprocess.run([str(exe), str(a.iters)], capture_output=True, text=True, timeout=300)
-    if proc.returncode:
-        raise SystemExit(f"mma_issue: the run failed (rc {proc.returncode}): {proc.stderr.strip()[-500:]}")
-    result = json.loads(proc.stdout)
-    result["arch"] = arch
+    result = run_benchmark(SOURCE, [str(a.iters)])
     a.out.write_text(json.dumps(result, indent=1) + "\n")
     print(table(result))
     return 0

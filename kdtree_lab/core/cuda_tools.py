@@ -55,3 +55,36 @@ def nvcc_archs(nvcc: str) -> list[str]:
     # Arch-specific variants (sm_90a, sm_120a, ...) are not listed but exist for every real arch >= 90.
     real |= {f"{a}a" for a in real if int(re.sub(r"\D", "", a)) >= 90}
     return sorted(real, key=lambda s: (int(re.sub(r"\D", "", s) or 0), s))
+
+
+def build_benchmark(source: Path, arch: str, out: Path, nvcc: str | None = None) -> Path:
+    """nvcc of a standalone benchmark ``source`` (scripts/*.cu) for ``arch`` (``sm_90a``, ``sm_120a``) into the
+    executable ``out``; SystemExit naming the benchmark where nvcc is missing or fails."""
+    nvcc = nvcc or find_nvcc()
+    if not nvcc:
+        raise SystemExit(f"{source.stem}: nvcc not found: set CUDA_HOME or put nvcc on PATH")
+    proc = subprocess.run([nvcc, "-O3", "-std=c++17", f"-arch={arch}", "-o", str(out), str(source)],
+                          capture_output=True, text=True)
+    if proc.returncode:
+        raise SystemExit(f"{source.stem}: nvcc for {arch} failed:\n{proc.stderr[-2000:]}")
+    return out
+
+
+def run_benchmark(source: Path, args: list[str], timeout: float = 300) -> dict:
+    """Build ``source`` for this machine's GPU (torch's device 0: sm_XYa from 9.0 on), run it with ``args`` and
+    return the JSON object it prints, with ``arch`` added; SystemExit where there is no GPU or the run fails."""
+    import json
+    import tempfile
+
+    import torch
+
+    if not torch.cuda.is_available():
+        raise SystemExit(f"{source.stem}: no CUDA GPU")
+    major, minor = torch.cuda.get_device_capability()
+    arch = f"sm_{major}{minor}a" if major >= 9 else f"sm_{major}{minor}"
+    with tempfile.TemporaryDirectory() as tmp:
+        exe = build_benchmark(source, arch, Path(tmp) / source.stem)
+        proc = subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=timeout)
+    if proc.returncode:
+        raise SystemExit(f"{source.stem}: the run failed (rc {proc.returncode}): {proc.stderr.strip()[-500:]}")
+    return {**json.loads(proc.stdout), "arch": arch}
