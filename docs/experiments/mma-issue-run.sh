@@ -8,7 +8,8 @@
 # MMA (the pipe's 6.7 at the measured mma.sync ceiling, 636 TFLOP/s: one warp cannot reach it), two warps a scheduler
 # 13-16 cycles each, i.e. the scheduler within 15% of the ceiling; 8 chains no faster than 4 for one warp; 4 FFMAs a
 # MMA not slower (issued in the MMAs' stall), 8 up to 1.3x slower.
-# Carry .whl-sglang. Results in $OUT/results.tar.gz.
+# Carry .whl-sglang and .prebuilt (the prologue builds the library: python scripts/prebuild.py main makes that instant).
+# Results in $OUT/results.tar.gz.
 #   bash docs/experiments/mma-issue-run.sh
 set -uo pipefail
 WHEELS=${WHEELS:-.whl-sglang}
