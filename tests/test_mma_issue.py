@@ -50,3 +50,11 @@ def test_the_table_names_each_variant():
     text = mma_issue.table(result)
     assert "132 SMs" in text and "f16  W 1  chains 4  FFMA a MMA 0" in text and "15.20 cycles" in text
     assert "bf16 W 2  chains 8  FFMA a MMA 4" in text and "14.29 MMAs" in text
+
+
+def test_benchmarks_and_the_loader_name_a_gpus_arch_alike():
+    """One rule names an arch for cubins (core.cuda_tools.arch_name): the loader's gpu_arch and run_benchmark use it."""
+    from kdtree_lab.core.cuda_tools import arch_name
+
+    assert [arch_name(*cc) for cc in ((9, 0), (10, 0), (12, 0), (8, 9), (8, 0))] == [
+        "sm_90a", "sm_100a", "sm_120a", "sm_89", "sm_80"]

@@ -57,6 +57,13 @@ def nvcc_archs(nvcc: str) -> list[str]:
     return sorted(real, key=lambda s: (int(re.sub(r"\D", "", s) or 0), s))
 
 
+def arch_name(major: int, minor: int) -> str:
+    """A compute capability's arch as cubins are named: sm_90a on Hopper, sm_120a on RTX Blackwell (the arch-specific
+    variants of 9.x, 10.x and 12.x), else sm_XY."""
+    base = f"sm_{major}{minor}"
+    return base + "a" if major in (9, 10, 12) else base
+
+
 def build_benchmark(source: Path, arch: str, out: Path, nvcc: str | None = None) -> Path:
     """nvcc of a standalone benchmark ``source`` (scripts/*.cu) for ``arch`` (``sm_90a``, ``sm_120a``) into the
     executable ``out``; SystemExit naming the benchmark where nvcc is missing or fails."""
@@ -71,7 +78,7 @@ def build_benchmark(source: Path, arch: str, out: Path, nvcc: str | None = None)
 
 
 def run_benchmark(source: Path, args: list[str], timeout: float = 300) -> dict:
-    """Build ``source`` for this machine's GPU (torch's device 0: sm_XYa from 9.0 on), run it with ``args`` and
+    """Build ``source`` for this machine's GPU (torch's device 0, named by arch_name), run it with ``args`` and
     return the JSON object it prints, with ``arch`` added; SystemExit where there is no GPU or the run fails."""
     import json
     import tempfile
@@ -80,8 +87,7 @@ def run_benchmark(source: Path, args: list[str], timeout: float = 300) -> dict:
 
     if not torch.cuda.is_available():
         raise SystemExit(f"{source.stem}: no CUDA GPU")
-    major, minor = torch.cuda.get_device_capability()
-    arch = f"sm_{major}{minor}a" if major >= 9 else f"sm_{major}{minor}"
+    arch = arch_name(*torch.cuda.get_device_capability())
     with tempfile.TemporaryDirectory() as tmp:
         exe = build_benchmark(source, arch, Path(tmp) / source.stem)
         proc = subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=timeout)

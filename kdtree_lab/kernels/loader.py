@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from ..core.cuda_tools import arch_name
 from ..core.dtypes import KV_DTYPES, kv_dtype_of
 from .abi import ABI_VERSION, FP8_MATH, open_cdll
 from .buffers import check_buffers
@@ -178,9 +179,7 @@ def device_facts(device: torch.device | str | int | None = None) -> Device:
 
 def gpu_arch(device: torch.device | None = None) -> str:
     """The running GPU's arch name as cubins are named: sm_90a on Hopper, sm_120a on RTX Blackwell, else sm_XY."""
-    major, minor = torch.cuda.get_device_capability(device)
-    base = f"sm_{major}{minor}"
-    return base + "a" if major in (9, 10, 12) else base
+    return arch_name(*torch.cuda.get_device_capability(device))
 
 
 def open_library(path: str | Path, require_arch: str | None = None) -> KernelLibrary:

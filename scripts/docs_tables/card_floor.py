@@ -13,7 +13,7 @@ from kdtree_lab.speculate.card_model import verify_work
 
 from .common import _long_compute_bound, _rel, _span, _target_lines, grid_rows
 from .h200 import _fixed
-from .rtx import _card_runs
+from .rtx import _card_runs, _predict
 from .runs import FIXED_CARD, FIXED_CARD_TIMING_LIBRARY
 
 HEADLINE = CARD_FLOOR_FIRST[0]  # B = 1, L = 200k, N = 16, H = 8
@@ -111,27 +111,26 @@ def _picks() -> dict[tuple, tuple[str, str]]:
 
 def _card_words(impl: str, kv: str, key: tuple, h200_ms: float) -> str:
     """The card model's prediction of one H200 row on each RTX card (a prediction, labelled so), with its terms."""
-    from kdtree_lab.speculate.card_model import cards, predict
+    from kdtree_lab.speculate.card_model import cards
 
     out = []
     for c in cards().values():
-        p = predict(h200_ms, verify_work(impl, *key, kv), c)
+        p = _predict(impl, key, kv, h200_ms, c)
         out.append(f"{c.label} {p.ms:.3f} ms ({p.bound}-bound: bytes {p.bytes_ms:.3f}, MMAs {p.tensor_ms:.3f}, "
                    f"issue {p.issue_ms:.3f}, + {p.floor_ms:.3f} floor)")
     return "predicted by the card model: " + "; ".join(out)
 
 
-def _card_ratios(runs: dict, src: "_Sources") -> str:
-    """The card model's fp8 / bf16 ratio at each 32-row shape, per RTX card (a prediction, labelled so)."""
-    from kdtree_lab.speculate.card_model import cards, predict
+def _card_ratios(pairs: list[tuple[tuple, str, float, str, float]]) -> str:
+    """The card model's fp8 / bf16 ratio per RTX card at each (key, fp8 impl, its H200 ms, bf16 impl, its H200 ms)
+    of ``pairs`` (a prediction, labelled so)."""
+    from kdtree_lab.speculate.card_model import cards
 
     out = []
     for c in cards().values():
         cells = []
-        for key in CHAINS_32:
-            bi, fi = runs[key]
-            fp, bp = ((predict(src.row(i, kv, key)[0]["ms"], verify_work(i, *key, kv), c))
-                      for i, kv in ((fi, "fp8"), (bi, "bf16")))
+        for key, fi, f_ms, bi, b_ms in pairs:
+            fp, bp = _predict(fi, key, "fp8", f_ms, c), _predict(bi, key, "bf16", b_ms, c)
             cells.append(f"{fp.ms / bp.ms:.2f}x (fp8 {fp.bound}-bound)")
         out.append(f"{c.label} " + " / ".join(cells))
     return "predicted by the card model, in that order: " + "; ".join(out)
@@ -154,18 +153,19 @@ def issue52_targets_table() -> str:
                  f"bytes, {fm:.4f} ms MMA (Q's two e4m3 terms); {_card_words(fp8_impl, 'fp8', HEADLINE, r['ms'])}",
                  met(r["ms"] <= FP8_HEADLINE_MS)))
 
-    ratios, cells = [], []
+    ratios, cells, pairs = [], [], []
     for key in CHAINS_32:
         bi, fi = runs[key]
         (fr, c), (br, _) = src.row(fi, "fp8", key), src.row(bi, "bf16", key)
         ratios.append(fr["ms"] / br["ms"])
+        pairs.append((key, fi, fr["ms"], bi, br["ms"]))
         fb, fm = _floors(fi, key, "fp8", c)
         cells.append(f"B = {key[0]}, L = {key[1] // 1000}k: {fr['ms']:.4f} / {br['ms']:.4f} ms = {ratios[-1]:.2f}x "
                      f"(fp8 floors {fb:.4f} bytes, {fm:.4f} MMA)")
     fi = _one({runs[k][1] for k in CHAINS_32}, "32 rows over fp8")
     bi = _one({runs[k][0] for k in CHAINS_32}, "32 rows over bf16")
     rows.append((f"32 rows over fp8 (N = 4, H = 8, `{fi}`) <= {FP8_OVER_BF16}x the bf16 pick (`{bi}`) at B = 1 and 8, "
-                 "L >= 32k (the bytes alone: 0.5x)", "; ".join(cells) + f"; {_card_ratios(runs, src)}",
+                 "L >= 32k (the bytes alone: 0.5x)", "; ".join(cells) + f"; {_card_ratios(pairs)}",
                  met(max(ratios) <= FP8_OVER_BF16)))
 
     r, c = src.row(bf16_impl, "bf16", HEADLINE)
