@@ -10,7 +10,7 @@
 # MMAs; half of them gone took -15% on 2026-12-04), the 4k call within 0.3 us; accuracy ours / SGLang median 0.43 ->
 # 0.55-0.64 (the CPU model's increments on the GPU's draw, data/results/cpu/2026-12-06-second-term-share/), p90 below
 # 1.0, both inside the configuration gate (median <= 0.7, p90 <= 1.0). Card model: RTX PRO 6000 0.137 -> ~0.128 ms.
-# ~6 minutes with .prebuilt (python scripts/prebuild.py main docs/experiments/e4m3-one-term-steps.patch).
+# SKIP_PARITY=1 leaves the parity tests out (a measurement only, ~2 minutes less). ~6 minutes with .prebuilt (python scripts/prebuild.py main docs/experiments/e4m3-one-term-steps.patch).
 # Carry .whl-sglang and .prebuilt. Results in $OUT/results.tar.gz (packed after each step).
 #   bash docs/experiments/e4m3-one-term-steps-run.sh
 set -uo pipefail
@@ -32,8 +32,8 @@ build_libs patch "$R"
 step "smoke and parity, patch"
 timeout 60 python3 scripts/kernel_profile.py --configs cuda_sm120_e4m3 --smoke 40 --kv-dtype fp8 --shapes mem \
   --nsplit 131 --out "$R/smoke-patch-fp8.json" 2>&1 | grep -E "^smoke|rror" | cut -c1-200
-timeout -s INT 150 python3 -m pytest -q -m gpu tests/test_gpu.py -k "fp8_pool_edge and e4m3 and not e4m3_32" \
-  --junitxml="$R/gpu-parity-patch.xml" -p no:cacheprovider 2>&1 | tail -2
+[ -n "${SKIP_PARITY:-}" ] || timeout -s INT 150 python3 -m pytest -q -m gpu tests/test_gpu.py \
+  -k "fp8_pool_edge and e4m3 and not e4m3_32" --junitxml="$R/gpu-parity-patch.xml" -p no:cacheprovider 2>&1 | tail -2
 step "fresh draw, patch (seed $SEED)"
 timeout 120 python3 scripts/fp8_accuracy.py --fresh 60 --seed "$SEED" --impls cuda_sm120_e4m3 \
   --out "$R/fp8-fresh-patch.json" 2>&1 | tail -3
