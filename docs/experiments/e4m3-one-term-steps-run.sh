@@ -10,6 +10,10 @@
 # MMAs; half of them gone took -15% on 2026-12-04), the 4k call within 0.3 us; accuracy ours / SGLang median 0.43 ->
 # 0.55-0.64 (the CPU model's increments on the GPU's draw, data/results/cpu/2026-12-06-second-term-share/), p90 below
 # 1.0, both inside the configuration gate (median <= 0.7, p90 <= 1.0). Card model: RTX PRO 6000 0.137 -> ~0.128 ms.
+# Revised the same day, still before any run, from the 2026-12-06 profile's per-instruction samples (the QK loop's
+# HMMAs 65% of its samples, ~10.6 cycles each: ptxas's 6-cycle stall, the pipe shared with the PV warps, the rest):
+# 16 HMMAs fewer are ~170 of the tile's ~2,360 cycles (-7%) while the QK warp stays the bound, less as the PV warps'
+# path takes over (the 2026-12-04 ablation: 72 fewer, -15%): the headline -4 to -7%, B = 8 the same.
 # SKIP_PARITY=1 leaves the parity tests out (a measurement only, ~2 minutes less). ~6 minutes with .prebuilt (python scripts/prebuild.py main docs/experiments/e4m3-one-term-steps.patch).
 # Carry .whl-sglang and .prebuilt. Results in $OUT/results.tar.gz (packed after each step).
 #   bash docs/experiments/e4m3-one-term-steps-run.sh
