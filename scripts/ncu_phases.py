@@ -5,10 +5,14 @@ Instructions that ran the same number of times belong to the same phase of the k
 once, a loop, an epilogue one role runs); the table gives each count's share of the samples and its top stall
 reasons. Prints a markdown table; a development tool for kernel work (docs/performance.md quotes its output).
 ``--instructions N`` lists instead, in address order, every instruction that ran at least N times (a loop's body,
-each one with its samples and its two largest stall reasons): where inside a phase the warps wait.
+each one with its samples and its two largest stall reasons): where inside a phase the warps wait. ``--mma-split N``
+splits the phase of instructions that ran exactly N times (a loop's body) around its tensor-core MMAs (``HMMA``,
+``QMMA``, ``OMMA``): the samples before the first, on the MMAs, on the other instructions between them and after
+the last, and the MMAs' stall reasons: whether a loop is its MMAs' issue or the code around them.
 
     python3 scripts/ncu_phases.py data/results/h200/2026-12-01-split-floor/call2-ncu-short/roles-short-sass.csv.gz
     python3 scripts/ncu_phases.py FILE.source.csv.gz --instructions 90000
+    python3 scripts/ncu_phases.py FILE.source.csv.gz --mma-split 50000
 """
 
 from __future__ import annotations
@@ -54,6 +58,34 @@ def loop_instructions(text: str, min_executed: int) -> list[dict]:
             for x in _instructions(text) if x["executed"] >= min_executed]
 
 
+MMA_OPCODES = ("HMMA", "QMMA", "OMMA")  # mma.sync's SASS: f16 / bf16, fp8 (sm_89 and later), fp4
+
+
+def _is_mma(source: str) -> bool:
+    """Whether a SASS line (its predicate, if any, first) is a tensor-core MMA of mma.sync."""
+    words = source.split()
+    op = words[1] if words and words[0].startswith("@") and len(words) > 1 else (words[0] if words else "")
+    return op.split(".")[0] in MMA_OPCODES
+
+
+def mma_split(text: str, executed: int) -> dict | None:
+    """The instructions that ran exactly ``executed`` times, split around their MMAs: per part (``before`` the first
+    MMA, the ``mma`` themselves, the ``between`` others, ``after`` the last) its instructions and samples, and the
+    MMAs' samples per stall reason (``mma_stalls``, largest first). None where that phase has no MMA."""
+    body = [x for x in _instructions(text) if x["executed"] == executed]
+    at = [i for i, x in enumerate(body) if _is_mma(x["source"])]
+    if not at:
+        return None
+    parts = {"before": body[:at[0]], "mma": [body[i] for i in at],
+             "between": [x for x in body[at[0]:at[-1] + 1] if not _is_mma(x["source"])], "after": body[at[-1] + 1:]}
+    stalls: collections.Counter = collections.Counter()
+    for x in parts["mma"]:
+        stalls.update(x["stalls"])
+    return {"executed": executed, "parts": {k: {"instructions": len(v), "samples": sum(x["samples"] for x in v)}
+                                            for k, v in parts.items()},
+            "mma_stalls": [(n, c) for n, c in stalls.most_common() if c]}
+
+
 def phases(text: str, top: int = 8) -> list[dict]:
     """Per execution count (instructions executed per instruction), its instructions, samples, share of all
     samples and the three largest stall reasons, largest share first; at most ``top`` rows."""
@@ -76,12 +108,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--top", type=int, default=8)
     ap.add_argument("--instructions", type=int, metavar="N",
                     help="list each instruction executed at least N times, in address order, instead of the phases")
+    ap.add_argument("--mma-split", type=int, metavar="N",
+                    help="split the instructions executed exactly N times around their MMAs instead of the phases")
     a = ap.parse_args(argv)
     if not a.csv.is_file():
         print(f"csv: expected an ncu source-page export, found no file at {a.csv}", file=sys.stderr)
         return 2
     raw = a.csv.read_bytes()
     text = gzip.decompress(raw).decode() if raw[:2] == b"\x1f\x8b" else raw.decode()
+    if a.mma_split is not None:
+        split = mma_split(text, a.mma_split)
+        if split is None:
+            print(f"--mma-split: expected MMAs ({', '.join(MMA_OPCODES)}) among the instructions executed {a.mma_split} "
+                  f"times in {a.csv}, found none", file=sys.stderr)
+            return 2
+        total = sum(v["samples"] for v in split["parts"].values()) or 1
+        mma = split["parts"]["mma"]["samples"] or 1
+        print("| part | instructions | samples | share |")
+        print("|---|---:|---:|---:|")
+        for k, v in split["parts"].items():
+            print(f"| {k} | {v['instructions']:,} | {v['samples']:,} | {v['samples'] / total:.0%} |")
+        print()
+        print("MMA stalls: " + ", ".join(f"{n} {c} ({c / mma:.0%})" for n, c in split["mma_stalls"]))
+        return 0
     if a.instructions is not None:
         listed = loop_instructions(text, a.instructions)
         if not listed:

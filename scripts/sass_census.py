@@ -3,7 +3,10 @@ backward branch's range holding HMMA / QMMA / HGMMA and no smaller such loop), i
 that matter for a prediction (MMAs, shared and global loads and stores, shuffles, MUFU, barriers and mbarrier
 operations, spills) and the longest chain of dependent warp-level MMAs in one pass (`chain`: each MMA that
 accumulates onto the register another one wrote, with no other write between; a warp issuing n MMAs in chains of
-depth d waits on the MMA latency unless n / d chains cover it). The counts are static (a branch inside a loop, such
+depth d waits on the MMA latency unless n / d chains cover it), and from each instruction's control bits (bits 105-108:
+the cycles the warp waits before its next instruction, ptxas's fixed stall) the loop's `issue` cycles, their sum over
+one pass (what one warp takes through it with no scoreboard, pipe or scheduler wait), and `mma_stall`, the stall
+ptxas gives most of its MMAs. The counts are static (a branch inside a loop, such
 as a rescale that is usually skipped, counts in full: `FMUL` is listed so it can be subtracted). What
 docs/performance-history.md's census did by hand, for a prediction written before a device call.
 
@@ -45,6 +48,19 @@ def instructions(body: str) -> list[tuple[int, str]]:
         m = re.match(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;", line.strip())
         if m:
             out.append((int(m.group(1), 16), re.sub(r"^@!?U?P\w+\s+", "", m.group(2).strip())))
+    return out
+
+
+def stall_counts(body: str) -> dict[int, int]:
+    """Address -> the stall count ptxas encoded in an instruction's control bits (bits 41-44 of its second encoding
+    word: cycles before the warp issues its next instruction) for a function's SASS (sass_identity.functions' form)."""
+    out = {}
+    lines = body.splitlines()
+    for k, line in enumerate(lines[:-1]):
+        m = re.match(r"/\*([0-9a-f]{4,})\*/\s+.*?;\s*/\* 0x[0-9a-f]{16} \*/", line.strip())
+        hi = re.match(r"/\* 0x([0-9a-f]{16}) \*/", lines[k + 1].strip())
+        if m and hi:
+            out[int(m.group(1), 16)] = (int(hi.group(1), 16) >> 41) & 0xF
     return out
 
 
@@ -103,9 +119,9 @@ def _innermost_loops(ins: list[tuple[int, str]], holds) -> list[tuple[int, int, 
     return [r for r in ranges if not any(o is not r and r[0] <= o[0] and o[1] <= r[1] for o in ranges)]
 
 
-def mma_loops(ins: list[tuple[int, str]]) -> list[dict]:
+def mma_loops(ins: list[tuple[int, str]], stalls: dict[int, int] | None = None) -> list[dict]:
     """The innermost MMA loops: ranges [target, branch] of backward branches that hold an MMA and no smaller range
-    that does, each with its counts."""
+    that does, each with its counts; with ``stalls`` (``stall_counts``) its ``issue`` cycles and ``mma_stall``."""
     inner = _innermost_loops(ins, lambda body: any(opcode(t) in MMA_OPS for t in body))
     rows = []
     for lo, hi, body in sorted(inner, key=lambda r: r[0]):
@@ -113,6 +129,11 @@ def mma_loops(ins: list[tuple[int, str]]) -> list[dict]:
         row = {"start": hex(lo), "end": hex(hi), "instructions": len(body)}
         row |= {name: sum(o in names for o in ops) for name, names in CLASSES.items()}
         row["chain"] = mma_chain(body)
+        if stalls is not None:
+            span = [(a, t) for a, t in ins if lo <= a <= hi]
+            row["issue"] = sum(stalls.get(a, 0) for a, _ in span)
+            mma = [stalls[a] for a, t in span if opcode(t) in MMA_OPS and a in stalls]
+            row["mma_stall"] = max(set(mma), key=mma.count) if mma else None
         rows.append(row)
     return rows
 
@@ -178,6 +199,9 @@ def census(library: Path, kernel: str, arch: str, walk=mma_loops) -> dict[str, l
     (its innermost MMA loops; ``load_loops``: its innermost loops of global loads; ``timeline``: its events)."""
     text = subprocess.run([find_cuda_tool("cuobjdump"), "-sass", "-arch", arch.rstrip("a"), str(library)],
                           capture_output=True, text=True, check=True).stdout
+    if walk is mma_loops:
+        return {name: mma_loops(instructions(body), stall_counts(body)) for name, body in functions(text).items()
+                if kernel in name}
     return {name: walk(instructions(body)) for name, body in functions(text).items() if kernel in name}
 
 
@@ -203,7 +227,8 @@ def main(argv: list[str] | None = None) -> int:
             for r in rows:
                 print(f"  {r['start']:>8} {r['event']}" + (f" x{r['count']}" if r["count"] > 1 else ""))
             continue
-        cols = ["start", "instructions", "loads", "ahead"] if a.loads else ["start", "instructions", *CLASSES, "chain"]
+        cols = (["start", "instructions", "loads", "ahead"] if a.loads
+                else ["start", "instructions", *CLASSES, "chain", "issue", "mma_stall"])
         what = "load loop" if a.loads else "MMA loop"
         print(f"{name} ({a.arch}): {len(rows)} {what}{'s' * (len(rows) != 1)}")
         print("  " + " ".join(f"{c:>9}" for c in cols))

@@ -43,3 +43,27 @@ def test_instructions_lists_a_loops_body_in_address_order(tmp_path, capsys):
     assert "| 0x2 | 8 | 30 | `X` | long_sb 20, wait 10 |" in capsys.readouterr().out
     assert ncu_phases.main([str(f), "--instructions", "100"]) == 2
     assert "--instructions: expected instructions executed at least 100 times" in capsys.readouterr().err
+
+
+def _csv_src(rows):
+    return HEAD + "".join(f'"0x{i:x}","{src}","{s}","{e}","{lsb}","{w}","0"\n'
+                          for i, (src, s, e, lsb, w) in enumerate(rows))
+
+
+def test_mma_split_parts_a_loop_around_its_mmas(tmp_path, capsys):
+    text = _csv_src([("LDSM.16.M88.4 R1, [R2]", 4, 8, 4, 0), ("HMMA.16816.F32 R4, R8, R12, R4", 10, 8, 2, 8),
+                     ("FADD R1, R2, R3", 3, 8, 0, 3), ("@P0 HMMA.16816.F32 R4, R8, R12, R4", 6, 8, 0, 6),
+                     ("BRA 0x0", 2, 8, 0, 2), ("QMMA.16832.F32.E4M3.E4M3 R4, R8, R12, R4", 5, 1, 0, 5)])
+    got = ncu_phases.mma_split(text, 8)
+    assert got["parts"] == {"before": {"instructions": 1, "samples": 4}, "mma": {"instructions": 2, "samples": 16},
+                            "between": {"instructions": 1, "samples": 3}, "after": {"instructions": 1, "samples": 2}}
+    assert got["mma_stalls"] == [("wait", 14), ("long_sb", 2)]
+    assert ncu_phases.mma_split(text, 1)["parts"]["mma"] == {"instructions": 1, "samples": 5}
+    assert ncu_phases.mma_split(text, 3) is None
+    f = tmp_path / "x.csv"
+    f.write_text(text)
+    assert ncu_phases.main([str(f), "--mma-split", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "| mma | 2 | 16 | 64% |" in out and "MMA stalls: wait 14 (88%), long_sb 2 (12%)" in out
+    assert ncu_phases.main([str(f), "--mma-split", "3"]) == 2
+    assert "--mma-split: expected MMAs" in capsys.readouterr().err

@@ -57,6 +57,20 @@ def test_an_outer_loop_around_an_inner_mma_loop_is_not_counted_twice():
     assert [lp["start"] for lp in loops] == ["0x10000"]
 
 
+def test_the_census_reads_the_stall_ptxas_encoded_after_each_instruction():
+    """Bits 41-44 of an instruction's second word: cycles before the warp's next instruction (sm_90a's f16 HMMA gets 6
+    a warp's MMA, sm_120a's 15 and a NOP: the pipe's rate per scheduler there)."""
+    body = sass_identity.functions(SASS)["_Z3fooPf"]
+    stalls = sass_census.stall_counts(body)
+    assert stalls == {0xfff0: 2, 0x10000: 1, 0x10010: 1, 0x10020: 1, 0x10030: 5, 0x10040: 5}
+    [loop] = sass_census.mma_loops(sass_census.instructions(body), stalls)
+    assert (loop["issue"], loop["mma_stall"]) == (1 + 1 + 1 + 5, 1)
+    six = body.replace("0x000fe20000041804", f"{0x000fe20000041804 & ~(0xF << 41) | (6 << 41):#018x}")
+    [loop] = sass_census.mma_loops(sass_census.instructions(six), sass_census.stall_counts(six))
+    assert (loop["issue"], loop["mma_stall"]) == (6 + 1 + 1 + 5, 6)
+    assert "issue" not in sass_census.mma_loops(sass_census.instructions(body))[0]  # no stalls given, none read
+
+
 def test_the_census_measures_the_longest_chain_of_dependent_mmas():
     body = ["HMMA.16816.F32.BF16 R4, R8, R12, RZ", "HMMA.16816.F32.BF16 R16, R8, R14, RZ",  # two chains start
             "HMMA.16816.F32.BF16 R4, R20, R12, R4", "HMMA.16816.F32.BF16 R16, R20, R14, R16",
