@@ -14,7 +14,8 @@
 # HMMAs 65% of its samples, ~10.6 cycles each: ptxas's 6-cycle stall, the pipe shared with the PV warps, the rest):
 # 16 HMMAs fewer are ~170 of the tile's ~2,360 cycles (-7%) while the QK warp stays the bound, less as the PV warps'
 # path takes over (the 2026-12-04 ablation: 72 fewer, -15%): the headline -4 to -7%, B = 8 the same.
-# SKIP_PARITY=1 leaves the parity tests out (a measurement only, ~2 minutes less). ~6 minutes with .prebuilt (python scripts/prebuild.py main docs/experiments/e4m3-one-term-steps.patch).
+# SKIP_PARITY=1 leaves the parity tests out (a measurement only, ~2 minutes less), SKIP_FRESH=1 the fresh draws
+# (the time alone). ~6 minutes with .prebuilt (python scripts/prebuild.py main docs/experiments/e4m3-one-term-steps.patch).
 # Carry .whl-sglang and .prebuilt. Results in $OUT/results.tar.gz (packed after each step).
 #   bash docs/experiments/e4m3-one-term-steps-run.sh
 set -uo pipefail
@@ -27,7 +28,7 @@ kernels_snapshot  # the patch touches kernels/ only, so kernels_restore undoes i
 step "libraries, main"
 build_libs main "$R"
 step "fresh draw, main (seed $SEED)"
-timeout 120 python3 scripts/fp8_accuracy.py --fresh 60 --seed "$SEED" --impls cuda_sm120_e4m3 \
+[ -n "${SKIP_FRESH:-}" ] || timeout 120 python3 scripts/fp8_accuracy.py --fresh 60 --seed "$SEED" --impls cuda_sm120_e4m3 \
   --out "$R/fp8-fresh-main.json" 2>&1 | tail -3
 pack
 git apply $P || exit 1
@@ -39,7 +40,7 @@ timeout 60 python3 scripts/kernel_profile.py --configs cuda_sm120_e4m3 --smoke 4
 [ -n "${SKIP_PARITY:-}" ] || timeout -s INT 150 python3 -m pytest -q -m gpu tests/test_gpu.py \
   -k "fp8_pool_edge and e4m3 and not e4m3_32" --junitxml="$R/gpu-parity-patch.xml" -p no:cacheprovider 2>&1 | tail -2
 step "fresh draw, patch (seed $SEED)"
-timeout 120 python3 scripts/fp8_accuracy.py --fresh 60 --seed "$SEED" --impls cuda_sm120_e4m3 \
+[ -n "${SKIP_FRESH:-}" ] || timeout 120 python3 scripts/fp8_accuracy.py --fresh 60 --seed "$SEED" --impls cuda_sm120_e4m3 \
   --out "$R/fp8-fresh-patch.json" 2>&1 | tail -3
 pack
 kernels_restore
