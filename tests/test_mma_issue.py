@@ -14,7 +14,13 @@ from kdtree_lab.core.cuda_tools import find_cuda_tool, find_nvcc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 import mma_issue  # noqa: E402
+import sass_census  # noqa: E402
 import sass_identity  # noqa: E402
+
+# the stall ptxas writes after each MMA of a loop of MMAs alone (docs/performance.md, "What bounds the e4m3
+# configuration", reads a warp's issue interval from it: 6 cycles on sm_90a; 15 and a NOP, 16, on sm_120a)
+MMA_STALL = {"sm_90a": 6, "sm_120a": 15}
+NOPS_PER_MMA = {"sm_90a": 0, "sm_120a": 1}
 
 # (kind, chains, fill) of every variant the .cu file times
 VARIANTS = {(k, c, f) for k in (0, 1) for c, f in ((4, 0), (8, 0), (4, 4), (8, 4), (4, 8))}
@@ -39,6 +45,11 @@ def test_each_variant_issues_its_mmas_and_ffmas(arch, tmp_path):
         ffma = len(re.findall(r"\bFFMA\b", body))
         # the unrolled loop's FILL FFMAs a MMA (and none where FILL is 0: the timing loop holds MMAs only)
         assert ffma == fill * len(mmas), f"{arch} {kind, chains, fill}: {ffma} FFMA for {len(mmas)} MMAs"
+        if fill == 0:
+            loop = max(sass_census.mma_loops(sass_census.instructions(body), sass_census.stall_counts(body)),
+                       key=lambda r: r["MMA"])
+            assert loop["mma_stall"] == MMA_STALL[arch], f"{arch} {kind, chains}: {loop}"
+            assert loop["NOP"] // loop["MMA"] == NOPS_PER_MMA[arch], f"{arch} {kind, chains}: {loop}"
 
 
 def test_the_table_names_each_variant():
