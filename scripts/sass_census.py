@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from kdtree_lab.core.cuda_tools import find_cuda_tool  # noqa: E402
-from sass_identity import functions  # noqa: E402
+from sass_identity import control, functions  # noqa: E402
 
 # instruction classes (an opcode's first word, without modifiers) -> the counted name
 CLASSES = {"MMA": ("HMMA", "QMMA", "HGMMA", "IMMA"), "LDSM": ("LDSM",), "LDS": ("LDS",), "STS": ("STS",),
@@ -52,15 +52,15 @@ def instructions(body: str) -> list[tuple[int, str]]:
 
 
 def stall_counts(body: str) -> dict[int, int]:
-    """Address -> the stall count ptxas encoded in an instruction's control bits (bits 41-44 of its second encoding
-    word: cycles before the warp issues its next instruction) for a function's SASS (sass_identity.functions' form)."""
+    """Address -> the stall count ptxas encoded in an instruction's control bits (sass_identity.control: cycles before
+    the warp issues its next instruction) for a function's SASS (sass_identity.functions' form)."""
     out = {}
     lines = body.splitlines()
     for k, line in enumerate(lines[:-1]):
         m = re.match(r"/\*([0-9a-f]{4,})\*/\s+.*?;\s*/\* 0x[0-9a-f]{16} \*/", line.strip())
         hi = re.match(r"/\* 0x([0-9a-f]{16}) \*/", lines[k + 1].strip())
         if m and hi:
-            out[int(m.group(1), 16)] = (int(hi.group(1), 16) >> 41) & 0xF
+            out[int(m.group(1), 16)] = control(int(hi.group(1), 16)) & 0xF
     return out
 
 

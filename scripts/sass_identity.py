@@ -88,6 +88,12 @@ _SWAPPABLE = re.compile(r"^(@!?U?P\w+ +)?(U?ISETP|FSETP|DSETP)\.(GTU?|GEU?)(\.\S
 _REUSE = 0xF << 58  # the high word's operand-reuse flags (a hint to the register file's operand cache)
 
 
+def control(hi: int) -> int:
+    """An instruction's control bits from its second (high) encoding word: the top 23 bits less the reuse flags, the
+    stall count (cycles before the warp's next instruction) in the low 4, then yield, scoreboards and wait mask."""
+    return (hi & ~_REUSE) >> 41
+
+
 def _instructions(body: str) -> list[tuple[str, int]]:
     """(text, control bits) of each instruction of a function (``functions``' form): the text with operand-reuse hints
     dropped and each two-operand compare written one way (``?SETP.GT|GE a, b`` as ``?SETP.LT|LE b, a``; ISETP,
@@ -105,7 +111,7 @@ def _instructions(body: str) -> list[tuple[str, int]]:
             guard, op, cmp, rest, p, q, a, b, r = c.groups()
             text = f"{guard or ''}{op}.{_COMMUTED[cmp]}{rest or ''} {p}, {q}, {b}, {a}, {r}"
         hi = re.search(r"0x([0-9a-f]{16})", lines[k + 1]) if k + 1 < len(lines) else None
-        out.append((text, ((int(hi.group(1), 16) & ~_REUSE) >> 41) if hi else -1))
+        out.append((text, control(int(hi.group(1), 16)) if hi else -1))
     return out
 
 
