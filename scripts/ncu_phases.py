@@ -6,8 +6,8 @@ once, a loop, an epilogue one role runs); the table gives each count's share of 
 reasons. Prints a markdown table; a development tool for kernel work (docs/performance.md quotes its output).
 ``--instructions N`` lists instead, in address order, every instruction that ran at least N times (a loop's body,
 each one with its samples and its two largest stall reasons): where inside a phase the warps wait. ``--mma-split N``
-splits the phase of instructions that ran exactly N times (a loop's body) around its tensor-core MMAs (``HMMA``,
-``QMMA``, ``OMMA``): the samples before the first, on the MMAs, on the other instructions between them and after
+splits the phase of instructions that ran exactly N times (a loop's body) around its tensor-core MMAs
+(sass_census.MMA_OPS): the samples before the first, on the MMAs, on the other instructions between them and after
 the last, and the MMAs' stall reasons: whether a loop is its MMAs' issue or the code around them.
 
     python3 scripts/ncu_phases.py data/results/h200/2026-12-01-split-floor/call2-ncu-short/roles-short-sass.csv.gz
@@ -24,6 +24,9 @@ import gzip
 import io
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sass_census import MMA_OPS  # noqa: E402
 
 
 def _instructions(text: str) -> list[dict]:
@@ -58,14 +61,11 @@ def loop_instructions(text: str, min_executed: int) -> list[dict]:
             for x in _instructions(text) if x["executed"] >= min_executed]
 
 
-MMA_OPCODES = ("HMMA", "QMMA", "OMMA")  # mma.sync's SASS: f16 / bf16, fp8 (sm_89 and later), fp4
-
-
 def _is_mma(source: str) -> bool:
-    """Whether a SASS line (its predicate, if any, first) is a tensor-core MMA of mma.sync."""
+    """Whether a SASS line (its predicate, if any, first) is a tensor-core MMA (sass_census.MMA_OPS)."""
     words = source.split()
     op = words[1] if words and words[0].startswith("@") and len(words) > 1 else (words[0] if words else "")
-    return op.split(".")[0] in MMA_OPCODES
+    return op.split(".")[0] in MMA_OPS
 
 
 def mma_split(text: str, executed: int) -> dict | None:
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.mma_split is not None:
         split = mma_split(text, a.mma_split)
         if split is None:
-            print(f"--mma-split: expected MMAs ({', '.join(MMA_OPCODES)}) among the instructions executed {a.mma_split} "
+            print(f"--mma-split: expected MMAs ({', '.join(MMA_OPS)}) among the instructions executed {a.mma_split} "
                   f"times in {a.csv}, found none", file=sys.stderr)
             return 2
         total = sum(v["samples"] for v in split["parts"].values()) or 1
