@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sass_census import MMA_OPS  # noqa: E402
+from sass_census import MMA_OPS, opcode, unguarded  # noqa: E402
 
 
 def _instructions(text: str) -> list[dict]:
@@ -63,9 +63,7 @@ def loop_instructions(text: str, min_executed: int) -> list[dict]:
 
 def _is_mma(source: str) -> bool:
     """Whether a SASS line (its predicate, if any, first) is a tensor-core MMA (sass_census.MMA_OPS)."""
-    words = source.split()
-    op = words[1] if words and words[0].startswith("@") and len(words) > 1 else (words[0] if words else "")
-    return op.split(".")[0] in MMA_OPS
+    return opcode(unguarded(source)) in MMA_OPS
 
 
 def mma_split(text: str, executed: int) -> dict | None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -47,8 +48,13 @@ def instructions(body: str) -> list[tuple[int, str]]:
     for line in body.splitlines():
         m = re.match(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;", line.strip())
         if m:
-            out.append((int(m.group(1), 16), re.sub(r"^@!?U?P\w+\s+", "", m.group(2).strip())))
+            out.append((int(m.group(1), 16), unguarded(m.group(2))))
     return out
+
+
+def unguarded(text: str) -> str:
+    """An instruction's text without its predicate guard (``@P0 HMMA...`` -> ``HMMA...``)."""
+    return re.sub(r"^@!?U?P\w+\s+", "", text.strip())
 
 
 def stall_counts(body: str) -> dict[int, int]:
@@ -133,7 +139,7 @@ def mma_loops(ins: list[tuple[int, str]], stalls: dict[int, int] | None = None) 
             span = [(a, t) for a, t in ins if lo <= a <= hi]
             row["issue"] = sum(stalls.get(a, 0) for a, _ in span)
             mma = [stalls[a] for a, t in span if opcode(t) in MMA_OPS and a in stalls]
-            row["mma_stall"] = max(set(mma), key=mma.count) if mma else None
+            row["mma_stall"] = statistics.mode(mma) if mma else None
         rows.append(row)
     return rows
 

@@ -11,8 +11,15 @@ HEAD = ('"Kernel Name","k",\n"Address","Source","Warp Stall Sampling (All Sample
         '"stall_long_sb","stall_wait","stall_long_sb (Not Issued)"\n')
 
 
+def _csv_src(rows):
+    """The export of (SASS, samples, executed, long_sb, wait) rows."""
+    return HEAD + "".join(f'"0x{i:x}","{src}","{s}","{e}","{lsb}","{w}","0"\n'
+                          for i, (src, s, e, lsb, w) in enumerate(rows))
+
+
 def _csv(rows):
-    return HEAD + "".join(f'"0x{i:x}","X","{s}","{e}","{lsb}","{w}","0"\n' for i, (s, e, lsb, w) in enumerate(rows))
+    """The export of (samples, executed, long_sb, wait) rows, each instruction's SASS ``X``."""
+    return _csv_src([("X", *r) for r in rows])
 
 
 def test_phases_group_by_execution_count_and_rank_by_samples():
@@ -43,11 +50,6 @@ def test_instructions_lists_a_loops_body_in_address_order(tmp_path, capsys):
     assert "| 0x2 | 8 | 30 | `X` | long_sb 20, wait 10 |" in capsys.readouterr().out
     assert ncu_phases.main([str(f), "--instructions", "100"]) == 2
     assert "--instructions: expected instructions executed at least 100 times" in capsys.readouterr().err
-
-
-def _csv_src(rows):
-    return HEAD + "".join(f'"0x{i:x}","{src}","{s}","{e}","{lsb}","{w}","0"\n'
-                          for i, (src, s, e, lsb, w) in enumerate(rows))
 
 
 def test_mma_split_parts_a_loop_around_its_mmas(tmp_path, capsys):

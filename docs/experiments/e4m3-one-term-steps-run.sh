@@ -24,12 +24,15 @@ export KDT_PACK_DIR=/tmp/r  # results, packed into $OUT/results.tar.gz after eac
 source scripts/device_prologue.sh "bash docs/experiments/e4m3-one-term-steps-run.sh"
 R=$KDT_PACK_DIR; P=docs/experiments/e4m3-one-term-steps.patch
 SEED=${KDT_FRESH_SEED:-$(python3 -c "import os; print(int.from_bytes(os.urandom(4), 'little'))")}
+fresh() {  # fresh TAG: the draw of $SEED on the tree as it is now, unless SKIP_FRESH
+  [ -n "${SKIP_FRESH:-}" ] || timeout 120 python3 scripts/fp8_accuracy.py --fresh 60 --seed "$SEED" \
+    --impls cuda_sm120_e4m3 --out "$R/fp8-fresh-$1.json" 2>&1 | tail -3
+}
 kernels_snapshot  # the patch touches kernels/ only, so kernels_restore undoes it
 step "libraries, main"
 build_libs main "$R"
 step "fresh draw, main (seed $SEED)"
-[ -n "${SKIP_FRESH:-}" ] || timeout 120 python3 scripts/fp8_accuracy.py --fresh 60 --seed "$SEED" --impls cuda_sm120_e4m3 \
-  --out "$R/fp8-fresh-main.json" 2>&1 | tail -3
+fresh main
 pack
 git apply $P || exit 1
 step "libraries, patch"
@@ -40,8 +43,7 @@ timeout 60 python3 scripts/kernel_profile.py --configs cuda_sm120_e4m3 --smoke 4
 [ -n "${SKIP_PARITY:-}" ] || timeout -s INT 150 python3 -m pytest -q -m gpu tests/test_gpu.py \
   -k "fp8_pool_edge and e4m3 and not e4m3_32" --junitxml="$R/gpu-parity-patch.xml" -p no:cacheprovider 2>&1 | tail -2
 step "fresh draw, patch (seed $SEED)"
-[ -n "${SKIP_FRESH:-}" ] || timeout 120 python3 scripts/fp8_accuracy.py --fresh 60 --seed "$SEED" --impls cuda_sm120_e4m3 \
-  --out "$R/fp8-fresh-patch.json" 2>&1 | tail -3
+fresh patch
 pack
 kernels_restore
 step "interleaved A/B: main (A) and the patch (B), timing libraries"
