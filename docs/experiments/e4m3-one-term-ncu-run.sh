@@ -10,6 +10,12 @@
 # B = 8 -5 to -7%), so the clock is not the cause; the saving grows with B (B = 2 -1 to -3%, B = 4 -3 to -6%); at
 # the headline the patch's QK warps wait longer at the loop head (the next K tile or a free P buffer: the PV warps'
 # refill path the bound there, 2026-12-04's ablation), at B = 8 not.
+# Revised the same day, still before the run: per tile B = 1 takes ~1.22 us (its 4k call's 24.5 us taken off) and B = 8
+# ~1.28, about what the patch's B = 8 tile takes (1.19). A 1 ms call of MMAs back to back may hold a lower SM clock
+# (power) than a 136 us one: then B = 8's tile is the scheduler's issue in cycles at a lower clock, and B = 1's,
+# at a higher clock, falls to a path that does not scale with the clock (the ring's DRAM refill, ~1.2 us a tile), which
+# the patch does not shorten. If so, nvidia-smi's SM clock during the A/B reads lower at B = 8 than at B = 1, and under
+# ncu's locked clock both shapes take the same cycles a tile and the patch cuts both by 4-7%.
 # Read afterwards here: `python scripts/ncu_phases.py FILE.source.csv.gz` (phases), `--mma-split 50000` at the
 # headline (the QK loop's executions; 390,400 at B = 8).
 # Carry .whl-sglang and .prebuilt (python scripts/prebuild.py main docs/experiments/e4m3-one-term-steps.patch).
@@ -27,11 +33,16 @@ git apply $P || exit 1
 step "libraries, patch"
 build_libs patch "$R"
 kernels_restore
-step "interleaved A/B: main (A) and the patch (B) by batch"
+step "interleaved A/B: main (A) and the patch (B) by batch (nvidia-smi samples the clocks meanwhile)"
+nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu \
+  --format=csv -lms 50 > "$R/clocks-ab.csv" 2>&1 &
+SMI=$!; echo "$(date -u +%T.%3N) start" > "$R/ab-by-batch.txt"
 timeout 200 python3 -m kdtree_lab.checks.ab_interleave --lib-a "$R/build-timing-main.json" \
   --lib-b "$R/build-timing-patch.json" --impl cuda_sm120_e4m3 --shape 1,200000,16,8,fp8 --shape 2,200000,16,8,fp8 \
   --shape 4,200000,16,8,fp8 --shape 8,200000,16,8,fp8 --shape 1,32768,16,8,fp8 --rounds 8 \
-  --out "$R/ab-interleave-by-batch.json" 2>&1 | tail -6
+  --out "$R/ab-interleave-by-batch.json" 2>&1 | while IFS= read -r l; do echo "$(date -u +%T.%3N) $l"; done \
+  | tee -a "$R/ab-by-batch.txt"  # each shape's line stamped as it ends: its clock samples lie since the one before
+kill $SMI 2>/dev/null
 pack
 profile() {  # TAG: ncu at the headline and at B = 8 on the tree as it is now
   for shape in headline deploy; do
