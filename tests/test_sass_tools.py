@@ -187,3 +187,18 @@ def test_the_timeline_shows_a_load_sunk_past_the_waits_in_program_order():
         ("LDG.32.nc", 2), ("MMA", 1), ("LDG.128", 1), ("LDG.64", 1), ("mbarrier arrive", 1), ("bar.sync 0x0", 1),
         ("bar.sync 0x0", 1), ("EXIT", 1)]
     assert rows[5]["start"] == hex(16 * 6)
+
+
+def test_the_budget_sums_a_schedulers_mmas_and_other_instructions_over_its_warps():
+    """GH100's measured issue (data/results/h100/2026-12-07-mma-issue-and-one-term/): 6 cycles a MMA, plus about one
+    an other instruction; NOPs are the MMA's own interval, a skipped rescale's FMULs are left out on request."""
+    rows = [{"start": "0x100", "instructions": 20, "MMA": 8, "NOP": 2, "FMUL": 3},
+            {"start": "0x400", "instructions": 30, "MMA": 4, "NOP": 1, "FMUL": 10}]
+    b = sass_census.budget(rows, "0x100:1,0x400:2:nofmul", "sm_90a")
+    assert b == {"mmas": 8 + 2 * 4, "others": (20 - 8 - 2) + 2 * (30 - 4 - 1 - 10), "mma_cycles": 16 * 6,
+                 "serial": 16 * 6 + 40}
+    assert sass_census.budget(rows, "0x400:1", "sm_120a")["mma_cycles"] == 4 * 16
+    assert sass_census.budget(rows, "0x400:1", "sm_90a")["others"] == 30 - 4 - 1  # its FMULs counted unless nofmul
+    for bad in ("0x101:1", "0x100", "0x100:1:fmul"):
+        with pytest.raises(ValueError, match="--budget"):
+            sass_census.budget(rows, bad, "sm_90a")
