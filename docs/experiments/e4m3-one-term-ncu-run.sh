@@ -44,19 +44,19 @@ timeout 200 python3 -m kdtree_lab.checks.ab_interleave --lib-a "$R/build-timing-
   | tee -a "$R/ab-by-batch.txt"  # each shape's line stamped as it ends: its clock samples lie since the one before
 kill $SMI 2>/dev/null
 pack
-profile() {  # TAG: ncu at the headline and at B = 8 on the tree as it is now
-  for shape in headline deploy; do
-    NCU_TIMEOUT=150 bash scripts/ncu_profile.sh cuda_sm120_e4m3 fp8 $shape "$R" 2>&1 | tail -1
-    for f in "$R"/ncu-cuda_sm120_e4m3-fp8-$shape.*; do mv "$f" "${f/fp8-$shape/fp8-$shape-$1}"; done
-    grep -E "^ +(Elapsed Cycles|SM Frequency|Duration) " "$R/ncu-cuda_sm120_e4m3-fp8-$shape-$1.txt" | head -3
-  done
+profile() {  # SHAPE TAG: ncu at one shape on the tree as it is now
+  NCU_TIMEOUT=150 bash scripts/ncu_profile.sh cuda_sm120_e4m3 fp8 $1 "$R" 2>&1 | tail -1
+  for f in "$R"/ncu-cuda_sm120_e4m3-fp8-$1.*; do mv "$f" "${f/fp8-$1/fp8-$1-$2}"; done
+  grep -E "^ +(Elapsed Cycles|SM Frequency|Duration) " "$R/ncu-cuda_sm120_e4m3-fp8-$1-$2.txt" | head -3
   gzip -f "$R"/*.csv 2>/dev/null; rm -f "$R"/*.ncu-rep
   pack
 }
-step "ncu, main"
-profile main
-git apply $P || exit 1
-step "ncu, patch"
-profile patch
-kernels_restore
+for shape in headline deploy; do  # the headline's pair first: a call cut short keeps a whole pair
+  step "ncu $shape, main"
+  profile $shape main
+  git apply $P || exit 1
+  step "ncu $shape, patch"
+  profile $shape patch
+  kernels_restore
+done
 pack
