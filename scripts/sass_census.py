@@ -15,17 +15,20 @@ collapsed: whether ptxas issued a load before or after a wait the source put it 
 past barriers and mbarrier waits to their first use: `e4m3-64-q-early.patch` in
 data/results/h100/2026-12-06-draft-prologue-and-combine/, which moved them back and no call's time with them).
 
-With `--budget START:WARPS[:nofmul],...`, a scheduler's issue budget for one tile: the loops named by their start
-address, each run by WARPS warps on a scheduler (`nofmul`: its FMULs sit in a branch that is usually skipped, the
-rescale), their MMAs at `MMA_CYCLES[arch]` cycles each, and their other instructions (NOPs not counted). On GH100 an
-MMA holds its scheduler for its interval and every other instruction adds about a cycle on top (measured:
-data/results/h100/2026-12-07-mma-issue-and-one-term/), so there the budget is MMAs x 6 + others; on sm_120a the cards'
-pipe takes an MMA every 16 cycles a scheduler, and whether their other instructions hide inside that interval no
-card here has said: both sums are printed.
+With `--budget START:WARPS[:nofmul][:skip=LO-HI[+LO-HI...]],...`, an estimate of a scheduler's issue for one tile:
+the loops named by their start address, each run by WARPS warps on a scheduler, their MMAs at `MMA_CYCLES[arch]`
+cycles each and their other instructions (NOPs not counted; `nofmul` leaves out the loop's FMULs, a rescale's branch
+that is usually skipped; `skip=` leaves out every instruction in address ranges a steady-state tile does not run,
+such as a first-tile copy of a block, read off the SASS). On GH100 each other instruction added about a cycle to the
+MMA's six in most arrangements measured (data/results/h100/2026-12-07-mma-issue-and-one-term/; four warps of eight
+chains overlapped most of it), so there the estimate is MMAs x 6 + others, not a bound; on sm_120a the cards' pipe
+takes an MMA every 16 cycles a scheduler, and whether their other instructions hide inside that interval no card
+here has said: both sums are printed.
 
     python scripts/sass_census.py LIB --kernel verify_sm120_roles_kernel [--arch sm_90a] [--loads] [--json FILE]
     python scripts/sass_census.py LIB --kernel verify_reduce_kernel --timeline
-    python scripts/sass_census.py LIB --kernel verify_sm120_e4m3_kernelILi64 --budget 0x2570:1,0x59a0:2:nofmul
+    python scripts/sass_census.py LIB --kernel verify_sm120_e4m3_kernelILi64 \
+        --budget 0x2570:1,0x59a0:2:nofmul:skip=0x59c0-0x63a0
 """
 
 from __future__ import annotations
@@ -159,25 +162,43 @@ def mma_loops(ins: list[tuple[int, str]], stalls: dict[int, int] | None = None) 
 MMA_CYCLES = {"sm_90a": 6, "sm_120a": 16}
 
 
-def budget(rows: list[dict], spec: str, arch: str) -> dict:
-    """A scheduler's issue budget for one tile from ``mma_loops`` rows: ``spec`` is ``START:WARPS[:nofmul],...`` (a
-    loop by its start address, the warps a scheduler that run it, `nofmul` to leave its FMULs out as a skipped
-    branch). Returns the MMAs and other instructions a scheduler issues, ``mma_cycles`` (MMAs x MMA_CYCLES[arch]) and
-    ``serial`` (those plus one cycle an other instruction: GH100's measured behaviour)."""
+def budget(rows: list[dict], spec: str, arch: str, ins: list[tuple[int, str]] = ()) -> dict:
+    """An estimate of a scheduler's issue for one tile from ``mma_loops`` rows: ``spec`` is
+    ``START:WARPS[:nofmul][:skip=LO-HI[+LO-HI...]],...`` (a loop by its start address, the warps a scheduler that run
+    it, `nofmul` to leave its FMULs out as a skipped rescale, `skip=` to leave out the instructions of ``ins``, the
+    function's ``instructions``, in those address ranges). Returns the MMAs and other instructions a scheduler
+    issues, ``mma_cycles`` (MMAs x MMA_CYCLES[arch]) and ``serial`` (those plus one cycle an other instruction:
+    GH100's usual measured behaviour). Raises ValueError naming ``--budget`` on a malformed item."""
     by_start = {int(r["start"], 16): r for r in rows}
     mmas = others = 0
+    seen: set[int] = set()
     for item in spec.split(","):
         parts = item.strip().split(":")
-        if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] != "nofmul"):
-            raise ValueError(f"--budget: expected START:WARPS[:nofmul], found {item!r}")
-        start, warps = int(parts[0], 16), int(parts[1])
+        try:
+            start, warps = int(parts[0], 16), int(parts[1])
+            flags = parts[2:]
+            nofmul = "nofmul" in flags
+            skips = [tuple(int(x, 16) for x in rng.split("-")) for f in flags if f.startswith("skip=")
+                     for rng in f[len("skip="):].split("+")]
+            if any(f != "nofmul" and not f.startswith("skip=") for f in flags) or any(len(r) != 2 for r in skips):
+                raise ValueError
+        except (ValueError, IndexError):
+            raise ValueError(f"--budget: expected START:WARPS[:nofmul][:skip=LO-HI[+LO-HI...]] (hex addresses), "
+                             f"found {item!r}") from None
+        if warps < 1 or start in seen:
+            raise ValueError(f"--budget: expected each loop once with WARPS >= 1, found {item!r}")
+        seen.add(start)
         if start not in by_start:
             raise ValueError(f"--budget: expected a loop start among {', '.join(r['start'] for r in rows)}, "
                              f"found {parts[0]}")
         r = by_start[start]
-        skipped = r["FMUL"] if len(parts) == 3 else 0
-        mmas += warps * r["MMA"]
-        others += warps * (r["instructions"] - r["MMA"] - r["NOP"] - skipped)
+        n, mma, nop, fmul = r["instructions"], r["MMA"], r["NOP"], r["FMUL"]
+        for addr, text in ins:
+            if start <= addr <= int(r["end"], 16) and any(lo <= addr <= hi for lo, hi in skips):
+                op = opcode(text)
+                n, mma, nop, fmul = n - 1, mma - (op in MMA_OPS), nop - (op == "NOP"), fmul - (op == "FMUL")
+        mmas += warps * mma
+        others += warps * (n - mma - nop - (fmul if nofmul else 0))
     cycles = mmas * MMA_CYCLES[arch]
     return {"mmas": mmas, "others": others, "mma_cycles": cycles, "serial": cycles + others}
 
@@ -259,15 +280,15 @@ def main(argv: list[str] | None = None) -> int:
                       help="the loops of global loads instead (a prologue's): loads a pass and how many go ahead")
     mode.add_argument("--timeline", action="store_true",
                       help="the loads, copies, waits and MMAs in program order instead (runs of one kind collapsed)")
-    ap.add_argument("--budget", metavar="START:WARPS[:nofmul],...",
-                    help="a scheduler's issue budget for one tile over these MMA loops (one kernel)")
+    ap.add_argument("--budget", metavar="START:WARPS[:nofmul][:skip=LO-HI],...",
+                    help="an estimate of a scheduler's issue for one tile over these MMA loops (one kernel)")
     ap.add_argument("--json", type=Path, help="also write the census here")
     a = ap.parse_args(argv)
     if a.budget and (a.loads or a.timeline):
         print("--budget: expected the MMA census (without --loads / --timeline)", file=sys.stderr)
         return 2
-    if a.arch not in MMA_CYCLES:
-        print(f"--arch: expected one of {', '.join(MMA_CYCLES)}, found {a.arch}", file=sys.stderr)
+    if a.budget and a.arch not in MMA_CYCLES:
+        print(f"--arch: expected one of {', '.join(MMA_CYCLES)} with --budget, found {a.arch}", file=sys.stderr)
         return 2
     result = census(a.library, a.kernel, a.arch, timeline if a.timeline else load_loops if a.loads else mma_loops)
     if not result:
@@ -288,12 +309,12 @@ def main(argv: list[str] | None = None) -> int:
             print("  " + " ".join(f"{r[c]:>9}" for c in cols))
         if a.budget:
             try:
-                b = budget(rows, a.budget, a.arch)
+                b = budget(rows, a.budget, a.arch, census(a.library, a.kernel, a.arch, walk=list)[name])
             except ValueError as exc:
                 print(exc, file=sys.stderr)
                 return 2
             print(f"  a scheduler a tile: {b['mmas']} MMAs x {MMA_CYCLES[a.arch]} = {b['mma_cycles']} cycles, "
-                  f"{b['others']} other instructions; both serial (GH100's measured issue) {b['serial']} cycles")
+                  f"{b['others']} other instructions; both serial (GH100's usual measured issue) {b['serial']} cycles")
     if a.json:
         a.json.write_text(json.dumps({"library": str(a.library), "arch": a.arch, "functions": result}, indent=1))
     return 0

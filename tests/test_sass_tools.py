@@ -190,15 +190,22 @@ def test_the_timeline_shows_a_load_sunk_past_the_waits_in_program_order():
 
 
 def test_the_budget_sums_a_schedulers_mmas_and_other_instructions_over_its_warps():
-    """GH100's measured issue (data/results/h100/2026-12-07-mma-issue-and-one-term/): 6 cycles a MMA, plus about one
-    an other instruction; NOPs are the MMA's own interval, a skipped rescale's FMULs are left out on request."""
-    rows = [{"start": "0x100", "instructions": 20, "MMA": 8, "NOP": 2, "FMUL": 3},
-            {"start": "0x400", "instructions": 30, "MMA": 4, "NOP": 1, "FMUL": 10}]
+    """GH100's usual measured issue (data/results/h100/2026-12-07-mma-issue-and-one-term/): 6 cycles a MMA, plus about
+    one an other instruction; NOPs are the MMA's own interval, a skipped rescale's FMULs are left out on request, and
+    so is a range of code the steady state does not run (`skip=`), each of its instructions by its class."""
+    rows = [{"start": "0x100", "end": "0x230", "instructions": 20, "MMA": 8, "NOP": 2, "FMUL": 3},
+            {"start": "0x400", "end": "0x5d0", "instructions": 30, "MMA": 4, "NOP": 1, "FMUL": 10}]
     b = sass_census.budget(rows, "0x100:1,0x400:2:nofmul", "sm_90a")
     assert b == {"mmas": 8 + 2 * 4, "others": (20 - 8 - 2) + 2 * (30 - 4 - 1 - 10), "mma_cycles": 16 * 6,
                  "serial": 16 * 6 + 40}
     assert sass_census.budget(rows, "0x400:1", "sm_120a")["mma_cycles"] == 4 * 16
     assert sass_census.budget(rows, "0x400:1", "sm_90a")["others"] == 30 - 4 - 1  # its FMULs counted unless nofmul
-    for bad in ("0x101:1", "0x100", "0x100:1:fmul"):
+    ins = [(0x410, "FMUL R1, R2, R3"), (0x420, "IADD3 R4, R5, R6, RZ"), (0x430, "HMMA.16816.F32 R8, R12, R16, R8"),
+           (0x440, "NOP"), (0x110, "IADD3 R4, R5, R6, RZ")]  # the last outside the skipped loop's range
+    skipped = sass_census.budget(rows, "0x400:1:nofmul:skip=0x410-0x440", "sm_90a", ins)
+    assert skipped["mmas"] == 4 - 1 and skipped["others"] == (30 - 4 - 1 - 10) - 1  # the FMUL not taken off twice
+    assert sass_census.budget(rows, "0x400:1:skip=0x410-0x420+0x440-0x440", "sm_90a", ins)["others"] == 30 - 4 - 1 - 2
+    for bad in ("0x101:1", "0x100", "0x100:1:fmul", "0x100:x", "zz:1", "0x100:0", "0x100:-1", "0x100:1,0x100:1",
+                "0x100:1:skip=0x10", "0x100:1:skip=0x10-zz"):
         with pytest.raises(ValueError, match="--budget"):
             sass_census.budget(rows, bad, "sm_90a")
