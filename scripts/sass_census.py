@@ -193,8 +193,9 @@ def budget(rows: list[dict], spec: str, arch: str, ins: list[tuple[int, str]] = 
                              f"found {parts[0]}")
         r = by_start[start]
         n, mma, nop, fmul = r["instructions"], r["MMA"], r["NOP"], r["FMUL"]
+        end = int(r["end"], 16)
         for addr, text in ins:
-            if start <= addr <= int(r["end"], 16) and any(lo <= addr <= hi for lo, hi in skips):
+            if start <= addr <= end and any(lo <= addr <= hi for lo, hi in skips):
                 op = opcode(text)
                 n, mma, nop, fmul = n - 1, mma - (op in MMA_OPS), nop - (op == "NOP"), fmul - (op == "FMUL")
         mmas += warps * mma
@@ -259,15 +260,23 @@ def timeline(ins: list[tuple[int, str]]) -> list[dict]:
     return rows
 
 
+def kernel_sass(library: Path, kernel: str, arch: str) -> dict[str, str]:
+    """The SASS of each function of the library on ``arch`` whose mangled name contains ``kernel`` (one cuobjdump
+    run; sass_identity.functions' form)."""
+    text = subprocess.run([find_cuda_tool("cuobjdump"), "-sass", "-arch", arch.rstrip("a"), str(library)],
+                          capture_output=True, text=True, check=True).stdout
+    return {name: body for name, body in functions(text).items() if kernel in name}
+
+
+def _walk(walk, body: str) -> list[dict]:
+    """``walk`` of one function's SASS: ``mma_loops`` with its stall counts, any other walk of its instructions."""
+    return mma_loops(instructions(body), stall_counts(body)) if walk is mma_loops else walk(instructions(body))
+
+
 def census(library: Path, kernel: str, arch: str, walk=mma_loops) -> dict[str, list[dict]]:
     """Per function of the library whose mangled name contains ``kernel``: ``walk`` of its instructions on ``arch``
     (its innermost MMA loops; ``load_loops``: its innermost loops of global loads; ``timeline``: its events)."""
-    text = subprocess.run([find_cuda_tool("cuobjdump"), "-sass", "-arch", arch.rstrip("a"), str(library)],
-                          capture_output=True, text=True, check=True).stdout
-    if walk is mma_loops:
-        return {name: mma_loops(instructions(body), stall_counts(body)) for name, body in functions(text).items()
-                if kernel in name}
-    return {name: walk(instructions(body)) for name, body in functions(text).items() if kernel in name}
+    return {name: _walk(walk, body) for name, body in kernel_sass(library, kernel, arch).items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -290,7 +299,9 @@ def main(argv: list[str] | None = None) -> int:
     if a.budget and a.arch not in MMA_CYCLES:
         print(f"--arch: expected one of {', '.join(MMA_CYCLES)} with --budget, found {a.arch}", file=sys.stderr)
         return 2
-    result = census(a.library, a.kernel, a.arch, timeline if a.timeline else load_loops if a.loads else mma_loops)
+    bodies = kernel_sass(a.library, a.kernel, a.arch)
+    walk = timeline if a.timeline else load_loops if a.loads else mma_loops
+    result = {name: _walk(walk, body) for name, body in bodies.items()}
     if not result:
         print(f"--kernel: no function of {a.library} contains {a.kernel!r}", file=sys.stderr)
         return 2
@@ -309,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
             print("  " + " ".join(f"{r[c]:>9}" for c in cols))
         if a.budget:
             try:
-                b = budget(rows, a.budget, a.arch, census(a.library, a.kernel, a.arch, walk=list)[name])
+                b = budget(rows, a.budget, a.arch, instructions(bodies[name]))
             except ValueError as exc:
                 print(exc, file=sys.stderr)
                 return 2
