@@ -55,8 +55,10 @@ def test_bad_arguments_exit_2_with_one_line_before_any_gpu_work(tmp_path, capsys
     assert ab.main(["--lib-a", so, "--lib-b", so, "--impl", ",", "--shape", "1,64,4,8"]) == 2
     assert ab.main(["--lib-a", so, "--lib-b", so, "--impl", "cuda_sm120_e4m3", "--shape", "1,64,4,8"]) == 2
     assert ab.main(["--lib-a", so, "--lib-b", so, "--impl", "cuda", "--shape", "1,64,4,8"]) == 2  # no GPU or no .so
+    assert ab.main(["--lib-a", so, "--lib-b", so, "--impl", "cuda", "--shape", "1,64,4,8", "--nsplit", "-1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 6 and all(x.startswith("ab_interleave: ") for x in err)
+    assert len(err) == 7 and all(x.startswith("ab_interleave: ") for x in err)
+    assert err[6] == "ab_interleave: --nsplit: expected 0 (automatic) to 512, found -1"
     assert err[0].startswith("ab_interleave: --shape: expected B,L,N,H") and "--impl" in err[1] and "triton" in err[1] and "--rounds" in err[2]
     assert "--impl" in err[3] and "bf16" in err[4] and ("GPU" in err[5] or "does not exist" in err[5])
 

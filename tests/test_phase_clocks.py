@@ -183,3 +183,49 @@ def test_every_role_of_both_e4m3_forms_stamps_each_of_its_marks_once(path, role)
     kernel = src.split("__global__", 1)[1]
     for mark in ("ENTRY", "WORK", "READY"):
         assert f"phase_mark(0, PH_{mark});" in kernel, mark
+
+
+def _two_ctas(end_ns_by_sm: dict[int, int], tiles=(4, 4)):
+    """Grid (2, 1, 1): two prefix CTAs of 8 warps on the given SMs, each entering at 10,000 ns, tile 0 done 1,000 ns
+    later, the loop left 1,000 ns before its end."""
+    s = pc.decode(np.zeros(pc.buffer_bytes(), np.uint8))
+    for c, ((sm, end), n) in enumerate(zip(end_ns_by_sm.items(), tiles)):
+        _stamp(s, 0, c, range(8), "entry", 10_000)
+        _stamp(s, 0, c, range(8), "tile0", 11_000)
+        _stamp(s, 0, c, range(8), "loop", end - 1_000)
+        _stamp(s, 0, c, range(8), "done", end)
+        s.meta[c] = (sm, n, 0, 1)
+    return s
+
+
+def test_each_prefix_cta_has_its_row():
+    rows = pc.prefix_ctas(_two_ctas({3: 20_000, 9: 14_000}), (2, 1, 1), GHZ)
+    assert [(r["cta"], r["sm"], r["x"], r["y"], r["tiles"]) for r in rows] == [(0, 3, 0, 0, 4), (1, 9, 1, 0, 4)]
+    assert rows[0]["end_us"] == pytest.approx(10.0) and rows[1]["pv_done_us"] == pytest.approx(4.0)
+    assert rows[0]["tile_us"] == pytest.approx((9.0 - 1.0) / 3, abs=1e-3)
+    assert rows[1]["tile_us"] == pytest.approx((3.0 - 1.0) / 3, abs=1e-3)
+    assert pc.prefix_ctas(_two_ctas({3: 20_000}, tiles=(1,)), (1, 1, 1), GHZ)[0]["tile_us"] is None
+    assert pc.prefix_ctas(pc.decode(np.zeros(pc.buffer_bytes(), np.uint8)), (2, 1, 1), GHZ) == []
+
+
+def test_the_spread_tells_a_slow_place_from_chance():
+    grid = (2, 1, 1)
+    same = [pc.prefix_ctas(_two_ctas({3: 20_000 + d, 9: 14_000 + d}), grid, GHZ) for d in (0, 100, 300)]
+    # three SMs: the correlation needs more than two
+    def three(ends):
+        s = pc.decode(np.zeros(pc.buffer_bytes(), np.uint8))
+        for c, (sm, end) in enumerate(ends.items()):
+            _stamp(s, 0, c, range(8), "entry", 10_000)
+            _stamp(s, 0, c, range(8), "done", end)
+            s.meta[c] = (sm, 4, 0, 1)
+        return pc.prefix_ctas(s, (3, 1, 1), GHZ)
+    place = pc.spread([three({1: 20_000, 2: 15_000, 3: 14_000}), three({1: 21_000, 2: 15_500, 3: 14_200})])
+    assert place["same_sm_r"] > 0.9 and place["slowest_sms"] == [1]
+    chance = pc.spread([three({1: 20_000, 2: 14_000, 3: 17_000}), three({1: 14_000, 2: 20_000, 3: 17_000})])
+    assert chance["same_sm_r"] < -0.9 and chance["slowest_sms"] == [1, 2]
+    out = pc.spread(same)
+    assert out["tiles"] == 4 and out["end_us.max"] == pytest.approx(10.1)
+    assert out["end_us.median"] == pytest.approx(((10.0 + 4.0) / 2 + (10.1 + 4.1) / 2) / 2, abs=0.06)
+    assert out["end_over_median"] == pytest.approx(10.1 / 7.1, rel=1e-3)
+    assert out["tile_us.max"] == pytest.approx(((20.3 - 1.0 - 11.0) / 1.0) / 3, rel=1e-3)
+    assert pc.spread([]) == {}

@@ -131,7 +131,8 @@ def measure(libs: dict, impl: str, shape: Shape, rounds: int, iters: int, nsplit
 
 def line(row: dict) -> str:
     """One printed line of a row."""
-    return (f"{row['impl']} {row['B']},{row['L']},{row['N']},{row['H']},{row['kv']}: A {row['median_a_us']:.1f} us, "
+    return (f"{row['impl']} {row['B']},{row['L']},{row['N']},{row['H']},{row['kv']} nsplit {row['plan_a']['nsplit']}: "
+            f"A {row['median_a_us']:.1f} us, "
             f"B {row['median_b_us']:.1f} us, B - A {row['median_diff_us']:+.2f} us ({100 * row['change']:+.1f}%), "
             f"B faster in {row['rounds_b_faster']} of {row['rounds']} rounds, outputs "
             f"{'identical' if row['identical'] else 'DIFFERENT'}"
@@ -147,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shape", action="append", required=True, help="B,L,N,H[,KV] (repeat)")
     ap.add_argument("--rounds", type=int, default=10, help="alternating rounds (A, B then B, A)")
     ap.add_argument("--iters", type=int, default=20, help="event-timed replays per build and round")
+    ap.add_argument("--nsplit", type=int, default=0,
+                    help="every shape's split count (0: each shape's automatic one, as SGLang's hook picks it)")
     ap.add_argument("--out", type=Path, help="the rows as JSON")
     a = ap.parse_args(argv)
     try:
@@ -159,6 +162,10 @@ def main(argv: list[str] | None = None) -> int:
                 raise ValueError(f"--shape: {exc}")
         if a.rounds < 2 or a.iters < 1:
             raise ValueError(f"--rounds / --iters: expected >= 2 / >= 1, found {a.rounds} / {a.iters}")
+        from ..kernels.launch_plan import MAX_NSPLIT
+
+        if not 0 <= a.nsplit <= MAX_NSPLIT:
+            raise ValueError(f"--nsplit: expected 0 (automatic) to {MAX_NSPLIT}, found {a.nsplit}")
         impls = [i for arg in a.impl for i in arg.split(",") if i]
         from ..kernels.impls import CUDA_IMPLS
 
@@ -185,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for impl in impls:
         for shape in shapes:
-            row = measure(libs, impl, shape, a.rounds, a.iters)
+            row = measure(libs, impl, shape, a.rounds, a.iters, a.nsplit)
             rows.append(row)
             print(line(row), flush=True)
             if a.out:  # after each row: an interrupted run keeps what it measured

@@ -5,7 +5,9 @@ its SM's cycle counter and the global nanosecond timer at named points (``MARKS`
 after its CTA's entry each point is reached, how far apart the CTAs start, and when the combine starts and ends
 against the split kernel. ``kdtree_lab.checks.call_anatomy`` splits a call between its kernels; this splits a
 kernel. A phase library's times are its own (each stamp is a branch and two stores): read the split, and take the
-call's time from the normal library.
+call's time from the normal library. Each prefix CTA's own row (its SM, tiles, when it ends, its time a tile) is
+kept too, and ``spread`` says how far the last CTA ends past the median one and whether the same SMs are slow each
+call.
 
     KDT_PHASE_CLOCKS=1 KDT_E4M3_TIMING=1 python3 -m kdtree_lab.checks.phase_clocks --impl cuda_sm120_e4m3_32 \\
         --shape 1,128,4,8 --shape 1,4096,4,8 --out phase.json
@@ -196,6 +198,88 @@ def summarize(s: Stamps, grid: tuple[int, int, int], ghz: float | None = None,
     return out
 
 
+def prefix_ctas(s: Stamps, grid: tuple[int, int, int], ghz: float, qk_warps: int = QK_WARPS) -> list[dict]:
+    """One row per prefix CTA of one call: ``cta`` (its linear block index), ``sm``, ``x`` / ``y`` / ``z`` (row tile,
+    blockIdx.y, request), ``tiles``; on the global timer from the call's first entry (us): ``entry_us`` and
+    ``end_us`` (its last stamp); from its own entry in cycles at ``ghz`` (us): ``qk_loop_us``, ``pv_loop_us``,
+    ``pv_done_us``, and ``tile_us``, the PV warps' time a tile after tile 0 ((loop - tile0) / (tiles - 1); None for
+    a CTA of one tile). Which CTAs end a call, and whether they are slow every call (the same SMs) or by chance,
+    is read from these rows (:func:`spread`)."""
+    gx, gy, gz = grid
+    st, meta = s.stamps, s.meta
+    ncta = min(gx * gy * gz, PHASE_CTAS)
+    ctas = _live_ctas(s, ncta)
+    if not ctas:
+        return []
+    ns = st[SPLIT, :ncta, :, :, 1]
+    first = {c: int(ns[c, :, 0][ns[c, :, 0] > 0].min()) for c in ctas}
+    t0 = min(first.values())
+    rows = []
+    for c in ctas:
+        if not meta[c, 3] or meta[c, 2]:
+            continue
+        cyc = st[SPLIT, c, :, :, 0].astype(np.int64)
+        c0 = int(cyc[:, 0][cyc[:, 0] > 0].min())
+
+        def last(warps: range, mark: str) -> float | None:
+            at = [int(cyc[w, MARKS.index(mark)]) for w in warps if w < PHASE_WARPS and cyc[w, MARKS.index(mark)] > 0]
+            return round((max(at) - c0) / ghz / 1000.0, 3) if at else None
+
+        qk, pv = range(qk_warps), range(qk_warps, PHASE_WARPS)
+        tiles = int(meta[c, 1])
+        pv_tile0, pv_loop = last(pv, "tile0"), last(pv, "loop")
+        tile = (round((pv_loop - pv_tile0) / (tiles - 1), 4) if tiles > 1 and None not in (pv_tile0, pv_loop)
+                else None)
+        rows.append({"cta": c, "sm": int(meta[c, 0]), "x": c % gx, "y": (c // gx) % gy, "z": c // (gx * gy),
+                     "tiles": tiles, "entry_us": round((first[c] - t0) / 1000.0, 3),
+                     "end_us": round((int(ns[c].max()) - t0) / 1000.0, 3), "qk_loop_us": last(qk, "loop"),
+                     "pv_loop_us": pv_loop, "pv_done_us": last(pv, "done"), "tile_us": tile})
+    return rows
+
+
+def spread(calls: list[list[dict]]) -> dict[str, float | int | None]:
+    """How far apart the prefix CTAs of repeated calls of one launch end, and whether the same SMs are slow each
+    call. ``calls``: :func:`prefix_ctas` of each call. Over all rows: ``tile_us.{p10,median,p90,max}``; per call the
+    latest ``end_us`` against the median (``end_us.median``, ``end_us.max``, ``end_over_median``: their ratio, the
+    median over calls) and the CTAs of the modal tile count only (a short last split ends early by design);
+    ``same_sm_r``: the mean over pairs of calls of the correlation, across SMs, of each SM's ``end_us`` (near 1: the
+    same SMs are slow every call, a place; near 0: by chance); ``slowest_sms``: the SMs that ended a call last, most
+    often first."""
+    rows = [r for c in calls for r in c]
+    if not rows:
+        return {}
+    tiles = statistics.mode(r["tiles"] for r in rows)
+    out: dict = {"tiles": tiles}
+    ts = sorted(r["tile_us"] for r in rows if r["tile_us"] is not None and r["tiles"] == tiles)
+    for name, q in (("p10", 0.1), ("median", 0.5), ("p90", 0.9), ("max", 1.0)):
+        out[f"tile_us.{name}"] = round(ts[min(len(ts) - 1, int(q * (len(ts) - 1) + 0.5))], 4) if ts else None
+    meds, maxs, ratios, slowest = [], [], [], []
+    for c in calls:
+        ends = [r["end_us"] for r in c if r["tiles"] == tiles]
+        if not ends:
+            continue
+        m = statistics.median(ends)
+        meds.append(m), maxs.append(max(ends)), ratios.append(max(ends) / m if m else None)
+        slowest.append(max((r for r in c if r["tiles"] == tiles), key=lambda r: r["end_us"])["sm"])
+    out["end_us.median"] = round(statistics.median(meds), 3) if meds else None
+    out["end_us.max"] = round(statistics.median(maxs), 3) if maxs else None
+    rs = [x for x in ratios if x is not None]
+    out["end_over_median"] = round(statistics.median(rs), 4) if rs else None
+    by_sm = [{r["sm"]: r["end_us"] for r in c if r["tiles"] == tiles} for c in calls]
+    common = sorted(set.intersection(*(set(d) for d in by_sm))) if by_sm else []
+    corr = []
+    for i in range(len(by_sm)):
+        for j in range(i + 1, len(by_sm)):
+            a = np.array([by_sm[i][k] for k in common], float)
+            b = np.array([by_sm[j][k] for k in common], float)
+            if len(common) > 2 and a.std() > 0 and b.std() > 0:
+                corr.append(float(np.corrcoef(a, b)[0, 1]))
+    out["same_sm_r"] = round(statistics.fmean(corr), 3) if corr else None
+    out["slowest_sms"] = [sm for sm, _ in sorted(((sm, -slowest.count(sm)) for sm in set(slowest)),
+                                                 key=lambda x: (x[1], x[0]))]
+    return out
+
+
 def median_summary(runs: list[dict]) -> dict:
     """Each key's median over repeated calls' summaries (None where no call had it)."""
     keys = list(dict.fromkeys(k for r in runs for k in r))
@@ -265,12 +349,14 @@ def measure(impl: str, shape, nsplit: int = 0, repeats: int = 5, warmup: int = 3
     clock = sm_clock(calls, grid[0] * grid[1] * grid[2])
     runs = [summarize(c, grid, clock["sm_clock_ghz"]) | {k: v for k, v in clock.items() if k != "sm_clock_ghz"}
             for c in calls]
+    ctas = [prefix_ctas(c, grid, clock["sm_clock_ghz"]) for c in calls] if clock["sm_clock_ghz"] else []
     try:
         nvml_mhz = torch.cuda.clock_rate()  # the SM clock NVML reports now, beside the stamps' own
     except Exception:  # noqa: BLE001 (no NVML in this environment)
         nvml_mhz = None
     return {"impl": impl, "kernel": cfg.name, "shape": vars(shape), "nsplit": ns, "grid": list(grid),
-            "launch": "graph replay", "nvml_sm_mhz": nvml_mhz, "runs": runs, "median": median_summary(runs)}
+            "launch": "graph replay", "nvml_sm_mhz": nvml_mhz, "runs": runs, "median": median_summary(runs),
+            "spread": spread(ctas), "ctas": ctas}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -312,6 +398,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"== {a.impl} ({r['kernel']}) B={shape.batch} L={shape.prefix} N={shape.draft} H={shape.heads} "
                   f"nsplit={r['nsplit']} grid={tuple(r['grid'])}, median of {a.repeats} graph replays", flush=True)
             print(table(r["median"]), flush=True)
+            if r.get("spread"):
+                print("prefix CTAs: " + ", ".join(f"{k} {v}" for k, v in r["spread"].items()), flush=True)
         # after each shape, whole (a call cut off later keeps these); the device call's provenance.json says where
         tmp = a.out.with_name(a.out.name + ".partial")
         tmp.write_text(json.dumps({"command": " ".join(sys.argv), "marks": MARKS, "results": results,
