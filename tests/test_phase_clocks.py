@@ -225,6 +225,10 @@ def test_the_spread_tells_a_slow_place_from_chance():
     assert chance["same_sm_r"] < -0.9 and chance["slowest_sms"] == [1, 2]
     out = pc.spread(same)
     assert out["tiles"] == 4 and out["end_us.max"] == pytest.approx(10.1)
+    assert out["pair_end_diff_us.median"] == pytest.approx(6.0)  # the two row tiles of split 0 end 6 us apart
+    row = {"tiles": 4, "tile_us": 1.0, "sm": 1, "z": 0}
+    lone = pc.spread([[row | {"y": 0, "end_us": 5.0}, row | {"y": 1, "end_us": 7.0, "sm": 2}]])
+    assert lone["pair_end_diff_us.median"] is None  # two splits of one row tile each: no pair
     assert out["end_us.median"] == pytest.approx(((10.0 + 4.0) / 2 + (10.1 + 4.1) / 2) / 2, abs=0.06)
     assert out["end_over_median"] == pytest.approx(10.1 / 7.1, rel=1e-3)
     assert out["tile_us.max"] == pytest.approx(((20.3 - 1.0 - 11.0) / 1.0) / 3, rel=1e-3)

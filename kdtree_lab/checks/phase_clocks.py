@@ -244,7 +244,8 @@ def spread(calls: list[list[dict]]) -> dict[str, float | int | None]:
     median over calls) and the CTAs of the modal tile count only (a short last split ends early by design);
     ``same_sm_r``: the mean over pairs of calls of the correlation, across SMs, of each SM's ``end_us`` (near 1: the
     same SMs are slow every call, a place; near 0: by chance); ``slowest_sms``: the SMs that ended a call last, most
-    often first."""
+    often first; ``pair_end_diff_us.{median,p90}``: how far apart the row tiles of one split (the CTAs that read the
+    same keys) end, over every such pair of every call."""
     rows = [r for c in calls for r in c]
     if not rows:
         return {}
@@ -259,7 +260,9 @@ def spread(calls: list[list[dict]]) -> dict[str, float | int | None]:
         if not ends:
             continue
         m = statistics.median(ends)
-        meds.append(m), maxs.append(max(ends)), ratios.append(max(ends) / m if m else None)
+        meds.append(m)
+        maxs.append(max(ends))
+        ratios.append(max(ends) / m if m else None)
         slowest.append(max((r for r in c if r["tiles"] == tiles), key=lambda r: r["end_us"])["sm"])
     out["end_us.median"] = round(statistics.median(meds), 3) if meds else None
     out["end_us.max"] = round(statistics.median(maxs), 3) if maxs else None
@@ -277,6 +280,17 @@ def spread(calls: list[list[dict]]) -> dict[str, float | int | None]:
     out["same_sm_r"] = round(statistics.fmean(corr), 3) if corr else None
     out["slowest_sms"] = [sm for sm, _ in sorted(((sm, -slowest.count(sm)) for sm in set(slowest)),
                                                  key=lambda x: (x[1], x[0]))]
+    diffs = []
+    for c in calls:
+        by_split: dict[tuple[int, int], list[float]] = {}
+        for r in c:
+            if r["tiles"] == tiles:
+                by_split.setdefault((r["z"], r["y"]), []).append(r["end_us"])
+        diffs += [abs(a - b) for ends in by_split.values() for i, a in enumerate(ends) for b in ends[i + 1:]]
+    diffs.sort()
+    for name, q in (("median", 0.5), ("p90", 0.9)):
+        out[f"pair_end_diff_us.{name}"] = (round(diffs[min(len(diffs) - 1, int(q * (len(diffs) - 1) + 0.5))], 3)
+                                           if diffs else None)
     return out
 
 
