@@ -93,6 +93,29 @@ def _live_ctas(s: Stamps, ncta: int) -> list[int]:
     return [c for c in range(min(ncta, PHASE_CTAS)) if s.stamps[SPLIT, c, :, MARKS.index("entry"), 1].any()]
 
 
+def _first_entry_ns(s: Stamps, c: int) -> int:
+    """Split CTA ``c``'s first entry stamp on the global timer (ns)."""
+    e = s.stamps[SPLIT, c, :, MARKS.index("entry"), 1]
+    return int(e[e > 0].min())
+
+
+def _since_entry_us(s: Stamps, c: int, warps: range, mark: str, ghz: float | None,
+                    timer: bool = False) -> float | None:
+    """The last of ``warps`` of split CTA ``c`` at ``mark``, from the CTA's first entry, in us (None: no warp reached
+    it): in cycles at ``ghz``, or with ``timer`` on the global timer."""
+    v = s.stamps[SPLIT, c, :, :, 1 if timer else 0]
+    v0 = int(v[:, 0][v[:, 0] > 0].min())
+    at = [int(v[w, MARKS.index(mark)]) for w in warps if w < PHASE_WARPS and v[w, MARKS.index(mark)] > 0]
+    if not at or not (ghz or timer):
+        return None
+    return (max(at) - v0) / (1.0 if timer else ghz) / 1000.0
+
+
+def _nearest_rank(xs: list[float], q: float) -> float | None:
+    """The element of sorted ``xs`` at quantile ``q`` by nearest rank (None for an empty list)."""
+    return xs[min(len(xs) - 1, int(q * (len(xs) - 1) + 0.5))] if xs else None
+
+
 def sm_clock(calls: list[Stamps], ncta: int, min_span_ns: int = 2000) -> dict[str, float | int | None]:
     """The SM clock the cycle stamps run at, pooled over every CTA of ``calls`` whose stamps span at least
     ``min_span_ns`` on the global timer: sum of cycle spans / sum of ns spans (GHz), how many CTAs gave it, and the
@@ -132,25 +155,17 @@ def summarize(s: Stamps, grid: tuple[int, int, int], ghz: float | None = None,
     gx, gy, gz = grid
     st, meta = s.stamps, s.meta
     ncta = min(gx * gy * gz, PHASE_CTAS)
-    entry_ns = st[SPLIT, :ncta, :, MARKS.index("entry"), 1]
     ctas = _live_ctas(s, ncta)
     if not ctas:
         raise ValueError("phase clocks: no CTA of the split kernel stamped its entry (was the phase library run?)")
     clock = sm_clock([s], ncta) if ghz is None else {"sm_clock_ghz": ghz}
     ghz = clock["sm_clock_ghz"]
     out: dict[str, float | int | None] = {**clock, "ctas": len(ctas)}
-    first_ns = [int(entry_ns[c][entry_ns[c] > 0].min()) for c in ctas]  # each CTA's first entry stamp
+    first_ns = [_first_entry_ns(s, c) for c in ctas]
     t0_ns = min(first_ns)
 
     def since_entry_us(c: int, warps: range, mark: str, timer: bool = False) -> float | None:
-        """The role's last warp at ``mark``, from the CTA's first entry, in us (None: no warp reached it): in cycles
-        at ``ghz``, or with ``timer`` on the global timer."""
-        v = st[SPLIT, c, :, :, 1 if timer else 0]
-        v0 = int(v[:, 0][v[:, 0] > 0].min())
-        at = [int(v[w, MARKS.index(mark)]) for w in warps if w < PHASE_WARPS and v[w, MARKS.index(mark)] > 0]
-        if not at or not (ghz or timer):
-            return None
-        return (max(at) - v0) / (1.0 if timer else ghz) / 1000.0
+        return _since_entry_us(s, c, warps, mark, ghz, timer)
 
     prefix = [c for c in ctas if meta[c, 3] and not meta[c, 2]]
     draft = [c for c in ctas if meta[c, 3] and meta[c, 2]]
@@ -206,24 +221,22 @@ def prefix_ctas(s: Stamps, grid: tuple[int, int, int], ghz: float, qk_warps: int
     a CTA of one tile). Which CTAs end a call, and whether they are slow every call (the same SMs) or by chance,
     is read from these rows (:func:`spread`)."""
     gx, gy, gz = grid
-    st, meta = s.stamps, s.meta
+    meta = s.meta
     ncta = min(gx * gy * gz, PHASE_CTAS)
     ctas = _live_ctas(s, ncta)
     if not ctas:
         return []
-    ns = st[SPLIT, :ncta, :, :, 1]
-    first = {c: int(ns[c, :, 0][ns[c, :, 0] > 0].min()) for c in ctas}
+    ns = s.stamps[SPLIT, :ncta, :, :, 1]
+    first = {c: _first_entry_ns(s, c) for c in ctas}
     t0 = min(first.values())
     rows = []
     for c in ctas:
         if not meta[c, 3] or meta[c, 2]:
             continue
-        cyc = st[SPLIT, c, :, :, 0].astype(np.int64)
-        c0 = int(cyc[:, 0][cyc[:, 0] > 0].min())
 
         def last(warps: range, mark: str) -> float | None:
-            at = [int(cyc[w, MARKS.index(mark)]) for w in warps if w < PHASE_WARPS and cyc[w, MARKS.index(mark)] > 0]
-            return round((max(at) - c0) / ghz / 1000.0, 3) if at else None
+            x = _since_entry_us(s, c, warps, mark, ghz)
+            return None if x is None else round(x, 3)
 
         qk, pv = range(qk_warps), range(qk_warps, PHASE_WARPS)
         tiles = int(meta[c, 1])
@@ -253,7 +266,7 @@ def spread(calls: list[list[dict]]) -> dict[str, float | int | None]:
     out: dict = {"tiles": tiles}
     ts = sorted(r["tile_us"] for r in rows if r["tile_us"] is not None and r["tiles"] == tiles)
     for name, q in (("p10", 0.1), ("median", 0.5), ("p90", 0.9), ("max", 1.0)):
-        out[f"tile_us.{name}"] = round(ts[min(len(ts) - 1, int(q * (len(ts) - 1) + 0.5))], 4) if ts else None
+        out[f"tile_us.{name}"] = None if not ts else round(_nearest_rank(ts, q), 4)
     meds, maxs, ratios, slowest = [], [], [], []
     for c in calls:
         ends = [r["end_us"] for r in c if r["tiles"] == tiles]
@@ -289,8 +302,7 @@ def spread(calls: list[list[dict]]) -> dict[str, float | int | None]:
         diffs += [abs(a - b) for ends in by_split.values() for i, a in enumerate(ends) for b in ends[i + 1:]]
     diffs.sort()
     for name, q in (("median", 0.5), ("p90", 0.9)):
-        out[f"pair_end_diff_us.{name}"] = (round(diffs[min(len(diffs) - 1, int(q * (len(diffs) - 1) + 0.5))], 3)
-                                           if diffs else None)
+        out[f"pair_end_diff_us.{name}"] = None if not diffs else round(_nearest_rank(diffs, q), 3)
     return out
 
 
