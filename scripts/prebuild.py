@@ -86,12 +86,14 @@ def _build(tree: Path, variant: str, label: str) -> Path:
 
 def _patched_copy(patches: list[Path], into: Path) -> Path:
     """A folder with copies of this tree's kernels/ and kdtree_lab/ (the package finds its kernels beside itself),
-    ``patches`` applied in order, and a link to data/ (which the package reads at import)."""
+    ``patches`` applied in order to those two folders (a patch's tests and docs are not built), and a link to data/
+    (which the package reads at import)."""
     for name in ("kernels", "kdtree_lab"):
         shutil.copytree(ROOT / name, into / name, ignore=shutil.ignore_patterns("__pycache__"))
     (into / "data").symlink_to(ROOT / "data")
     for patch in patches:
-        out = subprocess.run(["git", "apply", str(patch)], cwd=into, capture_output=True, text=True)
+        out = subprocess.run(["git", "apply", "--include=kernels/*", "--include=kdtree_lab/*", str(patch)], cwd=into,
+                             capture_output=True, text=True)
         if out.returncode != 0:
             raise PrebuildError(f"{patch}: expected a patch that applies to this tree (after the ones before it), "
                                 f"found: {_last_line(out.stderr)}")

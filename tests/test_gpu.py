@@ -51,6 +51,29 @@ def test_fp8_pool_edge_grid_and_500_random(impl):
     assert all(r.case.kv_dtype == "fp8" for r in report.results)
 
 
+@pytest.mark.parametrize("impl", ["cuda_sm120_e4m3", "cuda_sm120_e4m3_32", "cuda_sm120_roles"])
+def test_splits_of_one_to_eight_key_tiles(impl):
+    """Every ring depth a split can end at: prefixes of 1 to 8 key tiles (32 keys each) and one key either side in
+    one split, and 2 to 8 tiles a split in three (the last split 5 keys short), over fp8 pools for the e4m3 forms and
+    bf16 for the role split, on a seed drawn fresh each run (in each case's name), against the fp64 oracle."""
+    import os
+
+    seed = int.from_bytes(os.urandom(4), "little")
+    tile, kv = 32, "bf16" if impl == "cuda_sm120_roles" else "fp8"
+    cases = []
+    for t in range(1, 9):
+        for n, h in ((16, 8), (4, 8)) if impl != "cuda_sm120_e4m3_32" else ((4, 8), (2, 16)):
+            cases.append(parity.Case(f"tiles{t}_N{n}_H{h}_seed{seed}", (tile * t - 1, tile * t, tile * t + 1), n, h,
+                                     nsplit=1, seed=seed + t))
+            if t > 1:  # a split covers at least 64 keys (MIN_SPLIT_TOKENS)
+                cases.append(parity.Case(f"tiles{t}x3_N{n}_H{h}_seed{seed}", (3 * tile * t - 5,), n, h, nsplit=3,
+                                         seed=seed + 100 + t))
+    if kv == "fp8":
+        cases = parity.fp8_cases(cases)
+    report = parity.run_parity(impl, cases, "cuda")
+    assert len(report.results) == 30 and report.ok, report.summary()
+
+
 @pytest.mark.parametrize("variant", ["cuda_sm120_fp8", "cuda_sm120_e4m3", "cuda_sm120_e4m3_32"])
 def test_a_pool_the_forced_configuration_does_not_read_is_refused_in_one_line(variant):
     """Every bf16 configuration reads fp8 pools (through its e4m3 variants); a bf16 pool on a forced fp8-only

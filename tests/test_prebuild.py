@@ -74,6 +74,23 @@ def test_bad_arguments_get_one_line_and_a_non_zero_exit_and_nothing_is_removed(t
     assert [p.name for p in last.iterdir()] == ["libkdtree_verify-aaaa.so.xz"]
 
 
+def test_a_patch_with_tests_and_docs_is_built_from_its_kernel_and_package_hunks(tmp_path):
+    """A patch written to land whole touches tests/ and docs/ too; the copy holds kernels/ and kdtree_lab/ only, so
+    those hunks are left out there (git apply --include) and its kernel hunks applied, not the patch refused."""
+    readme = (ROOT / "README.md").read_text().splitlines()[0]
+    patch = tmp_path / "whole.patch"
+    patch.write_text(COMMENT_PATCH + f"""\
+--- a/README.md
++++ b/README.md
+@@ -1 +1,2 @@
+ {readme}
++a line of docs
+""")
+    copy = prebuild._patched_copy([patch], tmp_path / "tree")
+    assert (copy / "kernels" / "common" / "frame.cuh").read_text().startswith("// a comment: another tree")
+    assert not (copy / "README.md").exists()
+
+
 def test_prebuilt_libraries_are_the_ones_a_build_of_the_tree_finds(tmp_path):
     """main and main with a one-comment patch, the normal library: two names, each the one `kdtree_lab build` reports
     for that tree (a copy with the patch applied by git apply, as on the device), and unpacked it is the file that was

@@ -1,10 +1,10 @@
 """Small verify cases for compute-sanitizer (memcheck, racecheck, initcheck, synccheck) on a GPU.
 
 ``python -m kdtree_lab.checks.sanitize_cases`` runs the CUDA kernel and the Triton twin on a handful of edge cases
-(tree and causal masks, both variants, padded rows, empty splits, N = 1, several H; the first three again over an
-fp8 pool for the implementations that read one) and exits non-zero if any
-output misses the oracle; the sanitizer's own exit code reports memory errors and races. ``--impl all`` runs every
-kernel configuration of the library this GPU can launch (``every_configuration``)."""
+(tree and causal masks, both variants, padded rows, empty splits, N = 1, several H, one long split; the first three
+again over an fp8 pool for the implementations that read one) and exits non-zero if any output misses the oracle; the
+sanitizer's own exit code reports memory errors and races. ``--impl all`` runs every kernel configuration of the
+library this GPU can launch (``every_configuration``)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ CASES = [
     Case("empty_splits", (3,), 4, 8, nsplit=16),
     Case("N1_H64", (257,), 1, 64, nsplit=2),
     Case("bigN", (200,), 64, 2, nsplit=2),
+    Case("long_split", (1500,), 16, 8, nsplit=1),  # one split of 47 key tiles: every ring wraps many times
 ]
 
 
