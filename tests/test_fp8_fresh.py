@@ -182,3 +182,20 @@ def test_the_fresh_draw_takes_the_forms_an_experiment_names(tmp_path, monkeypatc
         assert exc.value.code == 2
         err = capsys.readouterr().err.strip().splitlines()[-1]
         assert words in err and ("cuda_sm120_bogus" in err or "--fresh" in err)
+
+
+def test_the_gate_miss_rate_of_a_configuration_at_the_bounds_edge():
+    """Ratios all well inside the bound never miss it, all outside always do; a pool whose median sits on the bound
+    misses about half the draws, and the rate falls as the pool's median moves below it (committed draws of q11,
+    data/results/h100/2026-12-07-refill-loop/call8-e4m3-ring4-q11, pooled: about one draw in ten)."""
+    assert fp8_fresh.gate_miss_rate([0.3, 0.4, 0.5], draws=2000) == 0.0
+    assert fp8_fresh.gate_miss_rate([0.8, 0.9], draws=2000) == 1.0
+    edge = [0.5 + 0.4 * i / 60 for i in range(61)]  # median 0.7, p90 0.86
+    assert 0.3 < fp8_fresh.gate_miss_rate(edge, draws=4000) < 0.7
+    assert fp8_fresh.gate_miss_rate([x - 0.05 for x in edge], draws=4000) < fp8_fresh.gate_miss_rate(edge, draws=4000)
+    assert fp8_fresh.gate_miss_rate([0.5] * 9 + [1.2], draws=2000) == pytest.approx(0.4, abs=0.05)  # the p90 bound
+    run = ROOT / "data/results/h100/2026-12-07-refill-loop/call8-e4m3-ring4-q11"
+    q11 = [r["ratio"] for f in sorted(run.glob("fp8-fresh-patch-*.json")) for r in json.loads(f.read_text())["rows"]]
+    assert len(q11) == 180 and 0.03 < fp8_fresh.gate_miss_rate(q11) < 0.2
+    with pytest.raises(ValueError, match="expected measured ratios"):
+        fp8_fresh.gate_miss_rate([])
