@@ -5,9 +5,10 @@
 # (data/results/cpu/2026-12-07-e4m3-ring4-sass/), so its gates are that form's (scripts/session_lib.sh, e4m3_64_gates):
 #   bash docs/experiments/e4m3-ring4-gates-run.sh TAG gates   the fp8 and e4m3 parity and graph tests (edge grid + 500
 #       random, 23 capture sizes x 100 replays, splits of 1-8 key tiles on a fresh seed) and the hook against SGLang
-#       over fp8 pools (~6 minutes)
-#   bash docs/experiments/e4m3-ring4-gates-run.sh TAG rest    the four sanitizers on cuda_sm120_e4m3 (its cases include a
-#       47-tile split), then the fresh fp8 draw (60 cases) on five new seeds: the configuration gate's spread (~4 minutes)
+#       over fp8 pools (~5.5 minutes on an H100), then the four sanitizers on cuda_sm120_e4m3 (its cases include a
+#       47-tile split) and two fresh fp8 draws (60 cases, new seeds) beside the comparison call's three (~2 minutes)
+#   bash docs/experiments/e4m3-ring4-gates-run.sh TAG rest    the sanitizers and five draws alone, where a gates call
+#       was cut before them (~4 minutes)
 # Carry .whl-sglang and .prebuilt (python scripts/prebuild.py main docs/experiments/e4m3-ring4-TAG.patch).
 # Results in $OUT/results.tar.gz.
 set -uo pipefail
@@ -17,16 +18,25 @@ WHEELS=${WHEELS:-.whl-sglang}
 export KDT_PACK_DIR=/tmp/r
 source scripts/device_prologue.sh "bash docs/experiments/e4m3-ring4-gates-run.sh $*"
 R=$KDT_PACK_DIR; P=docs/experiments/e4m3-ring4-$1.patch
-if [ "$2" = gates ]; then
-  step "gates, $1"; GATE_TIMEOUT=${GATE_TIMEOUT:-500} e4m3_64_gates gates $P "$1" "$R"; exit $?
-fi
-git apply $P || exit 1
-step "sanitizers on cuda_sm120_e4m3, $1"
-SANITIZE_TIMEOUT=150 run_sanitizers "memcheck racecheck synccheck initcheck" cuda_sm120_e4m3 "$R" "-$1"
-pack
-step "fresh draws, $1"
-for i in 1 2 3 4 5; do
-  timeout 100 python3 scripts/fp8_accuracy.py --fresh 60 --impls cuda_sm120_e4m3 --out "$R/fp8-fresh-$1-$i.json" 2>&1 \
-    | grep -E "KDT_FRESH_SEED|ours / SGLang|FAIL" | cut -c1-200
+draws() {  # COUNT: fresh draws of 60 cases on new seeds (the tree as it is: the patch applied)
+  local i
+  for i in $(seq 1 "$1"); do
+    step "fresh draw $i, $TAG"
+    timeout 100 python3 scripts/fp8_accuracy.py --fresh 60 --impls cuda_sm120_e4m3 --out "$R/fp8-fresh-$TAG-$i.json" \
+      2>&1 | grep -E "KDT_FRESH_SEED|ours / SGLang|FAIL" | cut -c1-200
+    pack
+  done
+}
+sanitizers() {
+  step "sanitizers on cuda_sm120_e4m3, $TAG"
+  SANITIZE_TIMEOUT=150 run_sanitizers "memcheck racecheck synccheck initcheck" cuda_sm120_e4m3 "$R" "-$TAG"
   pack
-done
+}
+TAG=$1
+if [ "$2" = gates ]; then
+  step "gates, $TAG"; GATE_TIMEOUT=${GATE_TIMEOUT:-420} e4m3_64_gates gates $P "$TAG" "$R" || exit 1
+  sanitizers; draws 2
+else
+  git apply $P || exit 1
+  sanitizers; draws 5
+fi
