@@ -5,10 +5,9 @@
 # (data/results/cpu/2026-12-07-e4m3-ring4-sass/), so its gates are that form's (scripts/session_lib.sh, e4m3_64_gates):
 #   bash docs/experiments/e4m3-ring4-gates-run.sh TAG gates   the fp8 and e4m3 parity and graph tests (edge grid + 500
 #       random, 23 capture sizes x 100 replays, splits of 1-8 key tiles on a fresh seed) and the hook against SGLang
-#       over fp8 pools (~5.5 minutes on an H100), then the four sanitizers on cuda_sm120_e4m3 (its cases include a
-#       47-tile split) and two fresh fp8 draws (60 cases, new seeds) beside the comparison call's three (~2 minutes)
-#   bash docs/experiments/e4m3-ring4-gates-run.sh TAG rest    the sanitizers and five draws alone, where a gates call
-#       was cut before them (~4 minutes)
+#       over fp8 pools (~5.5 minutes on an H100), then two fresh fp8 draws (60 cases, new seeds) in what is left
+#   bash docs/experiments/e4m3-ring4-gates-run.sh TAG rest    the four sanitizers on cuda_sm120_e4m3 (its cases include a
+#       47-tile split) and five draws (~4 minutes; e4m3-ring4-q13-run.sh runs the sanitizers and three draws for q13)
 # Carry .whl-sglang and .prebuilt (python scripts/prebuild.py main docs/experiments/e4m3-ring4-TAG.patch).
 # Results in $OUT/results.tar.gz.
 set -uo pipefail
@@ -34,8 +33,8 @@ sanitizers() {
 }
 TAG=$1
 if [ "$2" = gates ]; then
-  step "gates, $TAG"; GATE_TIMEOUT=${GATE_TIMEOUT:-420} e4m3_64_gates gates $P "$TAG" "$R" || exit 1
-  sanitizers; draws 2
+  step "gates, $TAG"; GATE_TIMEOUT=${GATE_TIMEOUT:-450} e4m3_64_gates gates $P "$TAG" "$R" || exit 1
+  draws 2
 else
   git apply $P || exit 1
   sanitizers; draws 5
