@@ -48,10 +48,10 @@ namespace {
 // Python names a configuration by its kernel name (kdtree_verify_config_name), never by its position here.
 //   v5 (sm_90a) on compute capability 9.x with sm_90a code; everywhere else the sm_120 kernel's second generation
 //   (roles) above 32 rows, where 64-row tiles halve the KV reads per row, and the first sm_120 kernel for the rest
-//   (32 rows and fewer, where half a 64-row tile would be empty, or less shared memory than roles' 99,432 B;
-//   docs/performance.md, "Per-shape choice on sm_120"). They fit any GPU with 99,432 / 86,912 B of shared memory per
-//   block, so GPUs with Hopper-sized shared memory but no sm_90a code (B200, compute capability 10.0; an H100 or
-//   H200 under a library built without sm_90a) run them too. v4 and the e4m3 variants are forced only (an fp8 pool
+//   (32 rows and fewer, where half a 64-row tile would be empty, or less shared memory than roles' e4m3 variant's
+//   100,968 B; docs/performance.md, "Per-shape choice on sm_120"). They fit any GPU with 100,968 / 86,912 B of shared
+//   memory per block, so GPUs with Hopper-sized shared memory but no sm_90a code (B200, compute capability 10.0; an
+//   H100 or H200 under a library built without sm_90a) run them too. v4 and the e4m3 variants are forced only (an fp8 pool
 //   reaches the variants through fp8_variant / fp8_e4m3). v1, v3 and the third form (halves) left the table (git
 //   tag last-with-v1-v3-halves); their results stay under data/results/.
 struct Policy {
@@ -231,6 +231,18 @@ const char* kdtree_verify_config_name(int index) {
   return index >= 0 && index < kNumConfigs ? kConfigs[index].e.name : nullptr;
 }
 
+// The shared memory a configuration needs to be chosen automatically: its own and that of each pool variant it may
+// switch to (kdtree_verify_config_for_pool), so that a chosen configuration's fp8 variants launch wherever it does.
+static int auto_smem(const Config& c) {
+  int s = c.e.dynamic_smem;
+  const char* variants[2] = {c.policy.fp8_variant, c.policy.fp8_e4m3};
+  for (const char* v : variants) {
+    const int i = v ? index_of(v) : -1;
+    if (i >= 0 && kConfigs[i].e.dynamic_smem > s) s = kConfigs[i].e.dynamic_smem;
+  }
+  return s;
+}
+
 int kdtree_verify_select_config(int smem_optin_bytes, int compute_capability, int num_sms, int bs, int num_draft,
                                 int num_heads) {
   (void)num_sms;
@@ -239,7 +251,7 @@ int kdtree_verify_select_config(int smem_optin_bytes, int compute_capability, in
   int best = -1;
   for (int i = 0; i < kNumConfigs; ++i) {
     const Config& c = kConfigs[i];
-    if (c.policy.auto_priority <= 0 || !arch_ok(i, compute_capability) || c.e.dynamic_smem > smem_optin_bytes ||
+    if (c.policy.auto_priority <= 0 || !arch_ok(i, compute_capability) || auto_smem(c) > smem_optin_bytes ||
         rows < c.policy.min_rows || (c.policy.max_rows > 0 && rows > c.policy.max_rows))
       continue;
     if (best < 0 || c.policy.auto_priority > kConfigs[best].policy.auto_priority) best = i;

@@ -73,6 +73,10 @@ def test_config_selection(lib):
         for bs, n, h in ((1, 16, 8), (8, 33, 1), (48, 64, 128)):  # above 32 rows: its second generation
             assert cfgs[sel(smem, cc, 188, bs, n, h)]["kernel"] == loader.CUDA_IMPLS["cuda_sm120_roles"]
     assert cfgs[sel(99_431, 120, 188, 1, 16, 8)]["kernel"] == loader.CUDA_IMPLS["cuda_sm120"]  # it does not fit
+    # nor where its own 99,432 B fit and its e4m3 variant's do not: a chosen configuration's fp8 variants launch too
+    e4m3 = cfgs[[c["kernel"] for c in cfgs].index(loader.CUDA_IMPLS["cuda_sm120_e4m3"])]["dynamic_smem"]
+    assert cfgs[sel(e4m3 - 1, 120, 188, 1, 16, 8)]["kernel"] == loader.CUDA_IMPLS["cuda_sm120"]
+    assert cfgs[sel(e4m3, 120, 188, 1, 16, 8)]["kernel"] == loader.CUDA_IMPLS["cuda_sm120_roles"]
     assert sel(1000, 120) == -1
 
 
@@ -81,12 +85,18 @@ def test_selection_follows_the_declared_properties(lib):
     library's choice is the eligible configuration of highest priority, and nothing is chosen that its arch, shared
     memory or row range excludes."""
     cfgs = lib.configs()
-    for smem, cc, sms in [(232_448, 90, 132), (101_376, 120, 188), (101_376, 120, 170), (232_448, 80, 108)]:
+
+    def needs(c):  # its own shared memory and that of each pool variant it may switch to
+        return max([c["dynamic_smem"]] + [cfgs[v]["dynamic_smem"] for v in (c["fp8_config"], c["fp8_e4m3_config"])
+                                          if 0 <= v < len(cfgs)])
+
+    for smem, cc, sms in [(232_448, 90, 132), (101_376, 120, 188), (101_376, 120, 170), (232_448, 80, 108),
+                          (100_000, 120, 188)]:
         for bs in (1, 8, 48):
             for n in (1, 4, 16, 64):
                 for h in (8, 16, 128):
                     idx = lib.lib.kdtree_verify_select_config(smem, cc, sms, bs, n, h)
-                    ok = [c for c in cfgs if c["auto_priority"] > 0 and c["dynamic_smem"] <= smem
+                    ok = [c for c in cfgs if c["auto_priority"] > 0 and needs(c) <= smem
                           and (c["arch"] == 0 or cc // 10 == 9) and c["min_rows"] <= n * h
                           and (c["max_rows"] == 0 or n * h <= c["max_rows"])]
                     assert ok, f"no configuration serves {n} x {h} rows on ({smem} B, cc {cc})"
@@ -152,9 +162,10 @@ def _choice(select, *args):
 # A grid of devices (compute capability x opt-in shared memory, around every configuration's size) and of shapes
 # (batch x N x H, rows N x H from 1 to 8192) over both pools. The per-shape choice on 99 KB (the sm_120 kernel up to
 # 32 rows, its second generation above) is checked by the same grid: rows 32 and 33 and the shared memory around
-# the second generation's 99,432 B are in it.
+# the second generation's 99,432 B and its e4m3 variant's 100,968 are in it.
 DEVICES = [launch_plan.Device(132, cc, smem) for cc in (80, 86, 89, 90, 100, 103, 120, 121)
-           for smem in (1000, 86_911, 86_912, 99_431, 99_432, 101_376, 167_936, 231_423, 231_424, 232_448)]
+           for smem in (1000, 86_911, 86_912, 99_431, 99_432, 100_967, 100_968, 101_376, 167_936, 231_423, 231_424,
+                        232_448)]
 SHAPES = [(bs, n, h) for bs in (1, 2, 8, 48, 160) for n in (1, 4, 16, 33, 64) for h in (1, 8, 16, 64, 128)]
 
 

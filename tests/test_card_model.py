@@ -78,8 +78,11 @@ def test_the_work_is_what_the_configuration_issues():
     assert (bf16.kind, bf16.flops, bf16.kv_bytes) == ("bf16", 2 * 32 * 1004 * 1088, 1000 * 576 * 2)
     roles = cm.verify_work("cuda_sm120_roles", 1, 1000, 4, 8)  # 32 rows in a 64-row tile
     assert roles.flops == 2 * bf16.flops
-    e4m3 = cm.verify_work("cuda_sm120_e4m3", 2, 1000, 16, 8, "fp8")  # two Q terms: QK twice
-    assert (e4m3.kind, e4m3.flops, e4m3.kv_bytes) == ("e4m3", 2 * 2 * 128 * 1016 * (2 * 576 + 512), 2 * 1000 * 576)
+    e4m3 = cm.verify_work("cuda_sm120_e4m3", 2, 1000, 16, 8, "fp8")  # Q's second term on 14 of 18 32-dim steps
+    assert (e4m3.kind, e4m3.kv_bytes) == ("e4m3", 2 * 1000 * 576)
+    assert e4m3.flops == pytest.approx(2 * 2 * 128 * 1016 * ((1 + 14 / 18) * 576 + 512))
+    e4m3_32 = cm.verify_work("cuda_sm120_e4m3_32", 1, 1000, 4, 8, "fp8")  # two Q terms on every step: QK twice
+    assert e4m3_32.flops == 2 * 32 * 1004 * (2 * 576 + 512)
     assert cm.verify_work("cuda_sm120_fp8", 1, 1000, 4, 8, "fp8").kind == "bf16"  # exact: bf16 MMAs
     ext = cm.verify_work("sglang_extend", 2, 1000, 40, 8)  # each head's 40 tokens padded to 64, one CTA per 32
     assert (ext.flops, ext.ctas) == (2 * 2 * 8 * 64 * 1040 * 1088, 2 * 8 * 2)
@@ -96,3 +99,15 @@ def test_bad_inputs_are_refused_by_name():
         CARD.tensor_tflops("f16")
     with pytest.raises(cm.CardModelError, match="work: expected a positive H200 time"):
         cm.predict(0.0, cm.Work(1, 1), CARD)
+
+
+def test_the_two_term_steps_are_the_kernels():
+    """E4M3_TWO_TERM_STEPS holds the 64-row e4m3 form's E4M3_TWO_TERMS (its header) and the 32-row form's 18 steps."""
+    import re
+
+    from kdtree_lab.core.paths import KERNELS
+
+    text = (KERNELS / "mma_sync" / "verify_sm120_e4m3.cuh").read_text()
+    one = int(re.search(r"constexpr int E4M3_ONE_TERM = (\d+), E4M3_TWO_TERMS = 18 - E4M3_ONE_TERM;", text).group(1))
+    assert cm.E4M3_TWO_TERM_STEPS == {"verify_sm120_e4m3_kernel<64>": 18 - one, "verify_sm120_e4m3_32_kernel": 18}
+    assert "E4M3_ONE_TERM" not in (KERNELS / "mma_sync" / "verify_sm120_e4m3_32.cuh").read_text()

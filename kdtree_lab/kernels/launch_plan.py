@@ -128,13 +128,15 @@ E4M3_CONFIGS = frozenset({E4M3_SM120.name, E4M3_SM120_32.name})  # configuration
 # for 32 rows and fewer, where the e4m3 configuration's 64-row tile is half empty: docs/kernels.md, "fp8 pools").
 # Stated here for planning without the library (the memory budget on a CPU); tests/test_c_abi.py holds select() to
 # the library's answer over a grid, so a configuration the launcher adds to its choice is added here too.
-# The sm_120 configurations fit any GPU with 99,432 / 86,912 B of shared memory per block, so GPUs with Hopper-sized
+# A configuration's smem is what it and the pool variants it switches to need (kdtree_verify_select_config's
+# auto_smem): the role split's 99,432 B, its e4m3 variant's 100,968. The sm_120 configurations fit any GPU with
+# 100,968 / 86,912 B of shared memory per block, so GPUs with Hopper-sized
 # shared memory but no sm_90a code (B200, compute capability 10.0; an H100 or H200 under a library built without
 # sm_90a) run them (v3 ran there until it left the table: commit 65e9dc4 is the last with it).
 AUTO_CONFIGS = (
     AutoConfig(Config("verify_wgmma_v5_kernel<64>", 64), smem=231_424, cc=(90, 100), sm90a=True,
                fp8=Config("verify_wgmma_kernel<64,2,true>", 64)),
-    AutoConfig(Config("verify_sm120_roles_kernel<64>", 64), smem=99_432, rows=(33, 1 << 30),
+    AutoConfig(Config("verify_sm120_roles_kernel<64>", 64), smem=100_968, rows=(33, 1 << 30),
                fp8=Config("verify_sm120_kernel<32,2,true>", 32), fp8_e4m3=E4M3_SM120, e4m3_default=True),
     AutoConfig(Config("verify_sm120_kernel<32,2>", 32), smem=86_912, fp8=Config("verify_sm120_kernel<32,2,true>", 32),
                fp8_e4m3=E4M3_SM120_32, e4m3_default=True),

@@ -175,8 +175,12 @@ def predict(h200_ms: float, work: Work, target: Card, floor_ms: float | None = N
 
 
 # Tensor work of our configurations: rows (draft node x head) padded to the configuration's row tile, QK over 576 dims
-# per Q term (the e4m3 configuration holds Q as two e4m3 terms: twice the QK MMAs) and PV over 512.
+# per Q term (the e4m3 configurations hold Q as two e4m3 terms, the second multiplied on E4M3_TWO_TERM_STEPS of Q's
+# 18 32-dim steps) and PV over 512.
 SGLANG_TILES = {"sglang_extend": ("tokens", 32), "sglang_decode_1tok": ("heads", 16)}  # BLOCK_M / BLOCK_H on cc 9.x+
+# kernels/mma_sync/verify_sm120_e4m3.cuh E4M3_TWO_TERMS (the 64-row form: the ring's fourth slot took the rest's
+# shared memory, three of them held in registers instead); the 32-row form multiplies both terms on every step (tests/test_card_model.py holds the header to it)
+E4M3_TWO_TERM_STEPS = {"verify_sm120_e4m3_kernel<64>": 14, "verify_sm120_e4m3_32_kernel": 18}
 
 
 def padded_rows(impl: str, nodes: int, heads: int) -> int:
@@ -203,6 +207,11 @@ def _config(impl: str):
     return configs[i.kernel]
 
 
+def e4m3_two_term_steps(impl: str) -> int:
+    """Q's 32-dim steps (of 18) on which ``impl`` (an e4m3 configuration) multiplies both of Q's e4m3 terms."""
+    return E4M3_TWO_TERM_STEPS[_config(impl).name]
+
+
 def verify_work(impl: str, batch: int, prefix: int, nodes: int, heads: int, kv: str = "bf16") -> Work:
     """The work of one call of ``impl`` on a shape: its pool's KV bytes and its padded MMA FLOPs over the prefix and
     the tree (SGLang's decode: one token per request)."""
@@ -210,7 +219,7 @@ def verify_work(impl: str, batch: int, prefix: int, nodes: int, heads: int, kv: 
     from ..kernels.launch_plan import E4M3_CONFIGS
 
     e4m3 = impl not in SGLANG_TILES and _config(impl).name in E4M3_CONFIGS
-    q_terms = 2 if e4m3 else 1
+    q_terms = 1 + e4m3_two_term_steps(impl) / 18 if e4m3 else 1
     n = 1 if impl == "sglang_decode_1tok" else nodes
     rows = padded_rows(impl, n, heads)
     flops = 2.0 * batch * rows * (prefix + n) * (D_QK * q_terms + D_V)

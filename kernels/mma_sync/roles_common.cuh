@@ -9,9 +9,17 @@
 // t4 = lane & 3) holds NT n-tiles of 8 keys of its rows 16 q + g and + 8 per tile (roles 2); P of a tile
 // is KS = NT / 2 k16 steps of m16n8k16 A fragments. Scores and maxima in log2 units; addresses are shared-space bytes.
 #pragma once
+#include <type_traits>
+
 #include "../common/frame.cuh"
 
 namespace kdt {
+
+// Whether a configuration keeps its row statistics in a free ring slot (C::STATS_IN_RING) rather than at C::O_STATS.
+template <class C, class = void>
+struct StatsInRing : std::false_type {};
+template <class C>
+struct StatsInRing<C, std::void_t<decltype(C::STATS_IN_RING)>> : std::bool_constant<C::STATS_IN_RING> {};
 
 // What the two roles share: the CTA's work, its shared memory, the ring's geometry. A prefix split's tile t is in
 // slot t % SLOTS (depth SLOTS); the draft block's K and V tiles t are in the slot pair 2 i, 2 i + 1 with
@@ -32,7 +40,18 @@ struct RoleCtx {
   // the rescale factors [buffer][row], the flags [buffer][m-tile] and the row statistics (max [row], sum [BM + row])
   __device__ __forceinline__ float* alpha_s() const { return reinterpret_cast<float*>(smem_ptr(base + C::O_ALPHA)); }
   __device__ __forceinline__ int* flags_s() const { return reinterpret_cast<int*>(smem_ptr(base + C::O_FLAGS)); }
-  __device__ __forceinline__ float* stats() const { return reinterpret_cast<float*>(smem_ptr(base + C::O_STATS)); }
+  // where C::STATS_IN_RING, a ring slot no tile uses once the QK warps leave their loop (they publish P(ntiles - 1)
+  // only after the PV warps are done with tile ntiles - 3): tile ntiles - SLOTS's, read and never refilled, or,
+  // under SLOTS tiles, the last slot, never loaded
+  __device__ __forceinline__ float* stats() const {
+    if constexpr (StatsInRing<C>::value) {
+      static_assert(C::SLOTS >= 3 && 2 * C::BM * 4 <= C::TILE, "a free slot holds the statistics");
+      const int slot = ntiles >= C::SLOTS ? ntiles % C::SLOTS : C::SLOTS - 1;
+      return reinterpret_cast<float*>(smem_ptr(base + slot * C::TILE));
+    } else {
+      return reinterpret_cast<float*>(smem_ptr(base + C::O_STATS));
+    }
+  }
 };
 
 // The mbarriers both kernels have: FULL[SLOTS] (a ring slot's tile landed: every PV thread's cp.async arrival),

@@ -6,27 +6,30 @@
 // What is rounded: Q to two e4m3 terms once per call (the Q pass, e4m3_q_pass.cuh), each (token, head) row scaled
 // by 448 / max|row| (the scale goes into the row's logit scale): the first is Q's e4m3 rounding, the second that of
 // the rest times 2^4, multiplied with the block scale 2^-4, so Q is held to about 2^-8 of each value (one e4m3
-// term, as SGLang's own fp8 kernel rounds Q, holds 2^-4: its error on the fp8 grid is almost all that). K and V are
+// term, as SGLang's own fp8 kernel rounds Q, holds 2^-4: its error on the fp8 grid is almost all that); the second
+// term is multiplied on the first E4M3_TWO_TERMS of Q's 18 32-dim steps only, the rest at one term's 2^-4 (its
+// shared memory is the ring's fourth slot). K and V are
 // the pool's e4m3 bytes as stored (k_scale, v_scale as for the exact paths). P is rounded to e4m3 with its reference
 // 4 (log2) below the row maximum it was set from, so a row's largest P lies in [16, 256] and values down to 2^-10 of
 // it stay normal (an unscaled P in [0, 1], as SGLang rounds it, keeps 2^-6). Sums, the softmax state and the output
 // accumulate in fp32. The draft block (bf16 k_extend / v_extend) runs the second generation's exact bf16 path in its
 // first form (CfgRoles: roles_qk, roles_pv, the softmax in the QK warps), in its own layout.
 //
-// A prefix CTA (CfgE4m3's layout): a ring of three 32-key tiles of 576 e4m3 bytes (18,432 B each), rows at 576 r
-// with their 16-byte chunk c at c ^ ((r >> 1) & 3) (conflict-free ldmatrix), Q's second term (36 KB), the P buffers
-// and row statistics of the second generation.
+// A prefix CTA (CfgE4m3's layout): a ring of four 32-key tiles of 576 e4m3 bytes (18,432 B each), rows at 576 r
+// with their 16-byte chunk c at c ^ ((r >> 1) & 3) (conflict-free ldmatrix), Q's second term on its first
+// E4M3_SMEM_TERMS steps (22 KB), the P buffers of the second generation; the row statistics in a ring slot no tile
+// uses once the QK group leaves its loop (RoleCtx::stats).
 //   QK group, warps 0-3: warp q holds the first term's A fragments of m-tile q (rows 16 q .. + 15) over all 576
-//     dims (72 registers, no partner swap) and reads the second's from shared memory (one 16-byte load per 32-dim
-//     step); per tile 36 ldmatrix.x4 (each the B fragments of two 8-key n-tiles of one 32-dim step) and 144 MMAs;
-//     the softmax of its 16 rows x 32 keys; P packed as one m16n8k32 A fragment whose k order is the accumulator's
-//     (k 4 t4 + i is key 2 t4 + (i & 1) + 8 (i >> 1) of each 16-key half), published through the second
-//     generation's P buffers and mbarriers.
+//     dims (72 registers, no partner swap) and the second's on steps E4M3_SMEM_TERMS .. E4M3_TWO_TERMS - 1 (12
+//     registers), reading the rest from shared memory (one 16-byte load per such step); per tile 36 ldmatrix.x4
+//     (each the B fragments of two 8-key n-tiles of one 32-dim step) and 128 MMAs; the softmax of its 16 rows x 32 keys; P packed as one m16n8k32 A fragment whose k order is the
+//     accumulator's (k 4 t4 + i is key 2 t4 + (i & 1) + 8 (i >> 1) of each 16-key half), published through the
+//     second generation's P buffers and mbarriers.
 //   PV group, warps 4-11: warp p owns output columns 64 p .. + 63 of the 64 rows; per tile and 16-column chunk one
 //     ldmatrix.x4.trans (keys 0-7, 8-15, 16-23, 24-31 as byte pairs) and four prmt give the B fragments of the even
 //     and odd columns in P's key order; 32 MMAs per tile. A PV warp takes tile t's V and the eight refill its slot
 //     before they wait for P(t) (V first). The epilogue writes the interleaved columns back in order.
-// 97,376 B of shared memory for a prefix CTA, 99,432 B (the second generation's) launched. sm_120a issues the e4m3
+// 100,968 B of shared memory for a prefix CTA, launched for the draft block's CTA too. sm_120a issues the e4m3
 // MMAs in their block-scaled form (ptx.cuh, mma_e4m3); a Hopper GPU runs this kernel with an f16 emulation of them,
 // so its H200 times are not a card's: the timing library (KDT_E4M3_TIMING=1) issues what sm_120a issues
 // (docs/performance.md, "e4m3 tensor cores on sm_120").
@@ -39,31 +42,54 @@
 
 namespace kdt {
 
-// A prefix CTA's layout (the draft block's CTA keeps the second generation's, CfgRoles): a ring of three 32-key e4m3
-// tiles, Q's second e4m3 term as each QK lane's A fragments, the P buffers, the row statistics, the mbarriers.
+// The last E4M3_ONE_TERM of Q's 18 32-dim steps multiply its first e4m3 term only (a step's second term is 4 of the QK
+// warp's 144 MMAs a tile, and 2 KB of a CTA's shared memory or 4 of a QK lane's registers): the first
+// E4M3_SMEM_TERMS steps' second terms in shared memory leave room for a fourth ring slot in 99 KB (with the row
+// statistics in a ring slot no tile uses once the QK warps leave their loop, RoleCtx::stats), the next
+// E4M3_REG_TERMS in 12 of the 15 registers sm_120a leaves the QK warps at 168: 4 steps in one term, a fresh draw's
+// error 0.56-0.60 of SGLang's (7 steps, shared memory alone: 0.68-0.69, at the configuration gate's 0.7;
+// docs/performance.md, "What bounds the e4m3 configuration")
+constexpr int E4M3_ONE_TERM = 4, E4M3_TWO_TERMS = 18 - E4M3_ONE_TERM;
+constexpr int E4M3_REG_TERMS = 3, E4M3_SMEM_TERMS = E4M3_TWO_TERMS - E4M3_REG_TERMS;
+
+// A prefix CTA's layout (the draft block's CTA keeps the second generation's, CfgRoles): a ring of four 32-key e4m3
+// tiles, Q's second e4m3 term on E4M3_SMEM_TERMS steps as each QK lane's A fragments, the P buffers, the mbarriers
+// (the row statistics in a ring slot: RoleCtx::stats).
 struct CfgE4m3 {
   static constexpr int BM = 64, BN = 32;                    // rows per CTA, keys per prefix tile
   static constexpr int QK_WARPS = CfgRoles::QK_WARPS, PV_WARPS = CfgRoles::PV_WARPS, THREADS = CfgRoles::THREADS;
   static constexpr int QK_THREADS = CfgRoles::QK_THREADS, PV_THREADS = CfgRoles::PV_THREADS;
-  static constexpr int SLOTS = 3, DRAFT_PAIRS = CfgRoles::DRAFT_PAIRS;
+  static constexpr int SLOTS = 4, DRAFT_PAIRS = CfgRoles::DRAFT_PAIRS;
   static constexpr int ROW8 = e4m3::ROW;                   // bytes per e4m3 key row (common/layout.cuh)
   static constexpr int TILE = BN * ROW8;                   // 18,432
   static_assert(ROW8 == D_QK && BN == e4m3::KEYS && TILE == e4m3::TILE, "the layout the host check decodes");
   static constexpr int RING = SLOTS * TILE;                // 55,296
-  static constexpr int QLO = QK_WARPS * 18 * 32 * 16;      // [warp][32-dim step][lane] 16-byte A fragments: 36,864
-  static constexpr int PB = CfgRoles::PB, ALPHA = CfgRoles::ALPHA, FLAGS = CfgRoles::FLAGS, STATS = CfgRoles::STATS;
+  static constexpr int QLO = QK_WARPS * E4M3_SMEM_TERMS * 32 * 16;  // [warp][two-term step][lane] 16-byte A fragments
+  static constexpr int PB = CfgRoles::PB, ALPHA = CfgRoles::ALPHA, FLAGS = CfgRoles::FLAGS, STATS = 0;
+  static constexpr bool STATS_IN_RING = true;
   static constexpr int MB_FULL = 0, MB_PFULL = SLOTS, MB_PEMPTY = SLOTS + 2, MB_STATS = SLOTS + 4,
                        MBARS = (SLOTS + 5) * 8;
   static constexpr int O_QLO = RING, O_PB = O_QLO + QLO, O_ALPHA = O_PB + PB, O_FLAGS = O_ALPHA + ALPHA,
                        O_STATS = O_FLAGS + FLAGS, O_MBAR = O_STATS + STATS;
   static constexpr int SMEM = O_MBAR + MBARS;
   static constexpr int BAR_PV = CfgRoles::BAR_PV;
-  static constexpr int QK_REGS = CfgRoles::QK_REGS, PV_REGS = CfgRoles::PV_REGS;  // setmaxnreg, as the draft block's
+  // setmaxnreg: the QK warps fit Q's first term and three second terms in 168 (no spill on sm_120a), fewer than the
+  // draft block's 184, and the PV warps need more than its 160 (sm_120a kept a full-barrier address in local memory at
+  // 160); the phase clocks' stamps (KDT_PHASE_CLOCKS) take the QK warps' registers instead (16 B of stack at 168, none
+  // at 176 or 184 with 160 for the PV warps): there the draft block's split, a phase library's times being its own
+#if defined(KDT_PHASE_CLOCKS)
+  static constexpr int QK_REGS = CfgRoles::QK_REGS, PV_REGS = CfgRoles::PV_REGS;
+#else
+  static constexpr int QK_REGS = 168, PV_REGS = 168;
+#endif
+  static_assert(QK_THREADS * QK_REGS + PV_THREADS * PV_REGS <= THREADS * CfgRoles::LAUNCH_REGS,
+                "setmaxnreg.inc would wait forever for registers the launch did not allocate");
   static_assert(O_MBAR % 8 == 0, "mbarriers are 8-byte aligned");
-  static_assert(SMEM <= CfgRoles::SMEM, "a prefix CTA fits the shared memory the launch gives the draft block's");
+  static_assert(SMEM <= 101376, "sm_120 allows 99 KB of dynamic shared memory per block");
 };
 
 static_assert(Q8_ROWS_ALIGN % CfgE4m3::BM == 0, "every m-tile a CTA loads is in the Q pass's rows");
+
 using E4m3Ctx = RoleCtx<CfgE4m3>;  // a prefix CTA's work, shared memory and ring (roles_common.cuh)
 
 
@@ -81,12 +107,15 @@ __device__ __forceinline__ void e4m3_qk(const E4m3Ctx& c) {
   const Q8Tile qt(p, w, q, lane);
   const float scale[2] = {qt.scale[0], qt.scale[1]};
   uint32_t qf[18][4];  // [32-dim step][A register]: Q's first term, rows g / g + 8, dims 4 t4 .. / 16 + 4 t4 ..
-  const uint32_t qlo = c.base + C::O_QLO + (q * 18 * 32 + lane) * 16;  // + 512 j: step j's second term
+  uint32_t qr[E4M3_REG_TERMS][4];  // the second term of steps E4M3_SMEM_TERMS .. E4M3_TWO_TERMS - 1
+  const uint32_t qlo = c.base + C::O_QLO + (q * E4M3_SMEM_TERMS * 32 + lane) * 16;  // + 512 j: step j's second term
 #pragma unroll
-  for (int j = 0; j < 18; ++j) cp_async_16s(qlo + 512 * j, qt.src(1, j), 16);  // read back by this lane only
+  for (int j = 0; j < E4M3_SMEM_TERMS; ++j) cp_async_16s(qlo + 512 * j, qt.src(1, j), 16);  // read back by this lane
   cp_async_commit();
 #pragma unroll
   for (int j = 0; j < 18; ++j) qt.load(0, j, qf[j]);
+#pragma unroll
+  for (int j = 0; j < E4M3_REG_TERMS; ++j) qt.load(1, E4M3_SMEM_TERMS + j, qr[j]);
   cp_async_wait<0>();
   phase_mark(0, PH_PROLOGUE);
 
@@ -109,19 +138,30 @@ __device__ __forceinline__ void e4m3_qk(const E4m3Ctx& c) {
     // would need 144 registers and spill (no instruction is emitted)
 #pragma unroll
     for (int j = 0; j < 18; ++j) asm volatile("" : "+r"(qf[j][0]), "+r"(qf[j][1]), "+r"(qf[j][2]), "+r"(qf[j][3]));
+#pragma unroll
+    for (int j = 0; j < E4M3_REG_TERMS; ++j)
+      asm volatile("" : "+r"(qr[j][0]), "+r"(qr[j][1]), "+r"(qr[j][2]), "+r"(qr[j][3]));
 #endif
 #pragma unroll
     for (int j = 0; j < 18; ++j) {
-      const uint4 u = ld_shared_v4(qlo + 512 * j);
-      const uint32_t ql[4] = {u.x, u.y, u.z, u.w};
+      uint32_t ql[4] = {0u, 0u, 0u, 0u};
+      if (j < E4M3_SMEM_TERMS) {
+        const uint4 u = ld_shared_v4(qlo + 512 * j);
+        ql[0] = u.x, ql[1] = u.y, ql[2] = u.z, ql[3] = u.w;
+      } else if (j < E4M3_TWO_TERMS) {
+        ql[0] = qr[j - E4M3_SMEM_TERMS][0], ql[1] = qr[j - E4M3_SMEM_TERMS][1];
+        ql[2] = qr[j - E4M3_SMEM_TERMS][2], ql[3] = qr[j - E4M3_SMEM_TERMS][3];
+      }
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         uint32_t kb[4];
         ldsm_x4(kb, kt + kofs[j & 1] + 64 * (j >> 1) + 16 * E::ROW8 * half);
         mma_e4m3(sc[2 * half], qf[j], kb[0], kb[1]);
         mma_e4m3(sc[2 * half + 1], qf[j], kb[2], kb[3]);
-        mma_e4m3<-E4m3Round::Q_LO_EXP>(sc[2 * half], ql, kb[0], kb[1]);
-        mma_e4m3<-E4m3Round::Q_LO_EXP>(sc[2 * half + 1], ql, kb[2], kb[3]);
+        if (j < E4M3_TWO_TERMS) {
+          mma_e4m3<-E4m3Round::Q_LO_EXP>(sc[2 * half], ql, kb[0], kb[1]);
+          mma_e4m3<-E4m3Round::Q_LO_EXP>(sc[2 * half + 1], ql, kb[2], kb[3]);
+        }
       }
     }
   };
@@ -283,7 +323,8 @@ __global__ void __launch_bounds__(CfgRoles::THREADS, 1) verify_sm120_e4m3_kernel
 }
 
 constexpr ConfigEntry sm120_e4m3_entry() {
-  return ConfigEntry{CfgRoles::BM, CfgRoles::SLOTS, CfgRoles::THREADS, CfgRoles::SMEM, CfgE4m3::BN,
+  return ConfigEntry{CfgRoles::BM, CfgRoles::SLOTS, CfgRoles::THREADS,
+                     CfgE4m3::SMEM > CfgRoles::SMEM ? CfgE4m3::SMEM : CfgRoles::SMEM, CfgE4m3::BN,
                      "verify_sm120_e4m3_kernel<64>", &verify_sm120_e4m3_kernel<CfgRoles::BM>, ARCH_MMA_SYNC,
                      KV_FP8_BIT, 1, true};  // one CTA a row tile; after the Q pass
 }
