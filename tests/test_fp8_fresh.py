@@ -118,6 +118,12 @@ def test_the_docs_sentence_comes_from_the_newest_committed_run(tmp_path, monkeyp
     assert "within rel_l2 0.030 of the fp64 reference" in text and "within 1.20x SGLang's own fp8 error" in text
     assert "above SGLang's on 1 of the 60 cases" in text
     assert "exact configurations within rel_l2 0.0020" in text and "within 1.5x SGLang's error + 0.00390625" in text
+    run = tmp_path / "h100" / "2027-01-03-fresh"  # an H100 runs the same build: a newer draw there is the newest
+    run.mkdir(parents=True)
+    prov = {"gpu": "NVIDIA H100 80GB HBM3", "date_utc": "2027-01-03T00:00:00+00:00"}
+    (run / "fp8-fresh.json").write_text(json.dumps({"provenance": prov, "seed": 10, "draw": draw, "bound": bound,
+                                                    "rows": rows}))
+    assert "2027-01-03" in str(fp8._fresh_path(tmp_path))
 
 
 def test_a_tiny_fresh_run_on_the_triton_twin():

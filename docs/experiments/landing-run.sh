@@ -9,6 +9,9 @@
 #   bash docs/experiments/landing-run.sh gates2 grid  the hook against SGLang and the wgmma tests (~3-4 minutes), then
 #                                                     the timings (grid below) in what the call has left
 #   bash docs/experiments/landing-run.sh gates3       the four sanitizers over every configuration this GPU launches
+#   bash docs/experiments/landing-run.sh fresh        a fresh fp8 draw (60 cases) over every fp8 configuration, to
+#                                                     fp8-fresh.json: after a change that moves the e4m3 error, what
+#                                                     the docs' fp8 error sentence is generated from (~2.5 minutes)
 #   bash docs/experiments/landing-run.sh grid         issue 52's figures from one run: `bench --preset card-floor`
 #                                                     (timing library) and the fixed cost (scripts/fixed_cost.py)
 #                                                     under the driver's carveout and under KDT_CARVEOUT=100
@@ -22,11 +25,12 @@ set -uo pipefail
 WHEELS=${WHEELS:-.whl-sglang}
 export KDT_PACK_DIR=/tmp/r  # results, packed into $OUT/results.tar.gz after each step (pack)
 for m in "$@"; do
-  case "$m" in gates|gates-parity|gates-graphs|gates2|gates3|grid) ;;
-    *) echo "landing-run.sh: expected gates, gates-parity, gates-graphs, gates2, gates3 or grid, found '$m'"; exit 2 ;;
+  case "$m" in gates|gates-parity|gates-graphs|gates2|gates3|fresh|grid) ;;
+    *) echo "landing-run.sh: expected gates, gates-parity, gates-graphs, gates2, gates3, fresh or grid, found '$m'"
+       exit 2 ;;
   esac
 done
-[ $# -gt 0 ] || { echo "landing-run.sh: expected gates, gates-parity, gates-graphs, gates2, gates3 or grid, found nothing"; exit 2; }
+[ $# -gt 0 ] || { echo "landing-run.sh: expected gates, gates-parity, gates-graphs, gates2, gates3, fresh or grid, found nothing"; exit 2; }
 for p in "${STACK[@]}"; do
   p=${p#docs/experiments/}  # a name, or the path from the repository's root (an edit made on the way to a call)
   git apply "docs/experiments/$p" || { echo "landing-run.sh: docs/experiments/$p does not apply"; exit 1; }
@@ -50,5 +54,9 @@ for m in "$@"; do
   case "$m" in
     gates|gates-parity|gates-graphs|gates2|gates3) step "$m"; run_gates "$m" landing "$R" ;;
     grid) grid ;;
+    fresh) step "fresh fp8 draw"
+           timeout 240 python3 scripts/fp8_accuracy.py --fresh 60 --out "$R/fp8-fresh.json" 2>&1 \
+             | grep -E "KDT_FRESH_SEED|ours / SGLang|FAIL|rror" | cut -c1-200
+           pack ;;
   esac
 done

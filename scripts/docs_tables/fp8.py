@@ -167,8 +167,9 @@ def fp8_headline_sentence() -> str:
 def _fresh_clause() -> str:
     """The README's words on e4m3's error: the newest fresh draw's worst case against the oracle and SGLang's."""
     path, data, e4m3, _, _ = _fresh()
+    gpu = data["provenance"]["gpu"].replace("NVIDIA ", "").split()[0]
     return (f"its error within rel. L2 {e4m3['rel_l2_max']:.3f} of the fp64 oracle and at most "
-            f"{e4m3['ratio_max']:.2f}x SGLang's own fp8 kernel's on {data['draw']['count']} fresh random cases (H200, "
+            f"{e4m3['ratio_max']:.2f}x SGLang's own fp8 kernel's on {data['draw']['count']} fresh random cases ({gpu}, "
             f"`{_rel(path)}`; every GPU test run draws new ones and bounds them, `docs/kernels.md`, \"fp8 pools\")")
 
 
@@ -188,13 +189,14 @@ def _fresh(path: Path | None = None) -> tuple[Path, dict, dict, dict | None, int
 
 
 def _fresh_path(results: Path = RESULTS) -> Path:
-    """The newest committed fresh-draw run (``data/results/h200/<run>/.../fp8-fresh.json``, by its provenance date);
-    LookupError where none is committed."""
+    """The newest committed fresh-draw run (``data/results/{h200,h100}/<run>/.../fp8-fresh.json``, by its provenance
+    date: both GPUs run the same sm_90a build, so the same outputs; a draw after a kernel change that moves the error
+    is what keeps the sentence true); LookupError where none is committed."""
     found = sorted((json.loads(p.read_text())["provenance"].get("date_utc", ""), str(p), p)
-                   for p in (results / "h200").rglob("fp8-fresh.json"))
+                   for gpu in ("h200", "h100") for p in (results / gpu).rglob("fp8-fresh.json"))
     if not found:
-        raise LookupError("no fp8-fresh.json committed under data/results/h200/ (python3 scripts/fp8_accuracy.py "
-                          "--fresh 60 --out $OUT/fp8-fresh.json writes one)")
+        raise LookupError("no fp8-fresh.json committed under data/results/h200/ or h100/ (python3 "
+                          "scripts/fp8_accuracy.py --fresh 60 --out $OUT/fp8-fresh.json writes one)")
     return found[-1][2]
 
 
