@@ -227,3 +227,21 @@ def test_issue52_table_gives_each_cards_prediction_beside_the_h200_figure():
             cells.append(f"{preds[0].ms / preds[1].ms:.2f}x (fp8 {preds[0].bound}-bound)")
         assert f"{c.label} " + " / ".join(cells) in table
     assert table.count("**not met**") + table.count("| met |") == 5
+
+
+def test_a_run_of_record_of_other_kernels_says_so(tmp_path, monkeypatch):
+    """The issue-52 table reads a run of record; after a kernel change, until that run is redone, its caption says the
+    run's kernels are not the tree's (its build.json's library name against library_name of the tree with the run's
+    nvcc and archs), and says nothing where they are."""
+    from kdtree_lab.kernels.build import library_name
+
+    monkeypatch.setattr(card_floor_tables, "ROOT", tmp_path)
+    run = tmp_path / "run"
+    run.mkdir()
+    assert card_floor_tables._kernels_then("run/bench-card-floor.json") == ""  # no build.json: nothing to say
+    archs, nvcc = ["sm_120a", "sm_90a"], "V13.0.88"
+    for lib, stale in ((library_name(archs, nvcc), False), ("libkdtree_verify-0000000000000000.so", True)):
+        (run / "build.json").write_text(json.dumps({"build": {"library": f"/x/build/{lib}", "archs": archs,
+                                                              "nvcc_version": nvcc}}))
+        words = card_floor_tables._kernels_then("run/bench-card-floor.json")
+        assert bool(words) == stale and ("libkdtree_verify-0000000000000000 then" in words) == stale

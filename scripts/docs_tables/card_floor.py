@@ -55,11 +55,29 @@ class _Sources:
         resumed = [s for s, d in self.used.items() if "resumed_from" in d]
         one = len(self.used) == 1 and not resumed
         runs = [f"`{s}` ({d['provenance']['date_utc'][:10]}{', timing library' if d.get('timing_library') else ''}"
-                f"{f', KDT_CARVEOUT={c}' if (c := d.get('carveout')) is not None else ''})"
+                f"{f', KDT_CARVEOUT={c}' if (c := d.get('carveout')) is not None else ''}{_kernels_then(s)})"
                 for s, d in sorted(self.used.items())]
         return ", ".join(runs) + (": one run" if one else ": not one run, as the issue asks (`bench --preset "
                                   "card-floor`, in one call" + (f"; resumed: {', '.join(resumed)}" if resumed else "")
                                   + ")")
+
+
+def _kernels_then(source: str) -> str:
+    """Where the run beside ``source`` built other kernels than the tree's (its ``build.json`` library against
+    ``library_name`` of the tree with that run's nvcc and archs: the kernel sources' hash), the words that say so;
+    else nothing. A run of record read after a kernel change describes the kernels it ran until it is redone."""
+    from kdtree_lab.kernels.build import library_name
+
+    build = ROOT / source
+    build = build.parent / "build.json"
+    if not build.exists():
+        return ""
+    b = json.loads(build.read_text())["build"]
+    then = Path(b["library"]).name
+    now = library_name(b["archs"], b["nvcc_version"])
+    return "" if then == now else (f"; its kernels are not the tree's, library {then[:-3]} then, {now[:-3]} now: its "
+                                   "times are of the kernels it ran, the floors and predictions beside them of the "
+                                   "tree's, until the run is redone")
 
 
 def _cc(data: dict) -> str:
