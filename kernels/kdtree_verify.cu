@@ -51,8 +51,8 @@ namespace {
 //   (32 rows and fewer, where half a 64-row tile would be empty, or less shared memory than roles' e4m3 variant's
 //   100,968 B; docs/performance.md, "Per-shape choice on sm_120"). They fit any GPU with 100,968 / 86,912 B of shared
 //   memory per block, so GPUs with Hopper-sized shared memory but no sm_90a code (B200, compute capability 10.0; an
-//   H100 or H200 under a library built without sm_90a) run them too. v4 and the e4m3 variants are forced only (an fp8 pool
-//   reaches the variants through fp8_variant / fp8_e4m3). v1, v3 and the third form (halves) left the table (git
+//   H100 or H200 under a library built without sm_90a) run them too. v4 and the e4m3 variants are forced only (an
+//   fp8 pool reaches the variants through fp8_variant / fp8_e4m3). v1, v3 and the third form (halves) left the table (git
 //   tag last-with-v1-v3-halves); their results stay under data/results/.
 struct Policy {
   const char* fp8_variant;  // kernel name of the configuration an fp8 pool runs (exact math); nullptr: itself or none

@@ -88,11 +88,12 @@ def _patched_copy(patches: list[Path], into: Path) -> Path:
     """A folder with copies of this tree's kernels/ and kdtree_lab/ (the package finds its kernels beside itself),
     ``patches`` applied in order to those two folders (a patch's tests and docs are not built), and a link to data/
     (which the package reads at import)."""
-    for name in ("kernels", "kdtree_lab"):
+    copied = ("kernels", "kdtree_lab")
+    for name in copied:
         shutil.copytree(ROOT / name, into / name, ignore=shutil.ignore_patterns("__pycache__"))
     (into / "data").symlink_to(ROOT / "data")
     for patch in patches:
-        out = subprocess.run(["git", "apply", "--include=kernels/*", "--include=kdtree_lab/*", str(patch)], cwd=into,
+        out = subprocess.run(["git", "apply", *(f"--include={name}/*" for name in copied), str(patch)], cwd=into,
                              capture_output=True, text=True)
         if out.returncode != 0:
             raise PrebuildError(f"{patch}: expected a patch that applies to this tree (after the ones before it), "

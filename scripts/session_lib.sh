@@ -40,6 +40,9 @@
 #   roles_ab TAG DIR: the bf16 role split of DIR/build-TAG.json (A) against DIR/build-patch.json (B) through
 #     kdtree_lab.checks.ab_interleave (eight rounds; the ablations' three shapes, one short call, one memory-bound shape)
 #     to DIR/ab-interleave-TAG-patch.json, then pack
+#   e4m3_ab A B DIR: the 64-row e4m3 form of DIR/build-timing-A.json (A) against DIR/build-timing-B.json (B) through
+#     kdtree_lab.checks.ab_interleave (eight rounds; the fp8 headline, B = 8, 1 x 32k and 1 x 4k) to
+#     DIR/ab-interleave-A-B.json, then pack
 #   roles_patch PATCH DIR: a patch to the bf16 role split measured against main in one step: applied, build_libs patch,
 #     roles_checks, reverted (git apply -R: kernels/ and any other file it touches back to main), roles_ab main (DIR
 #     holds main's build-main.json already); rc 1 where the patch does not apply or revert
@@ -148,6 +151,15 @@ roles_checks() {
     -k "(sm120_kernel_edge_grid_and_500_random or corrupt_kv_indptr) and roles" \
     --junitxml="$1/gpu-parity-patch.xml" -p no:cacheprovider 2>&1 | tail -2
   SANITIZE_TIMEOUT=60 run_sanitizers "racecheck synccheck" cuda_sm120_roles "$1" -patch
+  pack
+}
+
+e4m3_ab() {
+  step "interleaved A/B: the 64-row e4m3 form, $1 (A) and $2 (B), timing libraries"
+  timeout 170 python3 -m kdtree_lab.checks.ab_interleave --lib-a "$3/build-timing-$1.json" \
+    --lib-b "$3/build-timing-$2.json" --impl cuda_sm120_e4m3 --shape 1,200000,16,8,fp8 --shape 8,200000,16,8,fp8 \
+    --shape 1,32768,16,8,fp8 --shape 1,4096,16,8,fp8 --rounds 8 --out "$3/ab-interleave-$1-$2.json" 2>&1 \
+    | grep -E "^cuda|rror" | cut -c1-200
   pack
 }
 

@@ -28,9 +28,4 @@ R=$KDT_PACK_DIR; P=docs/experiments/e4m3-refill-immediates.patch
 case "${1:-}" in gates|gates-sanitize) e4m3_64_gates "$1" $P refill "$R"; exit $? ;; esac
 kernels_snapshot  # main's kernels/; the patch touches kernels/ only
 ab_patch $P "$R" 40 fp8 cuda_sm120_e4m3:fp8 || exit 1
-step "interleaved A/B: main (A) and the patch (B), timing libraries"
-timeout 170 python3 -m kdtree_lab.checks.ab_interleave --lib-a "$R/build-timing-main.json" \
-  --lib-b "$R/build-timing-patch.json" --impl cuda_sm120_e4m3 --shape 1,200000,16,8,fp8 --shape 8,200000,16,8,fp8 \
-  --shape 1,32768,16,8,fp8 --shape 1,4096,16,8,fp8 --rounds 8 --out "$R/ab-interleave-e4m3.json" 2>&1 \
-  | grep -E "^cuda|rror" | cut -c1-200
-pack
+e4m3_ab main patch "$R"

@@ -24,13 +24,13 @@ STACK=()
 set -uo pipefail
 WHEELS=${WHEELS:-.whl-sglang}
 export KDT_PACK_DIR=/tmp/r  # results, packed into $OUT/results.tar.gz after each step (pack)
+MODES="gates, gates-parity, gates-graphs, gates2, gates3, fresh or grid"
 for m in "$@"; do
   case "$m" in gates|gates-parity|gates-graphs|gates2|gates3|fresh|grid) ;;
-    *) echo "landing-run.sh: expected gates, gates-parity, gates-graphs, gates2, gates3, fresh or grid, found '$m'"
-       exit 2 ;;
+    *) echo "landing-run.sh: expected $MODES, found '$m'"; exit 2 ;;
   esac
 done
-[ $# -gt 0 ] || { echo "landing-run.sh: expected gates, gates-parity, gates-graphs, gates2, gates3, fresh or grid, found nothing"; exit 2; }
+[ $# -gt 0 ] || { echo "landing-run.sh: expected $MODES, found nothing"; exit 2; }
 for p in "${STACK[@]}"; do
   p=${p#docs/experiments/}  # a name, or the path from the repository's root (an edit made on the way to a call)
   git apply "docs/experiments/$p" || { echo "landing-run.sh: docs/experiments/$p does not apply"; exit 1; }

@@ -179,7 +179,8 @@ def predict(h200_ms: float, work: Work, target: Card, floor_ms: float | None = N
 # 18 32-dim steps) and PV over 512.
 SGLANG_TILES = {"sglang_extend": ("tokens", 32), "sglang_decode_1tok": ("heads", 16)}  # BLOCK_M / BLOCK_H on cc 9.x+
 # kernels/mma_sync/verify_sm120_e4m3.cuh E4M3_TWO_TERMS (the 64-row form: the ring's fourth slot took the rest's
-# shared memory, three of them held in registers instead); the 32-row form multiplies both terms on every step (tests/test_card_model.py holds the header to it)
+# shared memory, three of them held in registers instead); the 32-row form multiplies both terms on every step
+# (tests/test_card_model.py holds the header to it)
 E4M3_TWO_TERM_STEPS = {"verify_sm120_e4m3_kernel<64>": 14, "verify_sm120_e4m3_32_kernel": 18}
 
 

@@ -22,9 +22,9 @@
 //   QK group, warps 0-3: warp q holds the first term's A fragments of m-tile q (rows 16 q .. + 15) over all 576
 //     dims (72 registers, no partner swap) and the second's on steps E4M3_SMEM_TERMS .. E4M3_TWO_TERMS - 1 (12
 //     registers), reading the rest from shared memory (one 16-byte load per such step); per tile 36 ldmatrix.x4
-//     (each the B fragments of two 8-key n-tiles of one 32-dim step) and 128 MMAs; the softmax of its 16 rows x 32 keys; P packed as one m16n8k32 A fragment whose k order is the
-//     accumulator's (k 4 t4 + i is key 2 t4 + (i & 1) + 8 (i >> 1) of each 16-key half), published through the
-//     second generation's P buffers and mbarriers.
+//     (each the B fragments of two 8-key n-tiles of one 32-dim step) and 128 MMAs; the softmax of its 16 rows x 32
+//     keys; P packed as one m16n8k32 A fragment whose k order is the accumulator's (k 4 t4 + i is key 2 t4 + (i & 1)
+//     + 8 (i >> 1) of each 16-key half), published through the second generation's P buffers and mbarriers.
 //   PV group, warps 4-11: warp p owns output columns 64 p .. + 63 of the 64 rows; per tile and 16-column chunk one
 //     ldmatrix.x4.trans (keys 0-7, 8-15, 16-23, 24-31 as byte pairs) and four prmt give the B fragments of the even
 //     and odd columns in P's key order; 32 MMAs per tile. A PV warp takes tile t's V and the eight refill its slot

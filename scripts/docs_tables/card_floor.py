@@ -68,8 +68,7 @@ def _kernels_then(source: str) -> str:
     else nothing. A run of record read after a kernel change describes the kernels it ran until it is redone."""
     from kdtree_lab.kernels.build import library_name
 
-    build = ROOT / source
-    build = build.parent / "build.json"
+    build = (ROOT / source).parent / "build.json"
     if not build.exists():
         return ""
     b = json.loads(build.read_text())["build"]
