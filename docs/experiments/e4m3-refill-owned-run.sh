@@ -15,23 +15,38 @@
 # address a lane, but 16 bytes of a row a lane per copy where main reads 128 contiguous bytes a row with 8 lanes:
 # twice the L2 sector requests for the same bytes, at ~7 B a cycle a SM far from L2's rate); the immediates -1 to -3%;
 # the 32-row owned refill 0 to -3% at its long shapes (its four PV warps meet as the 64-row form's eight do).
-# Racecheck and synccheck must be clean for both owned refills. Rule: for the 64-row form the faster of owned and
-# immediates lands where identical and the headline and B = 8 each >= 1.5% faster; the 32-row owned refill where
-# identical and >= 1.5% faster at B = 1 and B = 8, L = 200k; each after its form's gates (modes below).
-#   (none)                 bits, interleaved A/B against main, both owned refills' smoke, parity and four
-#                          sanitizers (~6 minutes)
-#   gates|gates-sanitize   the 64-row e4m3 form's gates with its owned refill
+# Rule: for the 64-row form the faster of owned and immediates lands where identical and the headline and B = 8 each
+# >= 1.5% faster; the 32-row owned refill where identical and >= 1.5% faster at B = 1 and B = 8, L = 200k; each after
+# the gates (racecheck and synccheck clean included), run on the warm machine right after:
+#   (none)   bits and interleaved A/B against main (~3 minutes; carry .whl-min and .prebuilt: WHEELS=.whl-min, a
+#            folder of one small wheel, as .whl-sglang and nine libraries pass the carry's 64 MiB; nothing here needs
+#            SGLang)
+#   gates    with the patches in $OWNED applied (default: both owned refills, in this order), the e4m3 forms' gates
+#            (edge grid + 500 random of each fp8 configuration, 23 sizes x 100 replays over fp8, the hook against
+#            SGLang over fp8: ~4 minutes on an H100) and the four sanitizers on both e4m3 forms (~2 minutes); carry
+#            .whl-sglang and a .prebuilt holding main's normal library and the applied stack's
 # Prebuild: python scripts/prebuild.py main docs/experiments/e4m3-refill-owned.patch
 #   docs/experiments/e4m3-32-refill-owned.patch docs/experiments/e4m3-refill-immediates.patch (the ablation: --variants
-#   timing). Carry .prebuilt and the wheels (WHEELS=.whl-min, a folder of one small wheel, where .whl-sglang and
-#   nine libraries pass the carry's 64 MiB: nothing here needs SGLang). Results in $OUT/results.tar.gz.
-#   bash docs/experiments/e4m3-refill-owned-run.sh [gates|gates-sanitize]
+#   timing); for gates, main and the stack (--variants normal). Results in $OUT/results.tar.gz (packed after each step).
+#   bash docs/experiments/e4m3-refill-owned-run.sh [gates]
 set -uo pipefail
 WHEELS=${WHEELS:-.whl-sglang}
 export KDT_PACK_DIR=/tmp/r
 source scripts/device_prologue.sh "bash docs/experiments/e4m3-refill-owned-run.sh $*"
 R=$KDT_PACK_DIR; X=docs/experiments
-case "${1:-}" in gates|gates-sanitize) e4m3_64_gates "$1" $X/e4m3-refill-owned.patch owned "$R"; exit $? ;; esac
+if [ "${1:-}" = gates ]; then
+  for tag in ${OWNED:-refill-owned 32-refill-owned}; do git apply $X/e4m3-$tag.patch || exit 1; done
+  step "gates: ${OWNED:-refill-owned 32-refill-owned}"
+  gate_tests "$R/gates-owned" tests/test_gpu.py tests/test_gpu_graphs.py tests/test_gpu_sglang_hook.py \
+    -k "e4m3 or fp8_pool or (sglang_on_the_gpu_grid and fp8)"
+  pack
+  for impl in cuda_sm120_e4m3 cuda_sm120_e4m3_32; do
+    step "sanitizers on $impl"; SANITIZE_TIMEOUT=60 run_sanitizers "memcheck racecheck synccheck initcheck" $impl "$R" "-$impl"
+    pack
+  done
+  exit 0
+fi
+[ $# = 0 ] || { echo "e4m3-refill-owned-run.sh: expected nothing or gates, found '$*'"; exit 2; }
 kernels_snapshot
 digest() {  # TAG IMPL
   timeout 150 python3 -m kdtree_lab.checks.output_identity --impl $2 --kv fp8 --cases 40 \
@@ -61,18 +76,3 @@ timeout 170 python3 -m kdtree_lab.checks.ab_interleave --lib-a "$R/build-timing-
   --shape 8,200000,4,8,fp8 --shape 1,32768,4,8,fp8 --shape 8,32768,4,8,fp8 --rounds 8 \
   --out "$R/ab-interleave-main-32-refill-owned.json" 2>&1 | grep -E "^cuda|rror" | cut -c1-200
 pack
-for ti in refill-owned:cuda_sm120_e4m3 32-refill-owned:cuda_sm120_e4m3_32; do
-  tag=${ti%:*} impl=${ti#*:}
-  git apply $X/e4m3-$tag.patch || exit 1
-  step "smoke and parity, $tag"
-  timeout 60 python3 scripts/kernel_profile.py --configs $impl --smoke 40 --kv-dtype fp8 --shapes mem \
-    --nsplit 131 --out "$R/smoke-$tag.json" 2>&1 | grep -E "^smoke|rror" | cut -c1-200
-  if [ $impl = cuda_sm120_e4m3 ]; then k="(fp8_pool_edge and e4m3 and not e4m3_32) or (splits_of_one and e4m3 and not e4m3_32)"
-  else k="(fp8_pool_edge and e4m3_32) or (splits_of_one and e4m3_32)"; fi
-  timeout -s INT 150 python3 -m pytest -q -m gpu tests/test_gpu.py -k "$k" \
-    --junitxml="$R/gpu-parity-$tag.xml" -p no:cacheprovider 2>&1 | tail -2
-  step "sanitizers on $impl, $tag"
-  SANITIZE_TIMEOUT=120 run_sanitizers "memcheck racecheck synccheck initcheck" $impl "$R" "-$tag"
-  pack
-  kernels_restore
-done
