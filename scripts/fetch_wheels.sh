@@ -10,6 +10,10 @@
 # imports its server stack: openai, tvm-ffi, ...; the image's transformers 5.17 serves it), into .whl-sglang/ (add
 # `/.whl-sglang/` to .git/info/exclude); it stays under the 64 MiB a device call carries, so carry it instead of .whl/.
 #
+# --kernel: the one wheel the library's build and checks need there (pyelftools) into .whl-kernel/ (add `/.whl-kernel/`
+# to .git/info/exclude): for kernel calls that need no SGLang (bits, interleaved timings, parity, sanitizers), where
+# .whl-sglang (28 MB) beside a tracked tree of ~30 MB leaves room for only ~4 prebuilt libraries in the 64 MiB carry.
+#
 # --flashmla: the sgl-flash-mla 1.0.0 wheel (FlashMLA, the benchmark's Hopper peer: kdtree-lab bench --preset chain)
 # into .whl-flashmla/ (add `/.whl-flashmla/` to .git/info/exclude; 9.9 MB, carried beside .whl-sglang). Install it
 # on the device with --no-deps into a folder of its own (its metadata asks for torch >= 2.14.1; the benchmark
@@ -24,6 +28,13 @@ if [ "${1:-}" = "--flashmla" ]; then
     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
     -d .whl-flashmla sgl-flash-mla==1.0.0
   du -sh .whl-flashmla
+  exit 0
+fi
+if [ "${1:-}" = "--kernel" ]; then
+  python3 -m pip download -q --no-deps --only-binary=:all: "${PLATFORMS[@]}" -d .whl-kernel pyelftools \
+    || { ls .whl-sglang/pyelftools-*.whl >/dev/null 2>&1 && mkdir -p .whl-kernel && cp .whl-sglang/pyelftools-*.whl .whl-kernel/; }
+  ls .whl-kernel/pyelftools-*.whl >/dev/null || exit 1
+  du -sh .whl-kernel
   exit 0
 fi
 if [ "${1:-}" = "--sglang-state" ]; then
