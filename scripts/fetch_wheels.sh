@@ -12,7 +12,8 @@
 #
 # --kernel: the one wheel the library's build and checks need there (pyelftools) into .whl-kernel/ (add `/.whl-kernel/`
 # to .git/info/exclude): for kernel calls that need no SGLang (bits, interleaved timings, parity, sanitizers), where
-# .whl-sglang (28 MB) beside a tracked tree of ~30 MB leaves room for only ~4 prebuilt libraries in the 64 MiB carry.
+# .whl-sglang (28 MB) beside the tracked tree (30 MB in bytes, 36 MB as the disk counts its 2,600 files) leaves room for
+# about 4 prebuilt libraries in the 64 MiB carry (8 were refused for size on 2026-12-07).
 #
 # --flashmla: the sgl-flash-mla 1.0.0 wheel (FlashMLA, the benchmark's Hopper peer: kdtree-lab bench --preset chain)
 # into .whl-flashmla/ (add `/.whl-flashmla/` to .git/info/exclude; 9.9 MB, carried beside .whl-sglang). Install it
