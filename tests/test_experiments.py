@@ -132,3 +132,19 @@ def _build_with(patches: list[Path], tmp_path: Path, allowed: list[tuple[str, st
     report = build.check_library(lib, archs)
     problems = _unallowed(list(report.problems), list(allowed), name)
     assert not problems, f"{name}: {problems}"
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+@pytest.mark.parametrize("gpu", ["NVIDIA H100 80GB HBM3", ""])
+def test_the_record_mode_runs_nothing_off_an_h200(tmp_path, gpu):
+    """`landing-run.sh record` is issue 52's run of record, an H200's: on another GPU (or none) it says what it found
+    and exits 0 before the prologue installs or builds anything."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text(f"#!/bin/sh\necho '{gpu}'\n")
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    out = subprocess.run(["bash", str(EXPERIMENTS / "landing-run.sh"), "record"], cwd=ROOT, capture_output=True,
+                         text=True, env={"PATH": f"{bin_dir}:/usr/bin:/bin", "OUT": str(tmp_path / "out")})
+    assert out.returncode == 0, out.stderr
+    assert "the run of record is an H200's" in out.stdout and (gpu or "no GPU") in out.stdout
+    assert not (tmp_path / "out").exists()  # the prologue never ran

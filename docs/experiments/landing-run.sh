@@ -15,6 +15,10 @@
 #   bash docs/experiments/landing-run.sh grid         issue 52's figures from one run: `bench --preset card-floor`
 #                                                     (timing library) and the fixed cost (scripts/fixed_cost.py)
 #                                                     under the driver's carveout and under KDT_CARVEOUT=100
+#   bash docs/experiments/landing-run.sh record       on an H200 only (elsewhere it says so and runs nothing): the grid,
+#                                                     then the issue-fp8 grid (`bench --preset issue-fp8`, timing
+#                                                     library, SGLang's kernels beside ours): issue 52's run of record
+#                                                     (~2 minutes warm with main's libraries prebuilt)
 # (run_gates, scripts/session_lib.sh). Where gates, gates2 and gates3 pass: git apply each patch of STACK in its
 # order, commit, move the patches and their run scripts to the results folder, then regenerate the tables
 # (scripts/readme_tables.py).
@@ -24,13 +28,19 @@ STACK=()
 set -uo pipefail
 WHEELS=${WHEELS:-.whl-sglang}
 export KDT_PACK_DIR=/tmp/r  # results, packed into $OUT/results.tar.gz after each step (pack)
-MODES="gates, gates-parity, gates-graphs, gates2, gates3, fresh or grid"
+MODES="gates, gates-parity, gates-graphs, gates2, gates3, fresh, grid or record"
 for m in "$@"; do
-  case "$m" in gates|gates-parity|gates-graphs|gates2|gates3|fresh|grid) ;;
+  case "$m" in gates|gates-parity|gates-graphs|gates2|gates3|fresh|grid|record) ;;
     *) echo "landing-run.sh: expected $MODES, found '$m'"; exit 2 ;;
   esac
 done
 [ $# -gt 0 ] || { echo "landing-run.sh: expected $MODES, found nothing"; exit 2; }
+for m in "$@"; do  # before the prologue: a lent H100 spends nothing on a record that is not its to make
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+  if [ "$m" = record ] && [[ "$gpu" != *H200* ]]; then
+    echo "landing-run.sh record: the run of record is an H200's, found '${gpu:-no GPU}': nothing run"; exit 0
+  fi
+done
 for p in "${STACK[@]}"; do
   p=${p#docs/experiments/}  # a name, or the path from the repository's root (an edit made on the way to a call)
   git apply "docs/experiments/$p" || { echo "landing-run.sh: docs/experiments/$p does not apply"; exit 1; }
@@ -54,6 +64,11 @@ for m in "$@"; do
   case "$m" in
     gates|gates-parity|gates-graphs|gates2|gates3) step "$m"; run_gates "$m" landing "$R" ;;
     grid) grid ;;
+    record) grid
+            step "issue-fp8 grid"
+            KDT_E4M3_TIMING=1 timeout 200 python3 -m kdtree_lab bench --preset issue-fp8 --out "$R/bench-issue-fp8.json" \
+              2>&1 | grep -E "^cuda|rror|Killed|nterrupt" | cut -c1-120
+            pack ;;
     fresh) step "fresh fp8 draw"
            timeout 240 python3 scripts/fp8_accuracy.py --fresh 60 --out "$R/fp8-fresh.json" 2>&1 \
              | grep -E "KDT_FRESH_SEED|ours / SGLang|FAIL|rror" | cut -c1-200
