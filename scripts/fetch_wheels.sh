@@ -33,7 +33,8 @@ if [ "${1:-}" = "--flashmla" ]; then
 fi
 if [ "${1:-}" = "--kernel" ]; then
   python3 -m pip download -q --no-deps --only-binary=:all: "${PLATFORMS[@]}" -d .whl-kernel pyelftools \
-    || { ls .whl-sglang/pyelftools-*.whl >/dev/null 2>&1 && mkdir -p .whl-kernel && cp .whl-sglang/pyelftools-*.whl .whl-kernel/; }
+    || { ls .whl-sglang/pyelftools-*.whl >/dev/null 2>&1 && mkdir -p .whl-kernel \
+         && cp .whl-sglang/pyelftools-*.whl .whl-kernel/; }
   ls .whl-kernel/pyelftools-*.whl >/dev/null || exit 1
   du -sh .whl-kernel
   exit 0

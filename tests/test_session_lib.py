@@ -245,9 +245,10 @@ def test_the_role_split_checks_and_its_ab_run_what_the_run_scripts_name(tmp_path
 
 
 def test_the_e4m3_ab_runs_the_64_row_forms_timing_libraries_at_its_four_shapes(tmp_path):
-    """e4m3_ab (the 64-row e4m3 form's A/B, e.g. data/results/h100/2026-12-07-refill-owned/e4m3-refill-immediates-run.sh) against a stand-in
-    python3 that records its arguments: build-timing-A.json against build-timing-B.json, cuda_sm120_e4m3 over fp8 at
-    the headline, B = 8, 1 x 32k and 1 x 4k, eight rounds, into the results folder, which is packed."""
+    """e4m3_ab (the 64-row e4m3 form's A/B, e.g. e4m3-refill-immediates-run.sh, kept in
+    data/results/h100/2026-12-07-refill-owned/) against a stand-in python3 that records its arguments:
+    build-timing-A.json against build-timing-B.json, cuda_sm120_e4m3 over fp8 at the headline, B = 8, 1 x 32k and 1 x 4k, eight rounds,
+    into the results folder, which is packed."""
     bin_dir, results = tmp_path / "bin", tmp_path / "r"
     bin_dir.mkdir()
     results.mkdir()
