@@ -63,7 +63,7 @@ struct CfgE4m3 {
   static constexpr int ROW8 = e4m3::ROW;                   // bytes per e4m3 key row (common/layout.cuh)
   static constexpr int TILE = BN * ROW8;                   // 18,432
   static_assert(ROW8 == D_QK && BN == e4m3::KEYS && TILE == e4m3::TILE, "the layout the host check decodes");
-  static constexpr int RING = SLOTS * TILE;                // 55,296
+  static constexpr int RING = SLOTS * TILE;                // 73,728
   static constexpr int QLO = QK_WARPS * E4M3_SMEM_TERMS * 32 * 16;  // [warp][two-term step][lane] 16-byte A fragments
   static constexpr int PB = CfgRoles::PB, ALPHA = CfgRoles::ALPHA, FLAGS = CfgRoles::FLAGS, STATS = 0;
   static constexpr bool STATS_IN_RING = true;
