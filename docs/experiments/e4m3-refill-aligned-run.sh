@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Device calls (issue 52, the fp8 headline): the 64-row e4m3 form's ring refill writing whole aligned 128-byte lines
-# (e4m3-refill-aligned.patch, written 2026-12-07, forty-eighth session; it holds e4m3-lean-tile.patch's QK change too).
+# Device calls (issue 52, the fp8 headline and 32 rows over fp8): the e4m3 forms' ring refills writing whole aligned
+# 128-byte lines (e4m3-refill-aligned.patch, the 64-row form, holding e4m3-lean-tile.patch's QK change too, and
+# e4m3-32-refill-aligned.patch, the 32-row form; written 2026-12-07, forty-eighth session), measured in one call with
+# e4m3-lean-tile.patch beside them (what the QK change and the immediates alone buy).
 # The profiles of the fp8 headline (H100 2026-12-06 and H200 2026-12-06, `ncu ... .source.csv.gz`) put 1,400,272 of
 # its 17.9M shared-memory wavefronts (7.8%) as excessive, all of them at the refill's five LDGSTS: 7.0 wavefronts for
 # each of the first four copies (ideal 4) and 4.0 for the fifth (ideal 2). A key row is 576 bytes, 4.5 lines of 128,
@@ -19,19 +21,54 @@
 # 7.4%, is an upper bound), B = 8 -0.5 to -3%, 1 x 32k -1 to -3%; the 4k call within +-0.3 us. Rule (written before
 # the run): where identical, the headline >= 2% faster in >= 6 of 8 rounds and no shape's median slower than +0.5%, its
 # gates (`gates`, then `gates-sanitize`) and it lands in place of e4m3-lean-tile.patch; else not landed.
-#   (none)          bits (ab_patch, 40 random fp8 cases + the edge grid) and the short calls main / patch / main, then
-#                   main (A) against the patch (B) interleaved at four shapes, eight rounds (~6 minutes)
-#   gates           the 64-row e4m3 form's gates with the patch (~4 minutes on an H100)
-#   gates-sanitize  the four sanitizers on cuda_sm120_e4m3 with the patch (~1.5 minutes)
-# Prebuild: python scripts/prebuild.py main docs/experiments/e4m3-refill-aligned.patch. Carry .whl-sglang and .prebuilt.
-# Results in $OUT/results.tar.gz (packed after each step).
-#   bash docs/experiments/e4m3-refill-aligned-run.sh [gates|gates-sanitize]
+# The 32-row form (e4m3-32-refill-aligned.patch): its profile (data/results/h200/2026-12-03-e4m3-32/call3-ncu/, the
+# `mem` shape) counts 19.4% of its shared wavefronts as excessive, 8 a copy where 4 would do at all nine refill copies
+# (four lanes a row write 64 bytes of each of eight rows: eight half lines). Here eight lanes a row, two rows a thread
+# (lrow, lrow + 16: two index fetches and pool checks a tile where main has one), an odd row's lanes 4 positions in, and
+# the ninth copy of a lane from row lrow (lch < 4) or lrow + 16: nine copies a lane as main, each writing 4 whole lines
+# (checked for every lane and copy on the CPU). Its PV loop 366 -> 428 instructions a tile on sm_90a (issue 864 -> 970
+# cycles; sm_120a 365 -> 416), no spill, registers main's. Its load path was measured 1.4x slower than a gather-only
+# kernel reading the same rows (2026-12-04): the smem side of its copies is the candidate. Prediction (before the run):
+# outputs identical; B = 8, L = 200k -3 to -10% (the load path's share), B = 1, 200k -1 to -6%, 32k shapes -0 to -5%.
+# Rule: where identical, two of the four shapes >= 2% faster in >= 6 of 8 rounds and no shape slower than +0.5%, its
+# gates (e4m3-32-refill-aligned-run.sh gates, gates-sanitize) and it lands.
+#   (none)          bits (40 random fp8 cases + the edge grid) of the three patches against main, then main (A) against
+#                   each (B) interleaved, eight rounds: the 64-row form at four shapes (lean-tile, aligned), the 32-row
+#                   form at its four ratio shapes (~4 minutes warm, libraries prebuilt)
+#   gates           the 64-row e4m3 form's gates with e4m3-refill-aligned.patch (~4 minutes on an H100)
+#   gates-sanitize  the four sanitizers on cuda_sm120_e4m3 with it (~1.5 minutes)
+# Prebuild: python scripts/prebuild.py main docs/experiments/e4m3-lean-tile.patch docs/experiments/e4m3-refill-aligned.patch
+# docs/experiments/e4m3-32-refill-aligned.patch (eight libraries, 6.4 MB). Carry .whl-kernel (WHEELS=.whl-kernel: the
+# A/B needs no SGLang) and .prebuilt; the gates need .whl-sglang. Results in $OUT/results.tar.gz (packed after each step).
+#   WHEELS=.whl-kernel bash docs/experiments/e4m3-refill-aligned-run.sh [gates|gates-sanitize]
 set -uo pipefail
 WHEELS=${WHEELS:-.whl-sglang}
 export KDT_PACK_DIR=/tmp/r
 source scripts/device_prologue.sh "bash docs/experiments/e4m3-refill-aligned-run.sh $*"
-R=$KDT_PACK_DIR; P=docs/experiments/e4m3-refill-aligned.patch
-case "${1:-}" in gates|gates-sanitize) e4m3_64_gates "$1" $P aligned "$R"; exit $? ;; esac
-kernels_snapshot  # main's kernels/; the patch touches kernels/ only
-ab_patch $P "$R" 40 fp8 cuda_sm120_e4m3:fp8 || exit 1
-e4m3_ab main patch "$R"
+R=$KDT_PACK_DIR; X=docs/experiments
+case "${1:-}" in gates|gates-sanitize) e4m3_64_gates "$1" $X/e4m3-refill-aligned.patch aligned "$R"; exit $? ;; esac
+[ $# = 0 ] || { echo "e4m3-refill-aligned-run.sh: expected nothing, gates or gates-sanitize, found '$*'"; exit 2; }
+kernels_snapshot
+digest() {  # TAG IMPL
+  timeout 150 python3 -m kdtree_lab.checks.output_identity --impl $2 --kv fp8 --cases 40 \
+    --out "$R/digest-$1-$2.json" 2>&1 | tail -1
+}
+step "libraries and digests, main"; build_libs main "$R"
+digest main cuda_sm120_e4m3; digest main cuda_sm120_e4m3_32
+for ti in refill-aligned:cuda_sm120_e4m3 32-refill-aligned:cuda_sm120_e4m3_32 lean-tile:cuda_sm120_e4m3; do
+  tag=${ti%:*} impl=${ti#*:}
+  git apply $X/e4m3-$tag.patch || exit 1
+  step "libraries and digest, $tag"; build_libs $tag "$R"; digest $tag $impl
+  kernels_restore
+  python3 -m kdtree_lab.checks.output_identity --compare "$R/digest-main-$impl.json" "$R/digest-$tag-$impl.json" \
+    > "$R/compare-$tag.txt" 2>&1; echo "$tag: $(tail -1 "$R/compare-$tag.txt")"
+done
+pack
+e4m3_ab main refill-aligned "$R"
+step "interleaved A/B: the 32-row e4m3 form, main (A) and its aligned refill (B), timing libraries"
+timeout 170 python3 -m kdtree_lab.checks.ab_interleave --lib-a "$R/build-timing-main.json" \
+  --lib-b "$R/build-timing-32-refill-aligned.json" --impl cuda_sm120_e4m3_32 --shape 1,200000,4,8,fp8 \
+  --shape 8,200000,4,8,fp8 --shape 1,32768,4,8,fp8 --shape 8,32768,4,8,fp8 --rounds 8 \
+  --out "$R/ab-interleave-main-32-refill-aligned.json" 2>&1 | grep -E "^cuda|rror" | cut -c1-200
+pack
+e4m3_ab main lean-tile "$R"
