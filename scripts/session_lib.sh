@@ -154,13 +154,25 @@ roles_checks() {
   pack
 }
 
-e4m3_ab() {
-  step "interleaved A/B: the 64-row e4m3 form, $1 (A) and $2 (B), timing libraries"
-  timeout 170 python3 -m kdtree_lab.checks.ab_interleave --lib-a "$3/build-timing-$1.json" \
-    --lib-b "$3/build-timing-$2.json" --impl cuda_sm120_e4m3 --shape 1,200000,16,8,fp8 --shape 8,200000,16,8,fp8 \
-    --shape 1,32768,16,8,fp8 --shape 1,4096,16,8,fp8 --rounds 8 --out "$3/ab-interleave-$1-$2.json" 2>&1 \
-    | grep -E "^cuda|rror" | cut -c1-200
+timing_ab() {  # WHAT IMPL A B DIR SHAPE...: build-timing-A.json (A) against build-timing-B.json (B), eight rounds
+  local what=$1 impl=$2 a=$3 b=$4 dir=$5 shape shapes=()
+  shift 5
+  for shape in "$@"; do shapes+=(--shape "$shape"); done
+  step "interleaved A/B: $what, $a (A) and $b (B), timing libraries"
+  timeout 170 python3 -m kdtree_lab.checks.ab_interleave --lib-a "$dir/build-timing-$a.json" \
+    --lib-b "$dir/build-timing-$b.json" --impl "$impl" "${shapes[@]}" --rounds 8 --out "$dir/ab-interleave-$a-$b.json" \
+    2>&1 | grep -E "^cuda|rror" | cut -c1-200
   pack
+}
+
+e4m3_ab() {  # A B DIR: the 64-row e4m3 form at the fp8 headline, B = 8, 1 x 32k and 1 x 4k
+  timing_ab "the 64-row e4m3 form" cuda_sm120_e4m3 "$1" "$2" "$3" 1,200000,16,8,fp8 8,200000,16,8,fp8 1,32768,16,8,fp8 \
+    1,4096,16,8,fp8
+}
+
+e4m3_32_ab() {  # A B DIR: the 32-row e4m3 form at issue 52's four ratio shapes
+  timing_ab "the 32-row e4m3 form" cuda_sm120_e4m3_32 "$1" "$2" "$3" 1,200000,4,8,fp8 8,200000,4,8,fp8 \
+    1,32768,4,8,fp8 8,32768,4,8,fp8
 }
 
 roles_ab() {
@@ -192,6 +204,11 @@ time_short_calls() {
   [ "${3:-}" = fp8 ] || KDT_E4M3_TIMING=1 timeout 60 python3 -m kdtree_lab bench --out "$2/bench-bf16-$1.json" \
     --impl cuda_sm120_roles --shape 1,200000,16,8 2>&1 | grep -E "^cuda|rror|Killed" | cut -c1-100
   pack
+}
+
+digest() {  # TAG IMPL DIR [CASES]: the fp8 outputs' digest of the library built now (checks.output_identity)
+  timeout 150 python3 -m kdtree_lab.checks.output_identity --impl "$2" --kv fp8 --cases "${4:-40}" \
+    --out "$3/digest-$1-$2.json" 2>&1 | tail -1
 }
 
 ab_patch() {

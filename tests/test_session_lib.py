@@ -244,11 +244,19 @@ def test_the_role_split_checks_and_its_ab_run_what_the_run_scripts_name(tmp_path
     assert (tmp_path / "out" / "results.tar.gz").exists()
 
 
-def test_the_e4m3_ab_runs_the_64_row_forms_timing_libraries_at_its_four_shapes(tmp_path):
-    """e4m3_ab (the 64-row e4m3 form's A/B, e.g. e4m3-refill-immediates-run.sh, kept in
-    data/results/h100/2026-12-07-refill-owned/) against a stand-in python3 that records its arguments:
-    build-timing-A.json against build-timing-B.json, cuda_sm120_e4m3 over fp8 at the headline, B = 8, 1 x 32k and 1 x 4k, eight rounds,
-    into the results folder, which is packed."""
+E4M3_AB_SHAPES = {
+    "e4m3_ab": ("cuda_sm120_e4m3", ["1,200000,16,8,fp8", "8,200000,16,8,fp8", "1,32768,16,8,fp8", "1,4096,16,8,fp8"]),
+    "e4m3_32_ab": ("cuda_sm120_e4m3_32", ["1,200000,4,8,fp8", "8,200000,4,8,fp8", "1,32768,4,8,fp8", "8,32768,4,8,fp8"]),
+}
+
+
+@pytest.mark.parametrize("fn", sorted(E4M3_AB_SHAPES))
+def test_the_e4m3_ab_runs_a_forms_timing_libraries_at_its_four_shapes(tmp_path, fn):
+    """e4m3_ab (the 64-row e4m3 form's A/B: the headline, B = 8, 1 x 32k and 1 x 4k) and e4m3_32_ab (the 32-row form's:
+    issue 52's four ratio shapes), both through timing_ab, against a stand-in python3 that records its arguments:
+    build-timing-A.json against build-timing-B.json, the form over fp8 at its shapes in order, eight rounds, into the
+    results folder, which is packed."""
+    impl, want = E4M3_AB_SHAPES[fn]
     bin_dir, results = tmp_path / "bin", tmp_path / "r"
     bin_dir.mkdir()
     results.mkdir()
@@ -258,13 +266,13 @@ def test_the_e4m3_ab_runs_the_64_row_forms_timing_libraries_at_its_four_shapes(t
     (bin_dir / "python3").chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "OUT": str(tmp_path / "out"),
            "KDT_PACK_DIR": str(results)}
-    out = subprocess.run(["bash", "-c", f"source {ROOT / 'scripts/session_lib.sh'} && e4m3_ab main patch {results}"],
+    out = subprocess.run(["bash", "-c", f"source {ROOT / 'scripts/session_lib.sh'} && {fn} main patch {results}"],
                          env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     (ab,) = log.read_text().splitlines()
-    assert ab.startswith("python3 -m kdtree_lab.checks.ab_interleave") and "--impl cuda_sm120_e4m3" in ab
+    assert ab.startswith("python3 -m kdtree_lab.checks.ab_interleave") and f"--impl {impl} " in ab
     assert f"--lib-a {results}/build-timing-main.json" in ab and f"--lib-b {results}/build-timing-patch.json" in ab
     shapes = [s.split()[0] for s in ab.split("--shape ")[1:]]
-    assert shapes == ["1,200000,16,8,fp8", "8,200000,16,8,fp8", "1,32768,16,8,fp8", "1,4096,16,8,fp8"]
+    assert shapes == want
     assert f"{results}/ab-interleave-main-patch.json" in ab and "--rounds 8" in ab
     assert (tmp_path / "out" / "results.tar.gz").exists()

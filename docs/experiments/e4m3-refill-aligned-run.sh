@@ -37,9 +37,10 @@
 #                   form at its four ratio shapes (~4 minutes warm, libraries prebuilt)
 #   gates           the 64-row e4m3 form's gates with e4m3-refill-aligned.patch (~4 minutes on an H100)
 #   gates-sanitize  the four sanitizers on cuda_sm120_e4m3 with it (~1.5 minutes)
-# Prebuild: python scripts/prebuild.py main docs/experiments/e4m3-lean-tile.patch docs/experiments/e4m3-refill-aligned.patch
-# docs/experiments/e4m3-32-refill-aligned.patch (eight libraries, 6.4 MB). Carry .whl-kernel (WHEELS=.whl-kernel: the
-# A/B needs no SGLang) and .prebuilt; the gates need .whl-sglang. Results in $OUT/results.tar.gz (packed after each step).
+# Prebuild: python scripts/prebuild.py main docs/experiments/e4m3-lean-tile.patch \
+#   docs/experiments/e4m3-refill-aligned.patch docs/experiments/e4m3-32-refill-aligned.patch (eight libraries, 6.4 MB).
+# Carry .whl-kernel (WHEELS=.whl-kernel: the A/B needs no SGLang) and .prebuilt; the gates need .whl-sglang. Results in
+# $OUT/results.tar.gz (packed after each step).
 #   WHEELS=.whl-kernel bash docs/experiments/e4m3-refill-aligned-run.sh [gates|gates-sanitize]
 set -uo pipefail
 WHEELS=${WHEELS:-.whl-sglang}
@@ -49,26 +50,17 @@ R=$KDT_PACK_DIR; X=docs/experiments
 case "${1:-}" in gates|gates-sanitize) e4m3_64_gates "$1" $X/e4m3-refill-aligned.patch aligned "$R"; exit $? ;; esac
 [ $# = 0 ] || { echo "e4m3-refill-aligned-run.sh: expected nothing, gates or gates-sanitize, found '$*'"; exit 2; }
 kernels_snapshot
-digest() {  # TAG IMPL
-  timeout 150 python3 -m kdtree_lab.checks.output_identity --impl $2 --kv fp8 --cases 40 \
-    --out "$R/digest-$1-$2.json" 2>&1 | tail -1
-}
 step "libraries and digests, main"; build_libs main "$R"
-digest main cuda_sm120_e4m3; digest main cuda_sm120_e4m3_32
+digest main cuda_sm120_e4m3 "$R"; digest main cuda_sm120_e4m3_32 "$R"
 for ti in refill-aligned:cuda_sm120_e4m3 32-refill-aligned:cuda_sm120_e4m3_32 lean-tile:cuda_sm120_e4m3; do
   tag=${ti%:*} impl=${ti#*:}
   git apply $X/e4m3-$tag.patch || exit 1
-  step "libraries and digest, $tag"; build_libs $tag "$R"; digest $tag $impl
+  step "libraries and digest, $tag"; build_libs $tag "$R"; digest $tag $impl "$R"
   kernels_restore
   python3 -m kdtree_lab.checks.output_identity --compare "$R/digest-main-$impl.json" "$R/digest-$tag-$impl.json" \
     > "$R/compare-$tag.txt" 2>&1; echo "$tag: $(tail -1 "$R/compare-$tag.txt")"
 done
 pack
 e4m3_ab main refill-aligned "$R"
-step "interleaved A/B: the 32-row e4m3 form, main (A) and its aligned refill (B), timing libraries"
-timeout 170 python3 -m kdtree_lab.checks.ab_interleave --lib-a "$R/build-timing-main.json" \
-  --lib-b "$R/build-timing-32-refill-aligned.json" --impl cuda_sm120_e4m3_32 --shape 1,200000,4,8,fp8 \
-  --shape 8,200000,4,8,fp8 --shape 1,32768,4,8,fp8 --shape 8,32768,4,8,fp8 --rounds 8 \
-  --out "$R/ab-interleave-main-32-refill-aligned.json" 2>&1 | grep -E "^cuda|rror" | cut -c1-200
-pack
+e4m3_32_ab main 32-refill-aligned "$R"
 e4m3_ab main lean-tile "$R"
