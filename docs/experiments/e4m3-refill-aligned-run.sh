@@ -35,21 +35,33 @@
 #   (none)          bits (40 random fp8 cases + the edge grid) of the three patches against main, then main (A) against
 #                   each (B) interleaved, eight rounds: the 64-row form at four shapes (lean-tile, aligned), the 32-row
 #                   form at its four ratio shapes (~4 minutes warm, libraries prebuilt)
+#   quick           the two aligned patches' A/Bs alone, where little device time is left (ab_interleave reports
+#                   whether their bits are main's; no digests, no lean-tile; ~2.5 minutes with the prologue)
 #   gates           the 64-row e4m3 form's gates with e4m3-refill-aligned.patch (~4 minutes on an H100)
 #   gates-sanitize  the four sanitizers on cuda_sm120_e4m3 with it (~1.5 minutes)
 # Prebuild: python scripts/prebuild.py main docs/experiments/e4m3-lean-tile.patch \
 #   docs/experiments/e4m3-refill-aligned.patch docs/experiments/e4m3-32-refill-aligned.patch (eight libraries, 6.4 MB).
 # Carry .whl-kernel (WHEELS=.whl-kernel: the A/B needs no SGLang) and .prebuilt; the gates need .whl-sglang. Results in
 # $OUT/results.tar.gz (packed after each step).
-#   WHEELS=.whl-kernel bash docs/experiments/e4m3-refill-aligned-run.sh [gates|gates-sanitize]
+#   WHEELS=.whl-kernel bash docs/experiments/e4m3-refill-aligned-run.sh [quick|gates|gates-sanitize]
 set -uo pipefail
+case "$*" in ""|quick|gates|gates-sanitize) ;;
+  *) echo "e4m3-refill-aligned-run.sh: expected nothing, quick, gates or gates-sanitize, found '$*'"; exit 2 ;;
+esac
 WHEELS=${WHEELS:-.whl-sglang}
 export KDT_PACK_DIR=/tmp/r
 source scripts/device_prologue.sh "bash docs/experiments/e4m3-refill-aligned-run.sh $*"
 R=$KDT_PACK_DIR; X=docs/experiments
 case "${1:-}" in gates|gates-sanitize) e4m3_64_gates "$1" $X/e4m3-refill-aligned.patch aligned "$R"; exit $? ;; esac
-[ $# = 0 ] || { echo "e4m3-refill-aligned-run.sh: expected nothing, gates or gates-sanitize, found '$*'"; exit 2; }
 kernels_snapshot
+if [ "$*" = quick ]; then
+  build_libs main "$R"
+  for tag in refill-aligned 32-refill-aligned; do
+    git apply $X/e4m3-$tag.patch || exit 1; build_libs $tag "$R"; kernels_restore
+  done
+  e4m3_ab main refill-aligned "$R"; e4m3_32_ab main 32-refill-aligned "$R"
+  exit 0
+fi
 step "libraries and digests, main"; build_libs main "$R"
 digest main cuda_sm120_e4m3 "$R"; digest main cuda_sm120_e4m3_32 "$R"
 for ti in refill-aligned:cuda_sm120_e4m3 32-refill-aligned:cuda_sm120_e4m3_32 lean-tile:cuda_sm120_e4m3; do
