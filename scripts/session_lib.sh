@@ -14,10 +14,10 @@
 #     gates2: the hook against SGLang and the wgmma tests; gates3: the four sanitizers over every configuration this
 #     GPU launches), results DIR/PART-TAG.xml and .log (gate_tests) or DIR/sanitizer-TOOL-TAG.log, then pack (each
 #     call ~9 minutes)
-#   e4m3_64_gates MODE PATCH TAG DIR: a change to the 64-row e4m3 form, applied (PATCH) and gated by the tests and
-#     tools that form reaches (MODE gates: the fp8 and e4m3 parity and graph tests and the hook over fp8, ~9 minutes;
-#     gates-sanitize: the four sanitizers on cuda_sm120_e4m3, ~1 minute), results DIR/gates-TAG.* or
-#     DIR/sanitizer-TOOL-TAG.log, then pack
+#   e4m3_gates MODE PATCH TAG DIR [IMPL]: a change to an e4m3 form, applied (PATCH) and gated by the tests and tools
+#     the form reaches (MODE gates: the fp8 and e4m3 parity and graph tests and the hook over fp8, ~9 minutes;
+#     gates-sanitize: the four sanitizers on IMPL, cuda_sm120_e4m3 unless named, ~1 minute), results
+#     DIR/gates-TAG.* or DIR/sanitizer-TOOL-TAG.log, then pack
 #   time_e4m3_64 OUT: the 64-row e4m3 form at its shapes (the headline, B = 8, L = 32k) on the timing library, to OUT
 #   build_libs TAG DIR: the normal and the timing library of the tree as it is now (cached by source digest), their
 #     reports in DIR/build-TAG.json and DIR/build-timing-TAG.json: a call that times a patch against main builds each
@@ -119,13 +119,14 @@ gate_tests() {  # STEM PYTEST_ARGS...: the GPU tests named, each result line to 
   echo "$(basename "$stem") rc=$rc $(grep -E '(passed|failed|error)' "$stem.log" | tail -1) $cut"
 }
 
-e4m3_64_gates() {
+e4m3_gates() {
   git apply "$2" || return 1
   case "$1" in
     gates) gate_tests "$4/gates-$3" tests/test_gpu.py tests/test_gpu_graphs.py tests/test_gpu_sglang_hook.py \
              -k "e4m3 or fp8_pool or (sglang_on_the_gpu_grid and fp8)" ;;
-    gates-sanitize) SANITIZE_TIMEOUT=50 run_sanitizers "memcheck racecheck synccheck initcheck" cuda_sm120_e4m3 "$4" "-$3" ;;
-    *) echo "e4m3_64_gates: expected gates or gates-sanitize, found '$1'"; return 2 ;;
+    gates-sanitize) SANITIZE_TIMEOUT=50 run_sanitizers "memcheck racecheck synccheck initcheck" \
+                      "${5:-cuda_sm120_e4m3}" "$4" "-$3" ;;
+    *) echo "e4m3_gates: expected gates or gates-sanitize, found '$1'"; return 2 ;;
   esac
   pack
 }
@@ -206,8 +207,8 @@ time_short_calls() {
   pack
 }
 
-digest() {  # TAG IMPL DIR [CASES]: the fp8 outputs' digest of the library built now (checks.output_identity)
-  timeout 150 python3 -m kdtree_lab.checks.output_identity --impl "$2" --kv fp8 --cases "${4:-40}" \
+digest() {  # TAG IMPL DIR [CASES] [KV]: the outputs' digest of the library built now (checks.output_identity), fp8
+  timeout 150 python3 -m kdtree_lab.checks.output_identity --impl "$2" --kv "${5:-fp8}" --cases "${4:-40}" \
     --out "$3/digest-$1-$2.json" 2>&1 | tail -1
 }
 
@@ -218,10 +219,7 @@ ab_patch() {
   for tag in main patch; do
     if [ $tag = patch ]; then git apply "$patch" || return 1; fi
     step "libraries and digests, $tag"; build_libs $tag "$dir"
-    for ik in "$@"; do
-      timeout 150 python3 -m kdtree_lab.checks.output_identity --impl "${ik%:*}" --kv "${ik#*:}" --cases "$cases" \
-        --out "$dir/digest-$tag-${ik%:*}.json" 2>&1 | tail -1
-    done
+    for ik in "$@"; do digest $tag "${ik%:*}" "$dir" "$cases" "${ik#*:}"; done
   done
   for ik in "$@"; do
     if ! python3 -m kdtree_lab.checks.output_identity --compare "$dir/digest-main-${ik%:*}.json" \

@@ -9,18 +9,11 @@
 # Carry .whl-sglang and .prebuilt (python scripts/prebuild.py main docs/experiments/e4m3-32-refill-aligned.patch).
 #   bash docs/experiments/e4m3-32-refill-aligned-run.sh [gates|gates-sanitize]
 set -uo pipefail
+case "$*" in ""|gates|gates-sanitize) ;;
+  *) echo "e4m3-32-refill-aligned-run.sh: expected nothing, gates or gates-sanitize, found '$*'"; exit 2 ;;
+esac
 [ $# = 0 ] && exec bash docs/experiments/e4m3-refill-aligned-run.sh
 WHEELS=${WHEELS:-.whl-sglang}
 export KDT_PACK_DIR=/tmp/r
 source scripts/device_prologue.sh "bash docs/experiments/e4m3-32-refill-aligned-run.sh $*"
-R=$KDT_PACK_DIR; P=docs/experiments/e4m3-32-refill-aligned.patch
-case "$1" in
-  gates) git apply $P || exit 1
-         gate_tests "$R/gates-32-aligned" tests/test_gpu.py tests/test_gpu_graphs.py tests/test_gpu_sglang_hook.py \
-           -k "e4m3 or fp8_pool or (sglang_on_the_gpu_grid and fp8)" ;;
-  gates-sanitize) git apply $P || exit 1
-                  SANITIZE_TIMEOUT=50 run_sanitizers "memcheck racecheck synccheck initcheck" cuda_sm120_e4m3_32 "$R" \
-                    -32-aligned ;;
-  *) echo "e4m3-32-refill-aligned-run.sh: expected nothing, gates or gates-sanitize, found '$1'"; exit 2 ;;
-esac
-pack
+e4m3_gates "$1" docs/experiments/e4m3-32-refill-aligned.patch 32-aligned "$KDT_PACK_DIR" cuda_sm120_e4m3_32

@@ -26,7 +26,7 @@ WHEELS=${WHEELS:-.whl-sglang}
 export KDT_PACK_DIR=/tmp/r
 source scripts/device_prologue.sh "bash docs/experiments/e4m3-lean-tile-run.sh $*"
 R=$KDT_PACK_DIR; P=docs/experiments/e4m3-lean-tile.patch
-case "${1:-}" in gates|gates-sanitize) e4m3_64_gates "$1" $P lean "$R"; exit $? ;; esac
+case "${1:-}" in gates|gates-sanitize) e4m3_gates "$1" $P lean "$R"; exit $? ;; esac
 kernels_snapshot  # main's kernels/; the patch touches kernels/ only
 ab_patch $P "$R" 40 fp8 cuda_sm120_e4m3:fp8 || exit 1
 e4m3_ab main patch "$R"

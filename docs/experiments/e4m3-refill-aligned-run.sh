@@ -52,7 +52,7 @@ WHEELS=${WHEELS:-.whl-sglang}
 export KDT_PACK_DIR=/tmp/r
 source scripts/device_prologue.sh "bash docs/experiments/e4m3-refill-aligned-run.sh $*"
 R=$KDT_PACK_DIR; X=docs/experiments
-case "${1:-}" in gates|gates-sanitize) e4m3_64_gates "$1" $X/e4m3-refill-aligned.patch aligned "$R"; exit $? ;; esac
+case "${1:-}" in gates|gates-sanitize) e4m3_gates "$1" $X/e4m3-refill-aligned.patch aligned "$R"; exit $? ;; esac
 kernels_snapshot
 if [ "$*" = quick ]; then
   build_libs main "$R"
