@@ -124,7 +124,7 @@ e4m3_gates() {
   case "$1" in
     gates) gate_tests "$4/gates-$3" tests/test_gpu.py tests/test_gpu_graphs.py tests/test_gpu_sglang_hook.py \
              -k "e4m3 or fp8_pool or (sglang_on_the_gpu_grid and fp8)" ;;
-    gates-sanitize) SANITIZE_TIMEOUT=50 run_sanitizers "memcheck racecheck synccheck initcheck" \
+    gates-sanitize) SANITIZE_TIMEOUT=${SANITIZE_TIMEOUT:-50} run_sanitizers "memcheck racecheck synccheck initcheck" \
                       "${5:-cuda_sm120_e4m3}" "$4" "-$3" ;;
     *) echo "e4m3_gates: expected gates or gates-sanitize, found '$1'"; return 2 ;;
   esac

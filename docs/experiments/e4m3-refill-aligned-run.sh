@@ -39,20 +39,29 @@
 #                   whether their bits are main's; no digests, no lean-tile; ~2.5 minutes with the prologue)
 #   gates           the 64-row e4m3 form's gates with e4m3-refill-aligned.patch (~4 minutes on an H100)
 #   gates-sanitize  the four sanitizers on cuda_sm120_e4m3 with it (~1.5 minutes)
+#   gates-both      where both aligned patches met their rules: the e4m3 forms' gates with the two stacked (~4 minutes)
+#   gates-both-sanitize  the four sanitizers on both e4m3 forms with the two stacked (~2.5 minutes)
 # Prebuild: python scripts/prebuild.py main docs/experiments/e4m3-lean-tile.patch \
 #   docs/experiments/e4m3-refill-aligned.patch docs/experiments/e4m3-32-refill-aligned.patch (eight libraries, 6.4 MB).
 # Carry .whl-kernel (WHEELS=.whl-kernel: the A/B needs no SGLang) and .prebuilt; the gates need .whl-sglang. Results in
 # $OUT/results.tar.gz (packed after each step).
 #   WHEELS=.whl-kernel bash docs/experiments/e4m3-refill-aligned-run.sh [quick|gates|gates-sanitize]
 set -uo pipefail
-case "$*" in ""|quick|gates|gates-sanitize) ;;
-  *) echo "e4m3-refill-aligned-run.sh: expected nothing, quick, gates or gates-sanitize, found '$*'"; exit 2 ;;
+case "$*" in ""|quick|gates|gates-sanitize|gates-both|gates-both-sanitize) ;;
+  *) echo "e4m3-refill-aligned-run.sh: expected nothing, quick, gates[-sanitize] or gates-both[-sanitize], found '$*'"
+     exit 2 ;;
 esac
 WHEELS=${WHEELS:-.whl-sglang}
 export KDT_PACK_DIR=/tmp/r
 source scripts/device_prologue.sh "bash docs/experiments/e4m3-refill-aligned-run.sh $*"
 R=$KDT_PACK_DIR; X=docs/experiments
-case "${1:-}" in gates|gates-sanitize) e4m3_gates "$1" $X/e4m3-refill-aligned.patch aligned "$R"; exit $? ;; esac
+case "${1:-}" in
+  gates|gates-sanitize) e4m3_gates "$1" $X/e4m3-refill-aligned.patch aligned "$R"; exit $? ;;
+  gates-both|gates-both-sanitize)
+    git apply $X/e4m3-32-refill-aligned.patch || exit 1
+    SANITIZE_TIMEOUT=90 e4m3_gates "${1/-both/}" $X/e4m3-refill-aligned.patch both "$R" cuda_sm120_e4m3,cuda_sm120_e4m3_32
+    exit $? ;;
+esac
 kernels_snapshot
 if [ "$*" = quick ]; then
   build_libs main "$R"
