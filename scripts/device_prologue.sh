@@ -14,7 +14,8 @@ esac
 RESULTS=${KDT_PACK_DIR:-$OUT}
 mkdir -p -- "$RESULTS"
 install_wheels || exit 1
-# libraries built before the call (scripts/prebuild.py, carried as .prebuilt): into build/, where the builds find them
-[ -d .prebuilt ] && python3 scripts/prebuild.py --unpack .prebuilt
+# libraries built before the call (scripts/prebuild.py, carried as .prebuilt or .prebuilt-NAME, several of which a
+# checkout may keep for its calls): into build/, where the builds find them by name
+for d in .prebuilt .prebuilt-*; do [ -d "$d" ] && python3 scripts/prebuild.py --unpack "$d"; done
 write_provenance "$1" "$RESULTS/provenance.json"
 python3 -m kdtree_lab build --json > "$RESULTS/build.json"; echo "build rc=$?"
