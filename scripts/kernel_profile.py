@@ -32,7 +32,9 @@ from kdtree_lab.checks.oracle import compare, reference
 SHAPES = {"headline": Shape(1, 200_000, 16, 8), "deploy": Shape(8, 200_000, 16, 8),
           "mem": Shape(1, 200_000, 4, 8), "b48": Shape(48, 32_768, 16, 8), "big": Shape(1, 200_000, 64, 128),
           # short prefixes, where a 64-row tile's split floor and fixed cost show (issue 28's per-shape choice)
-          "short": Shape(1, 4096, 16, 8), "short64": Shape(1, 4096, 4, 16), "mid": Shape(1, 32_768, 16, 8)}
+          "short": Shape(1, 4096, 16, 8), "short64": Shape(1, 4096, 4, 16), "mid": Shape(1, 32_768, 16, 8),
+          # issue 52's 32-row ratio shapes at B = 8 (with "mem", B = 1 at 200k): what the 32-row e4m3 form runs
+          "chain8": Shape(8, 200_000, 4, 8), "chain8mid": Shape(8, 32_768, 4, 8)}
 
 
 def smoke(index: int, count: int, kv_dtype: str = "bf16") -> dict:

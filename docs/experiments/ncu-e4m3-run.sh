@@ -2,7 +2,8 @@
 # One device call (issue 52, the fp8 headline and B = 8): Nsight Compute on the 64-row e4m3 form (timing library, what
 # the grids time) on main, at the fp8 headline (B 1, L 200k, N 16, H 8: `headline`) and at B = 8 (`deploy`, the same
 # shape eight requests wide); NCU_SHAPES picks others (`short`, B 1, L 4k, profiled on an H200 on 2026-12-06:
-# data/results/h200/2026-12-06-ncu-e4m3/). Why B = 8: its tile takes what the headline's takes (0.9135 ms over 782
+# data/results/h200/2026-12-06-ncu-e4m3/), NCU_IMPL another form: `NCU_IMPL=cuda_sm120_e4m3_32 NCU_SHAPES="mem
+# chain8"` profiles the 32-row form at issue 52's ratio shapes at 200k (B = 1 and 8, N = 4, H = 8). Why B = 8: its tile takes what the headline's takes (0.9135 ms over 782
 # tiles a CTA against 0.1265 ms over 97, both ~1.15 us a tile on the H100 of 2026-12-07), yet the refill's immediates
 # bought the headline 2% and B = 8 0.4%, and the refill owned by warp (eight times the requests) cost B = 1 11-22% and
 # B = 8 2.7-3.0x: the memory section (L1 and L2 requests, sectors a request, the stall reasons at the refill's copies)
@@ -24,11 +25,13 @@ WHEELS=${WHEELS:-.whl-sglang}
 export KDT_PACK_DIR=/tmp/n  # the prologue empties it, then writes provenance.json and build.json there; pack tars it
 N=$KDT_PACK_DIR
 t0=$(date -u +%T)
-source scripts/device_prologue.sh "bash docs/experiments/ncu-e4m3-run.sh" > /tmp/ncu-prologue.txt 2>&1
+source scripts/device_prologue.sh "NCU_IMPL=${NCU_IMPL:-cuda_sm120_e4m3} NCU_SHAPES='${NCU_SHAPES:-headline deploy}' bash docs/experiments/ncu-e4m3-run.sh" \
+  > /tmp/ncu-prologue.txt 2>&1
 mv /tmp/ncu-prologue.txt "$N/prologue.txt"
 rc=0
 for shape in ${NCU_SHAPES:-headline deploy}; do
-  NCU_TIMEOUT=120 bash scripts/ncu_profile.sh cuda_sm120_e4m3 fp8 $shape "$N" >> "$N/ncu-stdout.txt" 2>&1 || rc=$?
+  NCU_TIMEOUT=120 bash scripts/ncu_profile.sh "${NCU_IMPL:-cuda_sm120_e4m3}" fp8 $shape "$N" >> "$N/ncu-stdout.txt" \
+    2>&1 || rc=$?
 done
 gzip -f "$N"/*.csv 2>/dev/null
 rm -f "$N"/*.ncu-rep
