@@ -4,13 +4,16 @@
 # copies that land at random later points, and every shared buffer (ring slots per PV warp's quarter, P, the rescale
 # factors, the row maxima) tagged by the tile or step it holds, so that a read of the wrong tile or an overwrite
 # before every reader is done raises. Written by a review helper on 2026-12-07; pure Python, no GPU.
-#   python3 model.py [--slots N] [--drop-kempty]    # --drop-kempty: the PV warps skip the K_EMPTY wait (must fail)
+#   python3 model.py [--slots N] [--drop-kempty | --previous-p]    # --drop-kempty: the PV warps skip the K_EMPTY
+#   wait (must fail); --previous-p: no K_EMPTY, a step's slots refilled once P of the step before is in
 import argparse, random, sys
 _ap = argparse.ArgumentParser()
 _ap.add_argument("--slots", type=int, default=4)
 _ap.add_argument("--drop-kempty", action="store_true")
+_ap.add_argument("--previous-p", action="store_true",
+                 help="no K_EMPTY: the PV warps refill a step's slots once P of the step before is in (step 0: P(0))")
 _args = _ap.parse_args()
-SLOTS=_args.slots; STEP=2; DROP_KEMPTY=_args.drop_kempty
+SLOTS=_args.slots; STEP=2; DROP_KEMPTY=_args.drop_kempty or _args.previous_p; PREVIOUS_P=_args.previous_p
 class Bug(Exception): pass
 class MB:
     def __init__(s,name,count): s.name=name; s.count=count; s.pending=count; s.phase=0
@@ -78,6 +81,7 @@ def run(T, seed):
         yield 'step'
         for st in range(S):
             b=st&1; t0=STEP*st; two=t0+1<T
+            if PREVIOUS_P and st==0: yield from W(pfull[0],0,0)
             for kk in range(2):
                 if kk==0 or two:
                     t=t0+kk; yield from W(full[t%SLOTS],(t//SLOTS)&1,t//SLOTS); rd(t%SLOTS,t,f"pv{w} V"); yield 'step'
@@ -90,7 +94,7 @@ def run(T, seed):
                 load(t0+SLOTS)
                 if both: load(t0+1+SLOTS)
                 yield 'step'
-            yield from W(pfull[st&1],(st>>1)&1,st>>1)
+            if not (PREVIOUS_P and st==0): yield from W(pfull[st&1],(st>>1)&1,st>>1)
             for m in range(2):
                 if alpha.get((b,m))!=st: raise Bug(f"alpha {(b,m)} {alpha.get((b,m))} != {st}")
                 aread[(b,m)].add(w)
@@ -124,5 +128,5 @@ for T in list(range(1,41))+[63,64,65,100,101,257]:
         try: run(T,seed)
         except Bug as e:
             print("T",T,"seed",seed,e); bad+=1; break
-print(f"slots {SLOTS}, drop_kempty {DROP_KEMPTY}: done, failures:", bad)
+print(f"slots {SLOTS}, drop_kempty {DROP_KEMPTY}, previous_p {PREVIOUS_P}: done, failures:", bad)
 sys.exit(1 if bad else 0)
