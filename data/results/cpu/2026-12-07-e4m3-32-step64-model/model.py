@@ -1,4 +1,4 @@
-# A model of e4m3-32-step64.patch's synchronisation (docs/experiments/e4m3-32-step64.patch, the 32-row e4m3 form's
+# A model of e4m3-32-step64.patch's synchronisation (data/results/h100/2026-12-07-step64-landing/, the 32-row form's
 # prefix CTA): its eight warps as coroutines under random scheduling, mbarriers with try_wait.parity's semantics (a
 # waiter also checks that the phase it waits for is the one that completed: no ABA), the named barriers, cp.async
 # copies that land at random later points, and every shared buffer (ring slots per PV warp's quarter, P, the rescale
