@@ -12,8 +12,8 @@
 # its bytes, is what the steps wait for). A measurement: nothing lands; the reading goes to docs/performance.md ("What
 # bounds the 32-row e4m3 configuration"). Builds only the timing libraries (prebuilt: python scripts/prebuild.py main
 # docs/experiments/e4m3-32-no-refill-ablation.patch docs/experiments/e4m3-32-no-full-wait-ablation.patch --variants
-# timing --out .prebuilt-abl; or .prebuilt-next, docs/experiments/README.md item 1). Carry .whl-kernel and one of
-# them (~2 minutes warm). Results in $OUT/results.tar.gz.
+# timing --out .prebuilt-abl). Carry .whl-kernel and .prebuilt-abl (~2 minutes warm). Results in
+# $OUT/results.tar.gz.
 #   WHEELS=.whl-kernel bash docs/experiments/e4m3-32-no-refill-ablation-run.sh
 set -uo pipefail
 WHEELS=${WHEELS:-.whl-kernel}

@@ -15,13 +15,14 @@
 # faster in >= 6 of 8 rounds and none slower by more than +0.3%, its gates (`gates`, `gates-sanitize`) and it lands;
 # else not. (The sm_120a PV loop is longer, the sm_90a one shorter: the H100 times sm_90a code; the card's issue
 # estimate is +2% on the PV loop, which holds the refill, so a landing says so.)
-#   (none)          digests of main and the patch (59 fp8 cases, the 32-row form), racecheck and synccheck, the
-#                   interleaved A/B at issue 52's four ratio shapes and B = 1, 64k (~2.5 minutes warm)
+#   (none)          digests of main, the patch and e4m3-32-v-early-split.patch (59 fp8 cases each, the 32-row form),
+#                   racecheck and synccheck on both, each against main in the interleaved A/B at issue 52's four
+#                   ratio shapes and B = 1, 64k (~3.5 minutes warm)
 #   gates           the e4m3 forms' gates with the patch (~4 minutes on an H100)
 #   gates-sanitize  the four sanitizers on cuda_sm120_e4m3_32 with it (~1 minute)
 # Prebuild: python scripts/prebuild.py main docs/experiments/e4m3-32-v-early.patch --out .prebuilt-vearly (four
-# libraries; or .prebuilt-next, docs/experiments/README.md item 1). Carry .whl-kernel and that folder (the
-# measurement needs no SGLang); the gates .whl-sglang and that folder. Results in $OUT/results.tar.gz.
+# libraries; or .prebuilt-next with the split's too, docs/experiments/README.md item 1). Carry .whl-kernel and that
+# folder (the measurement needs no SGLang); the gates .whl-sglang and that folder. Results in $OUT/results.tar.gz.
 #   WHEELS=.whl-kernel bash docs/experiments/e4m3-32-v-early-run.sh
 #   bash docs/experiments/e4m3-32-v-early-run.sh gates|gates-sanitize
 set -uo pipefail
@@ -35,14 +36,19 @@ R=$KDT_PACK_DIR; PP=docs/experiments/e4m3-32-v-early.patch
 case "${1:-}" in gates|gates-sanitize) e4m3_gates "$1" $PP vearly "$R" cuda_sm120_e4m3_32; exit $? ;; esac
 kernels_snapshot
 step "libraries and digest, main"; build_libs main "$R"; digest main cuda_sm120_e4m3_32 "$R"
-git apply $PP || exit 1
-step "libraries and digest, vearly"; build_libs vearly "$R"; digest vearly cuda_sm120_e4m3_32 "$R"
-python3 -m kdtree_lab.checks.output_identity --compare "$R/digest-main-cuda_sm120_e4m3_32.json" \
-  "$R/digest-vearly-cuda_sm120_e4m3_32.json" > "$R/compare-vearly.txt" 2>&1
-echo "vearly: $(tail -1 "$R/compare-vearly.txt")"
-step "sanitizers on cuda_sm120_e4m3_32, vearly"
-SANITIZE_TIMEOUT=90 run_sanitizers "racecheck synccheck" cuda_sm120_e4m3_32 "$R" "-vearly"
-kernels_restore
-timing_ab "the 32-row e4m3 form" cuda_sm120_e4m3_32 main vearly "$R" 1,200000,4,8,fp8 8,200000,4,8,fp8 \
-  1,32768,4,8,fp8 8,32768,4,8,fp8 1,65536,4,8,fp8
+for v in vearly vsplit; do  # e4m3-32-v-early.patch, then e4m3-32-v-early-split.patch (its run script)
+  pp=$PP; [ $v = vsplit ] && pp=docs/experiments/e4m3-32-v-early-split.patch
+  git apply $pp || exit 1
+  step "libraries and digest, $v"; build_libs $v "$R"; digest $v cuda_sm120_e4m3_32 "$R"
+  python3 -m kdtree_lab.checks.output_identity --compare "$R/digest-main-cuda_sm120_e4m3_32.json" \
+    "$R/digest-$v-cuda_sm120_e4m3_32.json" > "$R/compare-$v.txt" 2>&1
+  echo "$v: $(tail -1 "$R/compare-$v.txt")"
+  step "sanitizers on cuda_sm120_e4m3_32, $v"
+  SANITIZE_TIMEOUT=90 run_sanitizers "racecheck synccheck" cuda_sm120_e4m3_32 "$R" "-$v"
+  kernels_restore
+done
+for v in vearly vsplit; do
+  timing_ab "the 32-row e4m3 form" cuda_sm120_e4m3_32 main $v "$R" 1,200000,4,8,fp8 8,200000,4,8,fp8 \
+    1,32768,4,8,fp8 8,32768,4,8,fp8 1,65536,4,8,fp8
+done
 pack
