@@ -1,7 +1,8 @@
 # Shell pieces the device scripts share (sourced by h200_session.sh, fleet_session.sh, device_prologue.sh).
 #   session_start: $OUT/work for results, the whole output also to $OUT/session.log, the run's environment
 #   pack: repack $OUT/results.tar.gz from ${KDT_PACK_DIR:-$OUT/work} (a call cut off by its time limit keeps the
-#     finished steps; the device returns at most 8 loose files: one-off calls set KDT_PACK_DIR outside $OUT)
+#     finished steps; the device returns at most 8 loose files: one-off calls set KDT_PACK_DIR outside $OUT);
+#     KDT_PACK_NAME=NAME packs to $OUT/NAME.tar.gz instead, so that one call can run two run scripts
 #   step "what": pack, then announce the next step
 #   kernels_snapshot / kernels_restore: copy kernels/ aside and back (the device tree's git metadata may lag the
 #     local commits, so a call that patches kernels/ between settings restores by copying, not by git checkout)
@@ -58,7 +59,10 @@ session_start() {
   export PYTHONUNBUFFERED=1 MPLBACKEND=Agg TRITON_DEFAULT_FP_FUSION=1
 }
 
-pack() { tar -C "${KDT_PACK_DIR:-$OUT/work}" -czf "$OUT/results.tar.gz.tmp" . && mv "$OUT/results.tar.gz.tmp" "$OUT/results.tar.gz"; }
+pack() {
+  local t="$OUT/${KDT_PACK_NAME:-results}.tar.gz"
+  tar -C "${KDT_PACK_DIR:-$OUT/work}" -czf "$t.tmp" . && mv "$t.tmp" "$t"
+}
 
 kernels_snapshot() { rm -rf /tmp/kernels0 && cp -r kernels /tmp/kernels0; }
 

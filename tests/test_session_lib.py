@@ -5,6 +5,7 @@ SIGINT, so it still writes both) rather than nothing. Run here on stand-in tests
 import os
 import subprocess
 import sys
+import tarfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -276,3 +277,21 @@ def test_the_e4m3_ab_runs_a_forms_timing_libraries_at_its_four_shapes(tmp_path, 
     assert shapes == want
     assert f"{results}/ab-interleave-main-patch.json" in ab and "--rounds 8" in ab
     assert (tmp_path / "out" / "results.tar.gz").exists()
+
+
+def test_pack_names_its_tarball(tmp_path):
+    """KDT_PACK_NAME picks the tarball pack writes (two run scripts in one call keep both); results.tar.gz without it."""
+    (tmp_path / "out").mkdir()
+    results = tmp_path / "r"
+    results.mkdir()
+    (results / "a.json").write_text("{}")
+    for name, want in (("vearly", "vearly.tar.gz"), ("", "results.tar.gz")):
+        env = {**os.environ, "OUT": str(tmp_path / "out"), "KDT_PACK_DIR": str(results), "KDT_PACK_NAME": name}
+        if not name:
+            env.pop("KDT_PACK_NAME")
+        out = subprocess.run(["bash", "-c", f"source {ROOT / 'scripts/session_lib.sh'} && pack"], env=env,
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        with tarfile.open(tmp_path / "out" / want) as tar:
+            assert "./a.json" in tar.getnames()
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["results.tar.gz", "vearly.tar.gz"]
