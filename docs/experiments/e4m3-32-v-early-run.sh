@@ -9,7 +9,8 @@
 # for bit. The waits it adds before tile 2 st + 1's MMAs are already met (the QK warps waited for step st + 1's tiles
 # before they published P(st)). SASS of the timing libraries (`scripts/sass_census.py`): sm_90a PV loop 562 -> 547
 # instructions (issue 1,495 -> 1,422 cycles), QK 425 (1,261 -> 1,227); sm_120a PV 576 -> 588 (2,101 -> 2,147), QK
-# 557 -> 559; registers 240 / 244, no spill.
+# 557 -> 559; registers 240 / 244, no spill. The synchronisation model passes with it
+# (data/results/cpu/2026-12-08-e4m3-32-v-early-model/, --v-early).
 # Prediction (before the run): outputs identical; B = 8, L = 200k and 32k -0.5 to -2% (the refill one tile's V reads
 # sooner), B = 1 within +-1%; racecheck and synccheck clean. Rule: where identical, two of the four ratio shapes >= 0.5%
 # faster in >= 6 of 8 rounds and none slower by more than +0.3%, its gates (`gates`, `gates-sanitize`) and it lands;

@@ -5,9 +5,10 @@
 # tile's MMAs, the second's after them, each behind its own K_EMPTY wait and a PV barrier (two a step instead of one).
 # Same MMAs in the same order: outputs main's bit for bit. SASS of the timing libraries (`scripts/sass_census.py`):
 # sm_90a PV loop 562 -> 556 instructions (issue 1,495 -> 1,368 cycles), sm_120a 576 -> 565 (2,101 -> 2,060); QK as
-# v-early's; registers 240 / 248, no spill. A step's tiles both have to arrive (the QK warps of an m-tile meet at the
-# pair barrier), and the second tile's refill goes when v-early's does, so the gain over v-early is the earlier
-# tile's bytes out of the second's way.
+# v-early's; registers 240 / 248, no spill; the synchronisation model passes with it
+# (data/results/cpu/2026-12-08-e4m3-32-v-early-model/, --v-early-split). A step's tiles both have to arrive (the QK
+# warps of an m-tile meet at the pair barrier), and the second tile's refill goes when v-early's does, so the gain
+# over v-early is the earlier tile's bytes out of the second's way.
 # Prediction (before the run): outputs identical; against main B = 8, L = 200k and 32k -0.5 to -2.5%, B = 1 within
 # +-1%; against v-early within +-1%; racecheck and synccheck clean. Rule: as v-early's (two of the four ratio shapes
 # >= 0.5% faster than main in >= 6 of 8 rounds, none slower by more than +0.3%); where both meet it, the faster at
