@@ -16,9 +16,9 @@
 # faster in >= 6 of 8 rounds and none slower by more than +0.3%, its gates (`gates`, `gates-sanitize`) and it lands;
 # else not. (The sm_120a PV loop is longer, the sm_90a one shorter: the H100 times sm_90a code; the card's issue
 # estimate is +2% on the PV loop, which holds the refill, so a landing says so.)
-#   (none)          digests of main, the patch and e4m3-32-v-early-split.patch (59 fp8 cases each, the 32-row form),
-#                   racecheck and synccheck on both, each against main in the interleaved A/B at issue 52's four
-#                   ratio shapes and B = 1, 64k (~3.5 minutes warm)
+#   (none)          digests of main, the patch, e4m3-32-v-early-split.patch and e4m3-32-v-early-split-ring5.patch
+#                   (59 fp8 cases each, the 32-row form), racecheck and synccheck on each, each against main in the
+#                   interleaved A/B at issue 52's four ratio shapes and B = 1, 64k (~4.5 minutes warm)
 #   gates           the e4m3 forms' gates with the patch (~4 minutes on an H100)
 #   gates-sanitize  the four sanitizers on cuda_sm120_e4m3_32 with it (~1 minute)
 # Prebuild: python scripts/prebuild.py main docs/experiments/e4m3-32-v-early.patch --out .prebuilt-vearly (four
@@ -37,8 +37,9 @@ R=$KDT_PACK_DIR; PP=docs/experiments/e4m3-32-v-early.patch
 case "${1:-}" in gates|gates-sanitize) e4m3_gates "$1" $PP vearly "$R" cuda_sm120_e4m3_32; exit $? ;; esac
 kernels_snapshot
 step "libraries and digest, main"; build_libs main "$R"; digest main cuda_sm120_e4m3_32 "$R"
-for v in vearly vsplit; do  # e4m3-32-v-early.patch, then e4m3-32-v-early-split.patch (its run script)
+for v in vearly vsplit vring5; do  # e4m3-32-v-early.patch, then -split.patch and -split-ring5.patch (their scripts)
   pp=$PP; [ $v = vsplit ] && pp=docs/experiments/e4m3-32-v-early-split.patch
+  [ $v = vring5 ] && pp=docs/experiments/e4m3-32-v-early-split-ring5.patch
   git apply $pp || exit 1
   step "libraries and digest, $v"; build_libs $v "$R"; digest $v cuda_sm120_e4m3_32 "$R"
   python3 -m kdtree_lab.checks.output_identity --compare "$R/digest-main-cuda_sm120_e4m3_32.json" \
@@ -48,7 +49,7 @@ for v in vearly vsplit; do  # e4m3-32-v-early.patch, then e4m3-32-v-early-split.
   SANITIZE_TIMEOUT=90 run_sanitizers "racecheck synccheck" cuda_sm120_e4m3_32 "$R" "-$v"
   kernels_restore
 done
-for v in vearly vsplit; do
+for v in vearly vsplit vring5; do
   timing_ab "the 32-row e4m3 form" cuda_sm120_e4m3_32 main $v "$R" 1,200000,4,8,fp8 8,200000,4,8,fp8 \
     1,32768,4,8,fp8 8,32768,4,8,fp8 1,65536,4,8,fp8
 done

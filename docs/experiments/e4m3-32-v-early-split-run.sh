@@ -24,7 +24,7 @@ set -uo pipefail
 case "$*" in ""|gates|gates-sanitize) ;;
   *) echo "e4m3-32-v-early-split-run.sh: expected nothing, gates or gates-sanitize, found '$*'"; exit 2 ;;
 esac
-[ -z "${1:-}" ] && exec bash docs/experiments/e4m3-32-v-early-run.sh  # the measurement of both patches
+[ -z "${1:-}" ] && exec bash docs/experiments/e4m3-32-v-early-run.sh  # the measurement of the three patches
 WHEELS=${WHEELS:-.whl-sglang}
 export KDT_PACK_DIR=/tmp/r
 source scripts/device_prologue.sh "bash docs/experiments/e4m3-32-v-early-split-run.sh $*"
