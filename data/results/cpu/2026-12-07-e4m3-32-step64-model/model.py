@@ -3,16 +3,23 @@
 # waiter also checks that the phase it waits for is the one that completed: no ABA), the named barriers, cp.async
 # copies that land at random later points, and every shared buffer (ring slots per PV warp's quarter, P, the rescale
 # factors, the row maxima) tagged by the tile or step it holds, so that a read of the wrong tile or an overwrite
-# before every reader is done raises. Written by a review helper on 2026-12-07; pure Python, no GPU.
-#   python3 model.py [--slots N] [--drop-kempty | --previous-p]    # --drop-kempty: the PV warps skip the K_EMPTY
-#   wait (must fail); --previous-p: no K_EMPTY, a step's slots refilled once P of the step before is in
+# before every reader is done raises. Written by a review helper on 2026-12-07; pure Python, no GPU. The rotated PV
+# loops (--v-early, --v-early-split) added on 2026-12-08 (../2026-12-08-e4m3-32-v-early-model/).
+#   python3 model.py [--slots N] [--drop-kempty | --previous-p] [--v-early | --v-early-split]
+#   --drop-kempty: the PV warps skip the K_EMPTY wait (must fail); --previous-p: no K_EMPTY, a step's slots refilled
+#   once P of the step before is in; --v-early: after P(st), the next step's V read tile by tile between the step's
+#   two tiles' MMAs, then the next step's slots refilled (step 0's V and refill before the loop); --v-early-split: the
+#   same with each tile's slot refilled as soon as its V is read (its own K_EMPTY wait and PV barrier)
 import argparse, random, sys
 _ap = argparse.ArgumentParser()
 _ap.add_argument("--slots", type=int, default=4)
 _ap.add_argument("--drop-kempty", action="store_true")
 _ap.add_argument("--previous-p", action="store_true",
                  help="no K_EMPTY: the PV warps refill a step's slots once P of the step before is in (step 0: P(0))")
+_ap.add_argument("--v-early", action="store_true")
+_ap.add_argument("--v-early-split", action="store_true")
 _args = _ap.parse_args()
+V_EARLY=_args.v_early or _args.v_early_split; V_SPLIT=_args.v_early_split
 SLOTS=_args.slots; STEP=2; DROP_KEMPTY=_args.drop_kempty or _args.previous_p; PREVIOUS_P=_args.previous_p
 class Bug(Exception): pass
 class MB:
@@ -79,12 +86,9 @@ def run(T, seed):
             s_=t%SLOTS; slot[s_][pw]=('pend',t); async_q.append((s_,pw,t))
         for t in range(min(SLOTS,T)): load(t)
         yield 'step'
-        for st in range(S):
-            b=st&1; t0=STEP*st; two=t0+1<T
-            if PREVIOUS_P and st==0: yield from W(pfull[0],0,0)
-            for kk in range(2):
-                if kk==0 or two:
-                    t=t0+kk; yield from W(full[t%SLOTS],(t//SLOTS)&1,t//SLOTS); rd(t%SLOTS,t,f"pv{w} V"); yield 'step'
+        def read_v(t):
+            yield from W(full[t%SLOTS],(t//SLOTS)&1,t//SLOTS); rd(t%SLOTS,t,f"pv{w} V"); yield 'step'
+        def refill_step(t0):
             if t0+SLOTS<T:
                 both=t0+1+SLOTS<T
                 if not DROP_KEMPTY:
@@ -94,7 +98,14 @@ def run(T, seed):
                 load(t0+SLOTS)
                 if both: load(t0+1+SLOTS)
                 yield 'step'
-            if not (PREVIOUS_P and st==0): yield from W(pfull[st&1],(st>>1)&1,st>>1)
+        def refill_tile(t):
+            if t+SLOTS<T:
+                if not DROP_KEMPTY: yield from W(kemp[t%SLOTS],(t//SLOTS)&1,t//SLOTS)
+                yield from BAR(3,128)
+                load(t+SLOTS); yield 'step'
+        def take_p(st,wait=True):  # P(st) and its rescale factors, then P_EMPTY for P(st + 2)
+            b=st&1
+            if wait: yield from W(pfull[st&1],(st>>1)&1,st>>1)
             for m in range(2):
                 if alpha.get((b,m))!=st: raise Bug(f"alpha {(b,m)} {alpha.get((b,m))} != {st}")
                 aread[(b,m)].add(w)
@@ -104,6 +115,26 @@ def run(T, seed):
                     pread[(b,m,kk)].add(w)
             if st+2<S: pemp[st&1].arrive()
             yield 'step'
+        if not V_EARLY:  # main's order: the step's V, its refill, then P
+            for st in range(S):
+                t0=STEP*st
+                if PREVIOUS_P and st==0: yield from W(pfull[0],0,0)
+                yield from read_v(t0)
+                if t0+1<T: yield from read_v(t0+1)
+                yield from refill_step(t0)
+                yield from take_p(st,wait=not (PREVIOUS_P and st==0))
+        else:  # the rotated order: P, then the next step's V tile by tile between this step's tiles' MMAs
+            yield from read_v(0)
+            if T>1: yield from read_v(1)
+            yield from refill_step(0)
+            for st in range(S):
+                t0=STEP*st; nxt=st+1<S
+                yield from take_p(st)
+                for kk in range(2):  # tile kk's MMAs (registers only), then the next step's tile kk
+                    if nxt and (kk==0 or t0+3<T):
+                        yield from read_v(t0+2+kk)
+                        if V_SPLIT: yield from refill_tile(t0+2+kk)
+                if nxt and not V_SPLIT: yield from refill_step(t0+2)
         yield from W(stats,0,0)
     gens={w:(qk(w) if w<4 else pv(w)) for w in range(8)}
     live=set(gens)
@@ -128,5 +159,6 @@ for T in list(range(1,41))+[63,64,65,100,101,257]:
         try: run(T,seed)
         except Bug as e:
             print("T",T,"seed",seed,e); bad+=1; break
-print(f"slots {SLOTS}, drop_kempty {DROP_KEMPTY}, previous_p {PREVIOUS_P}: done, failures:", bad)
+print(f"slots {SLOTS}, drop_kempty {DROP_KEMPTY}, previous_p {PREVIOUS_P}, v_early {V_EARLY}, split {V_SPLIT}: "
+      "done, failures:", bad)
 sys.exit(1 if bad else 0)
